@@ -1,0 +1,49 @@
+# kvswitch: an in-network memory pool for LLM KV-cache blocks.
+# Every target that needs software installs it first (scripts/bootstrap.sh), so on a fresh machine
+# `make run` and `make test` are the only two commands to know.
+
+PY        := .venv/bin/python
+TARGET    ?= soft
+HOSTS     ?= 4
+TRACE     ?= $(or $(KVSWITCH_TRACES),../shared/traces)/mooncake/conversation_trace.jsonl
+PYTEST_ARGS ?=
+
+.PHONY: help setup run stop demo test test-fast bench eval check compile clean
+
+help:  ## this menu
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "  variables: TARGET=soft|bmv2 (switch target), HOSTS=N (inference hosts), TRACE=path.jsonl"
+
+setup:  ## install Debian packages (as root) and the Python venv
+	@scripts/bootstrap.sh
+
+run: setup  ## start the Mininet testbed (switch, storage node, controller) and its CLI
+	$(PY) -m topo run --target $(TARGET) --hosts $(HOSTS)
+
+stop:  ## stop the testbed and clean up Mininet state
+	-$(PY) -m topo stop
+	-mn -c >/dev/null 2>&1
+
+demo: setup  ## non-interactive: testbed + trace replay + report and plot, then exit
+	$(PY) -m topo demo --target $(TARGET) --hosts $(HOSTS) --trace $(TRACE) --out out/demo
+
+test: setup  ## the whole suite (Mininet and veth tests need root)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup  ## the suite without slow (process, veth, Mininet) tests
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: setup  ## benchmarks; JSON and tables under out/bench
+	$(PY) -m bench all --out out/bench
+
+eval: setup  ## the standard evaluation report on the shipped traces, under out/eval
+	$(PY) -m evaluation run --trace $(TRACE) --out out/eval
+
+compile: setup  ## compile p4src/ for the chosen target into build/
+	$(PY) -m topo compile --target $(TARGET) --out build
+
+check: setup  ## lint
+	$(PY) -m ruff check .
+
+clean:  ## remove build outputs (keeps .venv)
+	rm -rf build out .pytest_cache .ruff_cache

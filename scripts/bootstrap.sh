@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks for this project, then nothing more on later calls.
+#   - Debian packages (as root): mininet (gives mnexec), iproute2, tcpdump (scapy's BPF filters), ethtool.
+#   - A virtual environment in .venv with requirements.txt, re-installed only when that file changes.
+# Called by every Makefile target that needs it; safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(mininet iproute2 tcpdump ethtool iputils-ping)
+PYTHON=${PYTHON:-python3}
+
+need_apt=()
+command -v mnexec >/dev/null 2>&1 || need_apt+=(mininet)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v tcpdump >/dev/null 2>&1 || need_apt+=(tcpdump)
+command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "bootstrap: installing Debian packages: ${APT_PACKAGES[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${APT_PACKAGES[@]}" >/dev/null
+  else
+    echo "bootstrap: missing ${need_apt[*]}; run as root (or apt-get install ${APT_PACKAGES[*]}) for Mininet and veth tests" >&2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "bootstrap: installing Python requirements into .venv"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r requirements.txt
+  echo "$want" > "$stamp"
+fi
