@@ -50,6 +50,14 @@ class BlockInfo:
     """Key of the previous block of the prefix, None for the first block."""
     is_last: bool = False
     """True when no block of the same request follows it (the tail of a prompt)."""
+    turn: int = 1
+    """Conversation turn of the request reading the block, 1 = first turn (see `policies.request`)."""
+    category: str = ""
+    """Workload category of the request (e.g. "chat", "api", "file"); "" when the source does not say."""
+    request_blocks: int = 0
+    """Blocks in the whole prompt of the request reading it (known at arrival); 0 = unknown."""
+    turn_gap_s: float = -1.0
+    """Seconds since the previous turn of the same conversation; -1 = first turn or unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +118,18 @@ class EvictionPolicy(Protocol):
 
     def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
         """Choose the block to evict, never one in `protected` (pinned). Does not remove it."""
+        ...
+
+
+@runtime_checkable
+class AccessObserver(Protocol):
+    """Optional extra of an eviction policy: it wants to see every access, misses included.
+
+    ARC and S3-FIFO consult their ghost lists on a miss, and learned policies learn from misses; the
+    pool calls `record` on any eviction policy that has it, before `on_hit`/`victim`/`on_insert`.
+    """
+
+    def record(self, block: BlockInfo, now: float) -> None:
         ...
 
 

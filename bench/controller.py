@@ -1,0 +1,395 @@
+"""Control-plane benchmark: digest → first switch hit, admission/eviction churn, `ls` latency with 10k keys.
+
+    python -m bench controller --out out/bench [--quick]
+
+1. **hot → first hit** (goal ≤ 50 ms on softswitch): the embedded switch runs p4src/kvswitch.p4 in this process
+   behind its real P4Runtime server on loopback gRPC; the controller is a separate `python -m controller serve`
+   process. A client GETs a new key every millisecond through port 1; a real storage node (kvpool.server's
+   `StorageNode`) answers on port 2 so replies fill admitted slots. Measured per key: from the moment the data
+   plane emits the key's hot digest to the first GET_REPLY with HIT_SWITCH the client receives.
+2. **churn**: admissions + evictions per second the decision logic sustains with every slot full, over
+   P4Runtime to the embedded switch, against the same logic over an in-memory switch (baseline, ratio).
+3. **ls latency**: the local API's `/blocks` and the whole `python -m controller ls` with 10,000 cached
+   chunks (a 10,240-slot pool in memory: the P4 program's pool has 1,024 slots).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "p4src" / "kvswitch.p4"
+CPU_PORT = 255
+CLIENT = {"name": "h1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "port": 1}
+STORAGE = {"name": "storage", "ip": "10.0.0.100", "mac": "02:00:00:00:00:64", "port": 2}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def compile_program(out: Path) -> tuple[Path, Path]:
+    """P4Info and device config of p4src/kvswitch.p4 for the embedded target (softswitch.compile)."""
+    from softswitch import compile as compiler
+
+    compiled = compiler.compile_program(PROGRAM)
+    p4info, config = out / "kvswitch.p4info.txtpb", out / "kvswitch.json"
+    compiler.write_p4info(compiled.p4info, p4info)
+    config.write_bytes(compiled.device_config)
+    return p4info, config
+
+
+class InProcessSwitch:
+    """The embedded switch with its P4Runtime server on loopback, packets injected and collected in-process.
+
+    Port 2 is wired to a real storage node object: whatever the switch sends there is answered at once (with
+    addresses swapped) and the answer re-enters port 2, so a GET is one synchronous round trip.
+    """
+
+    def __init__(self) -> None:
+        from kvpool.server import StorageNode, StorageOptions
+        from softswitch.p4runtime.device import Device
+        from softswitch.p4runtime.device_config import load_bundle
+        from softswitch.p4runtime.server import P4RuntimeServer
+
+        self.storage = StorageNode(StorageOptions("127.0.0.1", 0, 64 << 20, None))
+        self.device = Device(0, CPU_PORT, self._send)
+        self.server = P4RuntimeServer(self.device, load_bundle)
+        self.to_client: list[bytes] = []
+        self.digest_times: list[float] = []
+        forward = self.device.on_digests
+
+        def on_digests(messages) -> None:
+            self.digest_times.append(time.perf_counter())
+            forward(messages)
+
+        self.device.on_digests = on_digests
+        self.address = ""
+
+    def start(self) -> str:
+        from softswitch.p4runtime.server import ServerOptions
+
+        port = self.server.start(ServerOptions("127.0.0.1:0"))
+        self.address = f"127.0.0.1:{port}"
+        return self.address
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def _send(self, port: int, frame: bytes) -> None:
+        if port == CLIENT["port"]:
+            self.to_client.append(frame)
+        elif port == STORAGE["port"]:
+            reply = self._storage_reply(frame)
+            if reply is not None:
+                self.device.receive(STORAGE["port"], reply)
+
+    def _storage_reply(self, frame: bytes) -> bytes | None:
+        from scapy.layers.inet import IP, UDP
+        from scapy.layers.l2 import Ether
+
+        packet = Ether(frame)
+        if UDP not in packet:
+            return None
+        answer = self.storage.handle(bytes(packet[UDP].payload))
+        if answer is None:
+            return None
+        return bytes(Ether(src=packet.dst, dst=packet.src) / IP(src=packet[IP].dst, dst=packet[IP].src)
+                     / UDP(sport=packet[UDP].dport, dport=packet[UDP].sport, chksum=0) / answer)
+
+    def put(self, tenant: int, prefix_hash: int, value: bytes, version: int = 1) -> None:
+        from kvpool import wire
+        from kvpool.constants import Opcode
+
+        header = wire.Header(Opcode.PUT, tenant=tenant, prefix_hash=prefix_hash, version=version)
+        self.storage.handle(wire.encode(header, value))
+
+    def get(self, tenant: int, prefix_hash: int, req_id: int) -> int | None:
+        """One GET from the client port; the status of the reply that came back (None: no reply)."""
+        from scapy.layers.inet import IP, UDP
+        from scapy.layers.l2 import Ether
+
+        from kvpool import wire
+        from kvpool.constants import KVP_HEADER_LEN, Opcode
+
+        header = wire.Header(Opcode.GET, tenant=tenant, req_id=req_id, prefix_hash=prefix_hash)
+        frame = bytes(Ether(src=CLIENT["mac"], dst=STORAGE["mac"]) / IP(src=CLIENT["ip"], dst=STORAGE["ip"])
+                      / UDP(sport=40000, dport=7420) / header.pack())
+        self.to_client.clear()
+        self.device.receive(CLIENT["port"], frame)
+        for reply in self.to_client:
+            payload = bytes(Ether(reply)[UDP].payload)
+            if len(payload) >= KVP_HEADER_LEN:
+                got = wire.Header.unpack(payload)
+                if got.req_id == req_id and got.opcode == Opcode.GET_REPLY:
+                    return got.status
+        return None
+
+
+def _summary(samples: list[float]) -> dict:
+    if not samples:
+        return {"n": 0}
+    ordered = sorted(samples)
+    return {"n": len(ordered), "p50_ms": statistics.median(ordered) * 1e3,
+            "p90_ms": ordered[int(0.9 * (len(ordered) - 1))] * 1e3, "max_ms": ordered[-1] * 1e3}
+
+
+def _api(address: str, path: str) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{address}{path}", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def hot_to_first_hit(work: Path, keys: int) -> dict:
+    """Digest → first HIT_SWITCH at the client, per key, with the controller as a separate process."""
+    from kvpool.constants import Status
+
+    p4info, config = compile_program(work)
+    hosts = work / "hosts.json"
+    hosts.write_text(json.dumps([CLIENT, STORAGE]))
+    switch = InProcessSwitch()
+    address = switch.start()
+    api = f"127.0.0.1:{free_port()}"
+    threshold = 3
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "controller", "--api", api, "serve", "--switch", address, "--p4info", str(p4info),
+         "--device-config", str(config), "--state", str(work / "state.sqlite"), "--hosts-file", str(hosts),
+         "--hot-threshold", str(threshold), "--epoch-seconds", "3600", "--log-level", "WARNING"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(work / "controller.log", "w"),  # noqa: SIM115
+    )
+    samples, misses = [], 0
+    try:
+        if not _wait(lambda: _api(api, "/status")["primary"], 60):
+            raise RuntimeError(f"controller did not come up; see {work / 'controller.log'}")
+        req_id = 0
+        for index in tqdm(range(keys), desc="hot → first hit", unit="key"):
+            prefix_hash = 0xB000_0000_0000_0000 + index
+            switch.put(1, prefix_hash, f"block {index}".encode())
+            digests_before = len(switch.digest_times)
+            hit_at = None
+            deadline = time.perf_counter() + 2.0
+            while time.perf_counter() < deadline:
+                req_id += 1
+                status = switch.get(1, prefix_hash, req_id)
+                if status == Status.HIT_SWITCH:
+                    hit_at = time.perf_counter()
+                    break
+                time.sleep(0.001)
+            if hit_at is None or len(switch.digest_times) <= digests_before:
+                misses += 1
+                continue
+            samples.append(hit_at - switch.digest_times[digests_before])
+        stats = _api(api, "/stats")
+    finally:
+        controller.terminate()
+        try:
+            controller.wait(10)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+        switch.stop()
+    return {"keys": keys, "no_hit_within_2s": misses, "client_side": _summary(samples),
+            "samples_ms": [round(x * 1e3, 3) for x in samples],
+            "controller_hot_to_installed": stats["hot_to_installed"],
+            "controller_hot_to_first_hit_counter_poll": stats["hot_to_first_hit"], "goal_ms": 50}
+
+
+def _churn(pool, keys: int, start: int) -> float:
+    from controller.keys import ChunkKey
+
+    began = time.perf_counter()
+    for index in range(keys):
+        pool.on_hot_key(ChunkKey(2, start + index, 0), estimate=1000)
+    return time.perf_counter() - began
+
+
+def churn(work: Path, ops: int) -> dict:
+    """Admission + eviction per second: over P4Runtime to the embedded switch, and in memory (baseline)."""
+    from controller.dataplane import MemoryDataPlane
+    from controller.p4dataplane import P4RuntimeDataPlane
+    from controller.p4info import P4Info
+    from controller.policy import PolicySpec, build_policies
+    from controller.pool import PoolManager
+    from controller.switch import SwitchConnection, SwitchOptions
+
+    p4info_path, config = compile_program(work)
+    spec = PolicySpec("always", "lru", "drop")
+    results = {}
+    memory = MemoryDataPlane(1024)
+    pool = PoolManager(memory, build_policies(spec, memory.capacity))
+    _churn(pool, memory.capacity, 0)
+    seconds = _churn(pool, ops * 10, 1 << 32)
+    results["in_memory"] = {"ops": ops * 10, "admissions_evictions_per_s": 2 * ops * 10 / seconds}
+    switch = InProcessSwitch()
+    address = switch.start()
+    connection = SwitchConnection(SwitchOptions(address), P4Info.load(p4info_path))
+    try:
+        connection.open(30)
+        connection.set_pipeline(config.read_bytes(), 1)
+        dataplane = P4RuntimeDataPlane(connection)
+        pool = PoolManager(dataplane, build_policies(spec, dataplane.capacity))
+        for block in tqdm(range(0, dataplane.capacity, 64), desc="fill pool", unit="x64"):
+            _churn(pool, 64, block)
+        seconds = _churn(pool, ops, 1 << 33)
+        results["p4runtime"] = {"ops": ops, "admissions_evictions_per_s": 2 * ops / seconds,
+                                "capacity": dataplane.capacity}
+    finally:
+        connection.close()
+        switch.stop()
+    results["ratio_p4runtime_vs_memory"] = (results["p4runtime"]["admissions_evictions_per_s"]
+                                            / results["in_memory"]["admissions_evictions_per_s"])
+    return results
+
+
+def ls_latency(work: Path, keys: int, repeats: int) -> dict:
+    """`/blocks` and `python -m controller ls` with `keys` cached chunks."""
+    from controller.api import ApiServer
+    from controller.dataplane import MemoryDataPlane
+    from controller.keys import ChunkKey
+    from controller.metrics import Metrics
+    from controller.policy import PolicySpec, build_policies
+    from controller.pool import PoolManager
+
+    class Backend:
+        def __init__(self) -> None:
+            self.metrics = Metrics()
+            dataplane = MemoryDataPlane(keys + keys // 40)
+            self.pool = PoolManager(dataplane, build_policies(PolicySpec("always", "lru", "drop"), dataplane.capacity),
+                                    metrics=self.metrics)
+
+        def status(self) -> dict:
+            return {}
+
+        def policy_view(self) -> dict:
+            return {}
+
+        def set_policy(self, kind: str, name: str, params: dict) -> dict:
+            return {}
+
+        def read_slot(self, slot: int) -> dict:
+            return {}
+
+    backend = Backend()
+    for index in range(keys):
+        backend.pool.on_hot_key(ChunkKey(3, 0xC000 + index, 0))
+    server = ApiServer(backend, "127.0.0.1", 0)
+    server.start()
+    address = f"127.0.0.1:{server.address[1]}"
+    try:
+        api_times, cli_json, cli_table = [], [], []
+        for _ in tqdm(range(repeats), desc="ls latency", unit="run"):
+            began = time.perf_counter()
+            rows = _api(address, "/blocks")
+            api_times.append(time.perf_counter() - began)
+            assert len(rows) == keys
+            for argv, sink in ((["ls", "--json"], cli_json), (["ls", "--sort", "hits", "-r"], cli_table)):
+                began = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "controller", "--api", address, *argv], cwd=ROOT, check=True,
+                               stdout=subprocess.DEVNULL)
+                sink.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import controller.cli"], cwd=ROOT, check=True)
+        startup = time.perf_counter() - began
+    finally:
+        server.stop()
+    return {"keys": keys, "api_blocks": _summary(api_times), "cli_ls_json": _summary(cli_json),
+            "cli_ls_table": _summary(cli_table), "python_import_cli_ms": startup * 1e3}
+
+
+def plot_cdf(samples_ms: list[float], path: Path, goal_ms: float = 50.0) -> None:
+    """CDF of digest → first switch hit, with the goal as a vertical line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ordered = sorted(samples_ms)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.step(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], where="post", label="softswitch")
+    ax.axvline(goal_ms, color="red", linestyle="--", label=f"goal {goal_ms:g} ms")
+    ax.set_xscale("log")
+    ax.set_xlabel("hot digest → first switch hit (ms, client side)")
+    ax.set_ylabel("fraction of keys")
+    ax.legend(loc="lower right")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _fmt(value) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def run(out_dir: Path, quick: bool = False) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="bench-controller-") as tmp:
+        work = Path(tmp)
+        for name, step in (("ls_latency", lambda: ls_latency(work, 10_000, 2 if quick else 5)),
+                           ("churn", lambda: churn(work, 100 if quick else 500)),
+                           ("hot_to_first_hit", lambda: hot_to_first_hit(work, 5 if quick else 30))):
+            try:
+                results[name] = step()
+            except Exception as exc:  # one broken part must not hide the others' figures
+                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    (out_dir / "controller.json").write_text(json.dumps(results, indent=2))
+    samples = results.get("hot_to_first_hit", {}).get("samples_ms")
+    if samples:
+        plot_cdf(samples, out_dir / "controller_hot_to_hit.png")
+    lines = ["| measure | value |", "|---|---|"]
+    hot = results.get("hot_to_first_hit", {})
+    if "client_side" in hot:
+        c = hot["client_side"]
+        lines.append(f"| digest → first switch hit, client side (goal ≤ 50 ms) | p50 {_fmt(c.get('p50_ms'))} ms, "
+                     f"p90 {_fmt(c.get('p90_ms'))} ms, max {_fmt(c.get('max_ms'))} ms (n={c['n']}, "
+                     f"no hit: {hot['no_hit_within_2s']}) |")
+        i = hot["controller_hot_to_installed"]
+        lines.append(f"| digest → index entry written (controller) | p50 {_fmt(i.get('p50_ms'))} ms, "
+                     f"max {_fmt(i.get('max_ms'))} ms |")
+    else:
+        lines.append(f"| digest → first switch hit | failed: {hot.get('error')} |")
+    ch = results.get("churn", {})
+    if "p4runtime" in ch:
+        lines.append(f"| admissions+evictions/s over P4Runtime (softswitch) | "
+                     f"{ch['p4runtime']['admissions_evictions_per_s']:.0f} |")
+        lines.append(f"| admissions+evictions/s in memory (baseline) | {ch['in_memory']['admissions_evictions_per_s']:.0f} |")
+        lines.append(f"| ratio P4Runtime / in memory | {ch['ratio_p4runtime_vs_memory']:.3f} |")
+    else:
+        lines.append(f"| churn | failed: {ch.get('error')} |")
+    ls = results.get("ls_latency", {})
+    if "api_blocks" in ls:
+        lines.append(f"| `/blocks` with {ls['keys']} keys | p50 {_fmt(ls['api_blocks']['p50_ms'])} ms |")
+        lines.append(f"| `python -m controller ls --json` with {ls['keys']} keys | "
+                     f"p50 {_fmt(ls['cli_ls_json']['p50_ms'])} ms |")
+        lines.append(f"| `python -m controller ls` (rich table) with {ls['keys']} keys | "
+                     f"p50 {_fmt(ls['cli_ls_table']['p50_ms'])} ms |")
+        lines.append(f"| of which Python start + imports | {_fmt(ls['python_import_cli_ms'])} ms |")
+    else:
+        lines.append(f"| ls latency | failed: {ls.get('error')} |")
+    (out_dir / "controller.md").write_text("\n".join(lines) + "\n")
+    return results

@@ -1,0 +1,133 @@
+"""Storage-node baseline: GET-hit requests/s and latency percentiles over loopback UDP.
+
+The node runs as its own process (`python -m kvpool.server`), as in the testbed; the load generator packs
+requests with `kvpool.wire` (not Scapy) so it measures the node, not the client. Two phases:
+
+* latency: one request outstanding at a time (closed loop), per-request round-trip time;
+* throughput: a window of requests outstanding, requests answered per second.
+
+This is the baseline the switch-hit benchmark compares against (same chunk size, same loopback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kvpool.constants import Opcode, Status
+from kvpool.wire import Header, encode
+
+NAME = "kvpool_server"
+KEYS = 256
+"""Distinct preloaded chunks the GETs cycle through (one chunk each, 128 bytes)."""
+WINDOW = 32
+"""Requests outstanding in the throughput phase."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(sock: socket.socket, server: tuple[str, int], deadline: float) -> None:
+    probe = Header(Opcode.STAT, req_id=0xFFFFFFFF).pack()
+    while time.monotonic() < deadline:
+        sock.sendto(probe, server)
+        try:
+            sock.recv(2048)
+            return
+        except TimeoutError:
+            continue
+    raise RuntimeError("storage node did not answer within 10 s")
+
+
+def _exchange_one(sock: socket.socket, server: tuple[str, int], request: bytes, req_id: int) -> bytes:
+    sock.sendto(request, server)
+    while True:
+        reply = sock.recv(2048)
+        if Header.unpack(reply).req_id == req_id:
+            return reply
+
+
+def run(out_dir: Path, quick: bool = False) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    n_latency, n_throughput = (2_000, 5_000) if quick else (20_000, 50_000)
+    port = _free_port()
+    server = ("127.0.0.1", port)
+    proc = subprocess.Popen([sys.executable, "-m", "kvpool.server", "--host", "127.0.0.1", "--port", str(port),
+                             "--capacity", str(16 << 20)], stderr=subprocess.DEVNULL)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            sock.settimeout(0.2)
+            _wait_ready(sock, server, time.monotonic() + 10)
+            sock.settimeout(2.0)
+            for k in range(KEYS):  # preload
+                _exchange_one(sock, server, encode(Header(Opcode.PUT, req_id=k, prefix_hash=k, version=1),
+                                                   k.to_bytes(8, "big") * 16), k)
+            requests = [Header(Opcode.GET, req_id=i, prefix_hash=i % KEYS).pack() for i in range(n_latency)]
+            rtt = np.empty(n_latency)
+            for i, request in enumerate(requests):
+                t0 = time.perf_counter()
+                reply = _exchange_one(sock, server, request, i)
+                rtt[i] = time.perf_counter() - t0
+                assert Header.unpack(reply).status == Status.HIT_SERVER, "preloaded key missed"
+            requests = [Header(Opcode.GET, req_id=i, prefix_hash=i % KEYS).pack() for i in range(n_throughput)]
+            sent = answered = lost = 0
+            t0 = time.perf_counter()
+            while answered + lost < n_throughput:
+                while sent < n_throughput and sent - answered - lost < WINDOW:
+                    sock.sendto(requests[sent], server)
+                    sent += 1
+                try:
+                    sock.recv(2048)
+                except TimeoutError:  # what is still outstanding after 2 s is lost: count it, refill the window
+                    lost += sent - answered - lost
+                    continue
+                answered += 1
+            elapsed = time.perf_counter() - t0 - (2.0 if lost else 0.0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+    us = rtt * 1e6
+    result = {
+        "name": NAME,
+        "quick": quick,
+        "chunk_bytes": 128,
+        "keys": KEYS,
+        "latency_requests": n_latency,
+        "latency_us": {"p50": float(np.percentile(us, 50)), "p90": float(np.percentile(us, 90)),
+                       "p99": float(np.percentile(us, 99)), "mean": float(us.mean())},
+        "throughput_requests": n_throughput,
+        "window": WINDOW,
+        "requests_per_s": answered / elapsed,
+        "lost": lost,
+    }
+    (out_dir / f"{NAME}.json").write_text(json.dumps(result, indent=2) + "\n")
+    lat = result["latency_us"]
+    (out_dir / f"{NAME}.md").write_text(
+        "| metric | value |\n|---|---:|\n"
+        f"| GET-hit requests/s (window {WINDOW}) | {result['requests_per_s']:,.0f} |\n"
+        f"| latency p50 (µs, 1 outstanding) | {lat['p50']:.1f} |\n"
+        f"| latency p90 (µs) | {lat['p90']:.1f} |\n"
+        f"| latency p99 (µs) | {lat['p99']:.1f} |\n"
+        f"| latency mean (µs) | {lat['mean']:.1f} |\n"
+        f"| requests lost (throughput phase) | {lost} |\n")
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("out/bench"), quick=True), indent=2))

@@ -1,0 +1,144 @@
+"""Hit ratio and replay speed of every policy combination on the Mooncake conversation trace.
+
+Block stream: requests in timestamp order, each contributing its hash_ids, one access per block
+reference, block-level hits (as in /work/shared/traces/README.md). Pools of 1% and 5% of the unique
+blocks. Yardsticks measured in the same run: libCacheSim's LRU/LFU/S3-FIFO/ARC and Belady's MIN (which
+reads the future; no policy of ours does). Speed: block references replayed per second through
+`policies.pool.Pool`, against libCacheSim's own C replay (`process_trace`) of the same stream, as a ratio.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import time
+from typing import Any
+
+from policies.base import BlockInfo
+from policies.reference import ReferenceTrace
+from policies.registry import make_pool
+from policies.request import RequestAnnotator
+
+COMBINATIONS: list[tuple[str, str]] = [
+    ("always", "lru"),
+    ("always", "lfu"),
+    ("always", "s3fifo"),
+    ("always", "arc"),
+    ("always", "prefix_lru"),
+    ("always", "kvcache_wild"),
+    ("frequency", "lru"),
+    ("tinylfu", "lru"),
+    ("frequency", "kvcache_wild"),
+    ("value", "kvcache_wild"),
+    ("value", "value"),
+]
+"""(admission, eviction) pairs replayed; recycling is `drop` (it does not change hits in one tier)."""
+
+REFERENCE = ["lru", "lfu", "s3fifo", "arc", "belady"]
+SHARES = (0.01, 0.05)
+QUICK_REQUESTS = 2000
+
+
+def trace_path() -> pathlib.Path:
+    """The conversation trace: $KVSWITCH_TRACES/mooncake/..., else the shared folder next to the repo."""
+    root = os.environ.get("KVSWITCH_TRACES")
+    base = pathlib.Path(root) if root else pathlib.Path(__file__).resolve().parents[2] / "shared" / "traces"
+    return base / "mooncake" / "conversation_trace.jsonl"
+
+
+def load_stream(path: pathlib.Path, limit: int | None = None) -> list[tuple[BlockInfo, float]]:
+    """(block, time in seconds) per block reference, requests sorted stably by timestamp."""
+    with open(path) as lines:
+        requests = [json.loads(line) for line in lines if line.strip()]
+    requests.sort(key=lambda r: r["timestamp"])
+    if limit is not None:
+        requests = requests[:limit]
+    annotator = RequestAnnotator()
+    stream: list[tuple[BlockInfo, float]] = []
+    for request in requests:
+        now = request["timestamp"] / 1000.0
+        stream.extend((block, now) for block in annotator.blocks(request["hash_ids"], request["input_length"]))
+    return stream
+
+
+def run(out_dir: pathlib.Path, quick: bool = False) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stream = load_stream(trace_path(), QUICK_REQUESTS if quick else None)
+    keys = [block.key for block, _ in stream]
+    unique = len(set(keys))
+    capacities = {f"{share:.0%}": max(20, round(unique * share)) for share in SHARES}
+    result: dict[str, Any] = {
+        "trace": str(trace_path()),
+        "quick": quick,
+        "block_references": len(stream),
+        "unique_blocks": unique,
+        "capacities": capacities,
+        "reference": {},
+        "policies": {},
+    }
+    with ReferenceTrace(keys) as trace:
+        for label, capacity in capacities.items():
+            for name in REFERENCE:
+                ref = trace.run(name, capacity)
+                result["reference"].setdefault(name, {})[label] = {
+                    "hit_ratio": ref.hit_ratio,
+                    "refs_per_s": ref.requests / ref.seconds if ref.seconds else None,
+                }
+    jobs = [(a, e, label, cap) for a, e in COMBINATIONS for label, cap in capacities.items()]
+    for admission, eviction, label, capacity in tqdm(jobs, desc="policies", unit="run"):
+        pool = make_pool(capacity, admission, eviction, "drop", log_limit=0)
+        start = time.perf_counter()
+        hits = sum(pool.access(block, now) for block, now in stream)
+        seconds = time.perf_counter() - start
+        rate = len(stream) / seconds
+        baseline = eviction if eviction in result["reference"] and admission == "always" else "lru"
+        lcs_rate = result["reference"][baseline][label]["refs_per_s"]
+        result["policies"].setdefault(f"{admission}+{eviction}", {})[label] = {
+            "hit_ratio": hits / len(stream),
+            "of_min": hits / len(stream) / result["reference"]["belady"][label]["hit_ratio"],
+            "refs_per_s": rate,
+            "libcachesim_baseline": baseline,
+            "libcachesim_refs_per_s": lcs_rate,
+            "speed_ratio": rate / lcs_rate if lcs_rate else None,
+        }
+    best = {
+        label: max(result["policies"], key=lambda name, lab=label: result["policies"][name][lab]["hit_ratio"])
+        for label in capacities
+    }
+    result["best"] = best
+    (out_dir / "policies.json").write_text(json.dumps(result, indent=1))
+    (out_dir / "policies.md").write_text(_markdown(result))
+    return result
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    labels = list(result["capacities"])
+    ref = result["reference"]
+    lines = [
+        f"# policies: Mooncake conversation, {result['block_references']:,} block references, "
+        f"{result['unique_blocks']:,} unique blocks{' (quick excerpt)' if result['quick'] else ''}",
+        "",
+        "Pool sizes: " + ", ".join(f"{k} = {v:,} blocks" for k, v in result["capacities"].items()) + ".",
+        "",
+        "| policy (admission+eviction) | " + " | ".join(f"hit {k} | ×MIN {k}" for k in labels)
+        + " | refs/s | ×libCacheSim |",
+        "|---|" + "---:|" * (2 * len(labels) + 2),
+    ]
+    for name in ("belady", "lru", "lfu", "s3fifo", "arc"):
+        cells = " | ".join(
+            f"{ref[name][k]['hit_ratio']:.4f} | {ref[name][k]['hit_ratio'] / ref['belady'][k]['hit_ratio']:.2f}"
+            for k in labels
+        )
+        speed = ref[name][labels[0]]["refs_per_s"]
+        lines.append(f"| libCacheSim {name}{' (MIN, offline)' if name == 'belady' else ''} | {cells} | "
+                     f"{speed:,.0f} | 1.00 |")
+    for name, runs in result["policies"].items():
+        cells = " | ".join(f"{runs[k]['hit_ratio']:.4f} | {runs[k]['of_min']:.2f}" for k in labels)
+        first = runs[labels[0]]
+        lines.append(f"| {name} | {cells} | {first['refs_per_s']:,.0f} | "
+                     f"{first['speed_ratio']:.2f} (vs {first['libcachesim_baseline']}) |")
+    lines += ["", "Best online policy: " + ", ".join(f"{k}: {v}" for k, v in result["best"].items()) + "."]
+    return "\n".join(lines) + "\n"

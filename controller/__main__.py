@@ -1,0 +1,102 @@
+"""`python -m controller serve ...` runs the control plane; every other command is the operator CLI."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from controller.cli import CliError, add_client_commands, add_common, existing_file, param_arg, run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m controller",
+                                     description="kvswitch control plane: serve, or talk to a running controller")
+    add_common(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser("serve", help="run the controller for one switch")
+    serve.add_argument("--switch", required=True, help="P4Runtime address of the switch, HOST:PORT")
+    serve.add_argument("--device-id", type=int, default=0)
+    serve.add_argument("--api", default=argparse.SUPPRESS, help="local JSON API host:port (default 127.0.0.1:9090)")
+    serve.add_argument("--election-id", type=int, default=1, help="our election id (highest is primary)")
+    serve.add_argument("--p4info", type=existing_file, required=True, help="P4Info (text or binary)")
+    serve.add_argument("--device-config", type=existing_file, required=True,
+                       help="target device config: softswitch's, or BMv2's JSON from p4c")
+    serve.add_argument("--storage", default=None, help="storage node HOST:PORT (TIER_MOVE, STAT)")
+    serve.add_argument("--state", type=Path, required=True, help="SQLite file for the slot map and pins")
+    serve.add_argument("--hosts-file", type=existing_file, default=None,
+                       help="host plan JSON: [{name, ip, mac, port}] → L3 routes")
+    serve.add_argument("--metrics-port", type=int, default=None, help="Prometheus endpoint port on 127.0.0.1")
+    serve.add_argument("--admission", default="value")
+    serve.add_argument("--eviction", default="value")
+    serve.add_argument("--recycling", default="residual")
+    serve.add_argument("--param", action="append", type=param_arg, default=[], metavar="KIND.NAME=VALUE",
+                       help="policy parameter, e.g. admission.threshold=0.5 (repeatable; model.* = shared reuse model)")
+    serve.add_argument("--hot-threshold", type=int, default=3, help="GET misses per epoch that make a key hot")
+    serve.add_argument("--epoch-seconds", type=float, default=10.0, help="sketch reset period")
+    serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_client_commands(sub)
+    return parser
+
+
+def serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from controller.p4dataplane import DetectorOptions
+    from controller.service import Controller, ServeOptions
+
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    params: dict[str, dict[str, str]] = {}
+    for name, value in args.param:
+        kind, dot, field = name.partition(".")
+        if not dot or kind not in ("admission", "eviction", "recycling", "model"):
+            parser.error(f"--param {name}={value}: expected admission|eviction|recycling|model.NAME=VALUE")
+        params.setdefault(kind, {})[field] = value
+    options = ServeOptions(
+        switch=args.switch, device_id=args.device_id, election_id=args.election_id, p4info=args.p4info,
+        device_config=args.device_config, storage=args.storage, state=args.state, api=args.api,
+        hosts_file=args.hosts_file, metrics_port=args.metrics_port, admission=args.admission,
+        eviction=args.eviction, recycling=args.recycling, policy_params=params,
+        detector=DetectorOptions(args.hot_threshold, args.epoch_seconds),
+    )
+    try:
+        controller = Controller(options)
+    except (ValueError, KeyError, OSError) as exc:
+        print(f"controller: {exc}", file=sys.stderr)
+        return 1
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupt)  # SIGTERM stops us even while still connecting
+    try:
+        controller.start()
+        logging.getLogger("controller").info("serving %s; API on %s", args.switch, args.api)
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:
+        print(f"controller: cannot start: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        controller.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args, parser)
+    try:
+        return run(args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The controller's local API: JSON over HTTP on 127.0.0.1, what the CLI (and scripts, tests) talk to.
+
+The controller is the only P4Runtime primary; everything an operator does goes through here.
+
+    GET    /status                 controller, switch and pool summary
+    GET    /blocks[?all=1]         residents (all=1: every tracked chunk)
+    GET    /blocks/KEY             one chunk
+    POST   /pins      {key, ttl}   pin (ttl null = hard)
+    DELETE /pins/KEY               unpin
+    POST   /evict     {key}        evict now
+    GET    /stats                  metrics snapshot
+    GET    /decisions?limit=N      recent decisions with reasons
+    GET    /policy                 policies in force
+    POST   /policy    {kind, name, params}
+    GET    /slots/N                read slot N back from the switch (SLOT_READ)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from controller.keys import ChunkKey
+from controller.metrics import Metrics
+from controller.pool import PinError, PoolManager
+
+log = logging.getLogger(__name__)
+
+
+class Backend(Protocol):
+    """What the API serves from (the `Controller`; a light stand-in in unit tests)."""
+
+    pool: PoolManager
+    metrics: Metrics
+
+    def status(self) -> dict: ...
+    def policy_view(self) -> dict: ...
+    def set_policy(self, kind: str, name: str, params: dict[str, str]) -> dict: ...
+    def read_slot(self, slot: int) -> dict: ...
+
+
+class ApiError(Exception):
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _key(text: str) -> ChunkKey:
+    try:
+        return ChunkKey.parse(unquote(text))
+    except ValueError as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+
+
+def _routes(backend: Backend, method: str, path: str, query: dict[str, list[str]], body: dict) -> Any:
+    parts = [p for p in path.split("/") if p]
+    pool = backend.pool
+    match method, parts:
+        case "GET", ["status"]:
+            return backend.status()
+        case "GET", ["blocks"]:
+            if query.get("all", ["0"])[0] in ("1", "true"):
+                with pool.lock:
+                    keys = list(pool.tracked)
+                return [pool.describe(k) for k in keys]
+            return pool.residents()
+        case "GET", ["blocks", key]:
+            try:
+                return pool.describe(_key(key))
+            except KeyError as exc:
+                raise ApiError(HTTPStatus.NOT_FOUND, str(exc).strip("'\"")) from None
+        case "POST", ["pins"]:
+            ttl = body.get("ttl")
+            if ttl is not None and (not isinstance(ttl, int | float) or ttl <= 0):
+                raise ApiError(HTTPStatus.BAD_REQUEST, f"ttl must be a positive number of seconds, got {ttl!r}")
+            pin = pool.pin(_key(str(body.get("key", ""))), ttl)
+            return {"key": str(pin.key), "kind": pin.kind, "expires_at": pin.expires_at}
+        case "DELETE", ["pins", key]:
+            chunk = _key(key)
+            if not pool.unpin(chunk):
+                raise ApiError(HTTPStatus.NOT_FOUND, f"{chunk} is not pinned")
+            return {"key": str(chunk), "unpinned": True}
+        case "POST", ["evict"]:
+            decision = pool.evict(_key(str(body.get("key", ""))))
+            return {"key": str(decision.key), "slot": decision.slot, "reason": decision.reason,
+                    "outcome": [d for d in pool.recent_decisions(5) if d["key"] == str(decision.key)][-1]}
+        case "GET", ["stats"]:
+            return backend.metrics.snapshot()
+        case "GET", ["decisions"]:
+            return pool.recent_decisions(int(query.get("limit", ["50"])[0]))
+        case "GET", ["policy"]:
+            return backend.policy_view()
+        case "POST", ["policy"]:
+            params = body.get("params") or {}
+            if not isinstance(params, dict):
+                raise ApiError(HTTPStatus.BAD_REQUEST, "params must be an object of name: value")
+            return backend.set_policy(str(body.get("kind", "")), str(body.get("name", "")),
+                                      {str(k): str(v) for k, v in params.items()})
+        case "GET", ["slots", slot]:
+            try:
+                number = int(slot)
+            except ValueError:
+                raise ApiError(HTTPStatus.BAD_REQUEST, f"slot must be an integer, got {slot!r}") from None
+            return backend.read_slot(number)
+    raise ApiError(HTTPStatus.NOT_FOUND, f"no such endpoint: {method} {path}")
+
+
+def handle(backend: Backend, method: str, target: str, body: bytes = b"") -> tuple[int, Any]:
+    """One request → (HTTP status, JSON-ready body); every user error becomes a 4xx with a message."""
+    url = urlsplit(target)
+    try:
+        data = json.loads(body) if body else {}
+        if not isinstance(data, dict):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "request body must be a JSON object")
+        return HTTPStatus.OK, _routes(backend, method, url.path, parse_qs(url.query), data)
+    except ApiError as exc:
+        return exc.status, {"error": exc.message}
+    except json.JSONDecodeError as exc:
+        return HTTPStatus.BAD_REQUEST, {"error": f"bad JSON body: {exc}"}
+    except PinError as exc:
+        return HTTPStatus.CONFLICT, {"error": str(exc)}
+    except KeyError as exc:
+        return HTTPStatus.NOT_FOUND, {"error": str(exc).strip("'\"")}
+    except ValueError as exc:
+        return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
+    except TimeoutError as exc:
+        return HTTPStatus.GATEWAY_TIMEOUT, {"error": str(exc)}
+    except Exception as exc:  # the API thread must answer, whatever broke underneath
+        log.exception("API %s %s failed", method, target)
+        return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"}
+
+
+class ApiServer:
+    """A ThreadingHTTPServer in a daemon thread."""
+
+    def __init__(self, backend: Backend, host: str = "127.0.0.1", port: int = 9090) -> None:
+        self.backend = backend
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                status, payload = handle(backend, self.command, self.path, self.rfile.read(length) if length else b"")
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = _serve
+
+            def log_message(self, format: str, *args: object) -> None:
+                log.debug("api: " + format, *args)
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.address = self.httpd.server_address
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="ctl-api", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,96 @@
+"""What the pool's decisions need from a switch, as a small Protocol, independent of P4Runtime.
+
+`controller.p4dataplane.P4RuntimeDataPlane` implements it over P4Runtime with the names of docs/naming.md;
+unit tests implement it with a dict. Keeping the seam this narrow is what lets the decision logic
+(`controller.pool`) be tested in milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from controller.keys import ChunkKey
+
+
+@dataclass(frozen=True, slots=True)
+class SlotContents:
+    """A slot as SLOT_READ_REPLY reports it."""
+
+    slot: int
+    key: ChunkKey
+    valid: bool
+    version: int
+    value: bytes
+    """The meaningful value bytes (value_len of them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HitCounts:
+    """Cumulative GET outcomes the data plane counted (packets)."""
+
+    switch: int = 0
+    """GETs the switch answered from its pool."""
+    server: int = 0
+    """GETs forwarded to the storage node (missed the switch pool)."""
+    fills: int = 0
+    """Storage replies that filled a slot."""
+    digests: int = 0
+    """Hot-key digests the data plane sent."""
+
+
+class DataPlane(Protocol):
+    """The switch pool seen from the controller: an index (key → slot) and slot contents."""
+
+    capacity: int
+    """Number of slots in the pool."""
+
+    def install(self, key: ChunkKey, slot: int, min_version: int = 0) -> None:
+        """Index `key` at `slot`; the next storage reply for `key` (version ≥ min_version) fills the slot."""
+        ...
+
+    def remove(self, key: ChunkKey) -> None:
+        """Drop the index entry of `key`; its slot stops being served at once."""
+        ...
+
+    def installed(self) -> dict[ChunkKey, int]:
+        """The index entries the switch holds now (read back), key → slot."""
+        ...
+
+    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes) -> None:
+        """Fill `slot` directly (SLOT_WRITE packet-out) when the controller knows the value."""
+        ...
+
+    def slot_hits(self, slots: list[int] | None = None) -> dict[int, int]:
+        """Cumulative switch hits per slot (indirect counter), for the given slots or all."""
+        ...
+
+    def hit_counts(self) -> HitCounts:
+        ...
+
+
+class MemoryDataPlane:
+    """A switch pool in memory: the decision logic without a switch (dry runs, benchmarks' baseline)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.index: dict[ChunkKey, int] = {}
+        self.values: dict[int, tuple[ChunkKey, int, bytes]] = {}
+
+    def install(self, key: ChunkKey, slot: int, min_version: int = 0) -> None:
+        self.index[key] = slot
+
+    def remove(self, key: ChunkKey) -> None:
+        self.index.pop(key, None)
+
+    def installed(self) -> dict[ChunkKey, int]:
+        return dict(self.index)
+
+    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes) -> None:
+        self.values[slot] = (key, version, value)
+
+    def slot_hits(self, slots: list[int] | None = None) -> dict[int, int]:
+        return {} if slots is None else dict.fromkeys(slots, 0)
+
+    def hit_counts(self) -> HitCounts:
+        return HitCounts()

@@ -1,0 +1,275 @@
+"""`python -m controller serve`: one controller process wiring P4Runtime, the pool's decisions, the API and metrics.
+
+Threads: the switch's stream supervisor (packet-ins, digests, reconnects), a tick thread (counter polls, pin
+expiry, sketch epochs, pipeline checks), a fast first-hit poller, the HTTP API and the Prometheus endpoint.
+All share one `PoolManager` behind its lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.client_ops import ClientService
+from controller.errors import P4RuntimeError
+from controller.hosts import Host, load_hosts
+from controller.metrics import Metrics, serve_prometheus
+from controller.p4dataplane import DetectorOptions, P4RuntimeDataPlane, PipelineNames
+from controller.p4info import P4Info
+from controller.policy import PolicyFactory, PolicySpec, build_policies, replace_policy
+from controller.pool import PoolManager, PoolOptions
+from controller.state import StateStore
+from controller.storage import StorageOptions, UdpStorageNode, parse_address
+from controller.switch import DigestList, PacketIn, SwitchConnection, SwitchOptions
+from controller.tiers import TierMap, TierMover
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything `serve` is started with (its command-line flags)."""
+
+    switch: str
+    """P4Runtime address of the switch, host:port."""
+    p4info: Path
+    device_config: Path
+    """softswitch's device config, or BMv2's JSON from p4c."""
+    state: Path
+    """SQLite file with the slot map and pins."""
+    device_id: int = 0
+    storage: str | None = None
+    """Storage node host:port for TIER_MOVE / STAT."""
+    api: str = "127.0.0.1:9090"
+    """host:port of the local JSON API the CLI talks to."""
+    hosts_file: Path | None = None
+    metrics_port: int | None = None
+    admission: str = "value"
+    eviction: str = "value"
+    recycling: str = "residual"
+    policy_params: dict[str, dict[str, str]] = field(default_factory=dict)
+    election_id: int = 1
+    tick_seconds: float = 0.5
+    """Period of the full counter poll, pin expiry and pipeline check."""
+    first_hit_poll_seconds: float = 0.002
+    """Period of the fast poll of newly admitted slots' counters (times the first switch hit)."""
+    detector: DetectorOptions = field(default_factory=DetectorOptions)
+    pool: PoolOptions = field(default_factory=PoolOptions)
+
+
+def pipeline_cookie(p4info: bytes, device_config: bytes) -> int:
+    """A 64-bit fingerprint of the pipeline, so a reconnect can tell 'same program still loaded' from 'fresh switch'."""
+    digest = hashlib.blake2b(p4info + b"\0" + device_config, digest_size=8).digest()
+    return int.from_bytes(digest, "big") or 1
+
+
+class Controller:
+    """The control plane of one switch."""
+
+    def __init__(self, options: ServeOptions, policy_factory: PolicyFactory | None = None) -> None:
+        self.options = options
+        self.metrics = Metrics()
+        self.p4info = P4Info.load(options.p4info)
+        self.device_config = Path(options.device_config).read_bytes()
+        self.cookie = pipeline_cookie(self.p4info.message.SerializeToString(), self.device_config)
+        self.hosts: list[Host] = load_hosts(options.hosts_file) if options.hosts_file else []
+        self.switch = SwitchConnection(
+            SwitchOptions(options.switch, options.device_id, options.election_id),
+            self.p4info, on_packet_in=self._on_packet_in, on_digest=self._on_digest, on_connect=self._on_connect,
+        )
+        self.dataplane = P4RuntimeDataPlane(self.switch, PipelineNames())
+        self.storage = None
+        if options.storage:
+            host, port = parse_address(options.storage)
+            self.storage = UdpStorageNode(StorageOptions(host, port))
+        self.state = StateStore(options.state)
+        self.policy_factory = policy_factory
+        self.policy_spec = PolicySpec(options.admission, options.eviction, options.recycling, options.policy_params)
+        policies = build_policies(self.policy_spec, self.dataplane.capacity, policy_factory)
+        self.pool = PoolManager(self.dataplane, policies, state=self.state,
+                                mover=TierMover(TierMap(), self.storage), metrics=self.metrics, options=options.pool)
+        self.clients = ClientService(self.pool)
+        self.started_at = time.time()
+        self.epoch = int(self.state.meta("epoch", "0") or 0)
+        self._epoch_started = 0.0
+        self._restored = False
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.api_server = None
+        self.metrics_server = None
+        self.last_reconcile: dict[str, int] = {}
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Connect (pipeline, routes, reconcile), then start the periodic work, the API and metrics."""
+        self.switch.open(timeout)
+        for target, name in ((self._tick_loop, "ctl-tick"), (self._first_hit_loop, "ctl-first-hit")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        from controller.api import ApiServer  # the API imports us for its typing only
+
+        host, port = parse_address(self.options.api, 9090)
+        self.api_server = ApiServer(self, host, port)
+        self.api_server.start()
+        if self.options.metrics_port:
+            self.metrics_server = serve_prometheus(self.metrics, self.options.metrics_port)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.api_server is not None:
+            self.api_server.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
+        self.switch.close()
+        for thread in self._threads:
+            thread.join(timeout=2)
+        if self.storage is not None:
+            self.storage.close()
+        self.state.close()
+
+    def wait(self) -> None:
+        """Block until stop() (or Ctrl-C in the caller)."""
+        while not self._stop.wait(1.0):
+            pass
+
+    # ---- (re)connection ----------------------------------------------------------------------------------
+
+    def _on_connect(self, switch: SwitchConnection) -> None:
+        """Runs after every arbitration win: make sure the pipeline and our entries are on the switch."""
+        self.metrics.switch_connections = switch.connections
+        fresh = switch.pipeline_cookie() != self.cookie
+        if fresh:
+            log.info("switch %s has no (or another) pipeline: installing ours", self.options.switch)
+            switch.set_pipeline(self.device_config, self.cookie)
+        self._configure(fresh)
+        if not self._restored:
+            self.last_reconcile = self.pool.restore()
+            self._restored = True
+            log.info("reconciled with the switch: %s", self.last_reconcile)
+        else:
+            self.last_reconcile = self.pool.resync()
+            log.info("switch reconnected (%s pipeline): %s", "new" if fresh else "same", self.last_reconcile)
+
+    def _configure(self, fresh: bool) -> None:
+        self.switch.configure_digest(PipelineNames().hot_digest, max_timeout_ns=0, max_list_size=1,
+                                     ack_timeout_ns=1_000_000)
+        self._new_epoch()
+        if self.hosts:
+            self.dataplane.install_routes(self.hosts)
+
+    def _new_epoch(self) -> None:
+        self.epoch = (self.epoch + 1) & 0xFFFFFFFF or 1
+        self.state.set_meta("epoch", str(self.epoch))
+        self.dataplane.configure_detector(self.options.detector, self.epoch)
+        self._epoch_started = time.monotonic()
+
+    # ---- stream events -----------------------------------------------------------------------------------
+
+    def _on_packet_in(self, packet: PacketIn) -> None:
+        reason = packet.metadata.get("reason")
+        if reason == self.dataplane.punt_reasons.get("SLOT_REPLY"):
+            from scapy.layers.inet import UDP
+            from scapy.layers.l2 import Ether
+
+            frame = Ether(packet.payload)
+            if UDP in frame:
+                self.dataplane.on_slot_reply(bytes(frame[UDP].payload))
+            return
+        if reason == self.dataplane.punt_reasons.get("CLIENT_OP"):
+            reply = self.clients.handle(packet.payload)
+            if reply is not None:
+                self.switch.packet_out(reply, {"egress_port": packet.metadata.get("ingress_port", 0)})
+            return
+        log.warning("packet-in with unknown reason %r ignored", reason)
+
+    def _on_digest(self, digests: DigestList) -> None:
+        from controller.keys import ChunkKey
+
+        for member in digests.members:
+            try:
+                key = ChunkKey(member["tenant"], member["prefix_hash"], member["chunk_idx"])
+            except (KeyError, ValueError) as exc:
+                log.warning("malformed digest %s: %s", member, exc)
+                continue
+            self.pool.on_hot_key(key, member.get("estimate", 1))
+
+    # ---- periodic work -----------------------------------------------------------------------------------
+
+    def _guarded(self, what: str, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except P4RuntimeError as exc:
+            log.debug("%s skipped: %s", what, exc)
+        except Exception:
+            log.exception("%s failed", what)
+
+    def _tick_loop(self) -> None:
+        last_check = time.monotonic()
+        while not self._stop.wait(self.options.tick_seconds):
+            if not self.switch.wait_ready(0):
+                continue
+            self._guarded("tick", self.pool.tick)
+            if time.monotonic() - self._epoch_started >= self.options.detector.epoch_seconds:
+                self._guarded("new epoch", self._new_epoch)
+            if time.monotonic() - last_check >= 5.0:
+                last_check = time.monotonic()
+                self._guarded("pipeline check", self._check_pipeline)
+
+    def _check_pipeline(self) -> None:
+        """A switch restarted behind a proxy keeps our stream; its cookie tells. Re-populate if lost."""
+        if self.switch.pipeline_cookie() != self.cookie:
+            log.warning("switch lost its pipeline: re-installing")
+            self._on_connect(self.switch)
+
+    def _first_hit_loop(self) -> None:
+        while not self._stop.wait(self.options.first_hit_poll_seconds):
+            if self.switch.is_primary:
+                self._guarded("first-hit poll", lambda: self.pool.poll_hits(only_pending=True))
+
+    # ---- what the API offers -----------------------------------------------------------------------------
+
+    def status(self) -> dict:
+        return {
+            "switch": self.options.switch,
+            "device_id": self.options.device_id,
+            "primary": self.switch.is_primary,
+            "connections": self.switch.connections,
+            "uptime_s": time.time() - self.started_at,
+            "capacity": self.pool.slots.capacity,
+            "occupancy": len(self.pool.slots),
+            "tracked": len(self.pool.tracked),
+            "pins": len(self.pool.pins.all()),
+            "epoch": self.epoch,
+            "storage": self.options.storage,
+            "state": str(self.options.state),
+            "policies": self.policy_view(),
+            "last_reconcile": self.last_reconcile,
+        }
+
+    def read_slot(self, slot: int) -> dict:
+        """Read a slot back from the switch (SLOT_READ packet-out → SLOT_READ_REPLY packet-in)."""
+        contents = self.dataplane.read_slot(slot)
+        owner = self.pool.slots.key_at(slot)
+        return {"slot": slot, "key": str(contents.key), "valid": contents.valid, "version": contents.version,
+                "value_hex": contents.value.hex(), "value_len": len(contents.value),
+                "owner": None if owner is None else str(owner)}
+
+    def policy_view(self) -> dict:
+        p = self.pool.policies
+        return {"admission": p.admission.name, "eviction": p.eviction.name, "recycling": p.recycling.name,
+                "params": p.params}
+
+    def set_policy(self, kind: str, name: str, params: dict[str, str]) -> dict:
+        spec = self.policy_spec.with_policy(kind, name, params)
+        with self.pool.lock:
+            self.pool.policies = replace_policy(self.pool, spec, self.policy_factory)
+            self.policy_spec = spec
+        return self.policy_view()

@@ -1,0 +1,80 @@
+"""A UDP client for the storage node's control requests (TIER_MOVE, STAT), matched to replies by req_id."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from controller.keys import ChunkKey
+from kvpool import wire
+from kvpool.constants import KVP_HEADER_LEN, Opcode, Status
+from policies.base import Tier
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    host: str
+    """IPv4 address of the storage node."""
+    port: int = 7420
+    """Its KVP port."""
+    timeout: float = 0.5
+    """Seconds to wait for a reply before giving up (the caller logs and carries on)."""
+
+
+def parse_address(text: str, default_port: int = 7420) -> tuple[str, int]:
+    """`host[:port]` → (host, port), with a clear error for a bad port."""
+    host, _, port = text.rpartition(":") if ":" in text else (text, "", str(default_port))
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"bad address {text!r}: expected HOST:PORT") from None
+    if not host or not 0 <= number < 65536:
+        raise ValueError(f"bad address {text!r}: expected HOST:PORT with 0 ≤ PORT < 65536 (0: any free port)")
+    return host, number
+
+
+class UdpStorageNode:
+    """Talks KVP to one storage node; thread-safe (one request in flight at a time)."""
+
+    def __init__(self, options: StorageOptions) -> None:
+        self.options = options
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._lock = threading.Lock()
+        self._req_ids = itertools.count(1)
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def _ask(self, header: wire.Header, reply_opcode: int) -> wire.Header | None:
+        with self._lock:
+            req_id = next(self._req_ids) & 0xFFFFFFFF
+            self._socket.sendto(header.replace(req_id=req_id).pack(), (self.options.host, self.options.port))
+            deadline = time.monotonic() + self.options.timeout
+            while (left := deadline - time.monotonic()) > 0:
+                self._socket.settimeout(left)
+                try:
+                    data, _ = self._socket.recvfrom(2048)
+                except (TimeoutError, OSError):
+                    return None
+                if len(data) < KVP_HEADER_LEN or wire.check(data) is not None:
+                    continue
+                reply = wire.Header.unpack(data)
+                if reply.req_id == req_id and reply.opcode == reply_opcode:
+                    return reply
+            return None
+
+    def tier_move(self, key: ChunkKey, tier: Tier, residual: float = 0.0) -> bool:
+        score = min(max(round(residual * 1000), 0), (1 << 24) - 1)  # aux bits 31..8: residual × 1000
+        header = wire.Header(Opcode.TIER_MOVE, tenant=key.tenant, prefix_hash=key.prefix_hash,
+                             chunk_idx=key.chunk, chunk_count=key.chunk + 1, aux=(score << 8) | int(tier))
+        reply = self._ask(header, Opcode.TIER_MOVE_ACK)
+        return reply is not None and reply.status == Status.OK
+
+    def stat(self, key: ChunkKey) -> int | None:
+        header = wire.Header(Opcode.STAT, tenant=key.tenant, prefix_hash=key.prefix_hash,
+                             chunk_idx=key.chunk, chunk_count=key.chunk + 1)
+        reply = self._ask(header, Opcode.STAT_REPLY)
+        return None if reply is None else reply.aux

@@ -1,0 +1,453 @@
+"""One P4Runtime client connection to one switch: arbitration, pipeline, writes, reads, stream messages.
+
+Everything lives on the `SwitchConnection` object (several switches per process are fine; nothing is
+module-global). A supervisor thread owns the bidirectional stream: it arbitrates for primary with our election
+id, dispatches packet-ins and digest lists (acking each list), and when the stream breaks — switch restarted,
+network hiccup — reconnects with exponential backoff and calls `on_connect` again, so the owner can check
+whether the pipeline and entries survived and re-populate them.
+
+Only what BMv2's P4Runtime server supports is used: tables, indirect counters, digests, packet-in/out and
+multicast groups (no register access).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import grpc
+from google.rpc import code_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from controller.bytestrings import decode, encode, mask_for_prefix
+from controller.errors import P4RuntimeError
+from controller.p4info import P4Info
+from softswitch.target import Exact, Lpm, Match, OptionalMatch, Range, Replica, TableEntry, Ternary
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SwitchOptions:
+    """How to reach and arbitrate with one switch."""
+
+    address: str
+    """gRPC address of the switch's P4Runtime server, `host:port`."""
+    device_id: int = 0
+    """P4Runtime device id of the switch (simple_switch_grpc's `--device-id`)."""
+    election_id: int = 1
+    """Our election id (low 64 bits; high is 0); the highest connected id is primary."""
+    role: str = ""
+    """P4Runtime role name; empty is the default role that owns everything."""
+    rpc_timeout: float = 10.0
+    """Seconds before a unary RPC (Write, Read, pipeline) gives up."""
+    backoff_initial: float = 0.05
+    """Seconds before the first reconnect attempt; doubles on each failure."""
+    backoff_max: float = 2.0
+    """Upper bound of the reconnect delay, in seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class PacketIn:
+    payload: bytes
+    metadata: Mapping[str, int]
+    """The `packet_in` controller header's fields by name."""
+
+
+@dataclass(frozen=True, slots=True)
+class DigestList:
+    name: str
+    list_id: int
+    members: tuple[Mapping[str, int], ...]
+    """Each digest's struct fields by name."""
+
+
+class SwitchConnection:
+    """A P4Runtime client for one switch; open() connects, the object reconnects by itself until close()."""
+
+    def __init__(
+        self,
+        options: SwitchOptions,
+        p4info: P4Info,
+        on_packet_in: Callable[[PacketIn], None] | None = None,
+        on_digest: Callable[[DigestList], None] | None = None,
+        on_connect: Callable[[SwitchConnection], None] | None = None,
+    ) -> None:
+        self.options = options
+        self.p4info = p4info
+        self.on_packet_in = on_packet_in
+        self.on_digest = on_digest
+        self.on_connect = on_connect
+        self.connections = 0
+        """How many times a stream was established (1 after open(), more after reconnects)."""
+        self.is_primary = False
+        self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
+        self._channel: grpc.Channel | None = None
+        self._requests: queue.Queue | None = None
+        self._closed = threading.Event()
+        self._ready = threading.Event()
+        self._arbitrated = threading.Event()
+        self._last_error: str = ""
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+
+    def open(self, timeout: float = 10.0) -> None:
+        """Connect and become primary; waits until the first on_connect finished. Raises P4RuntimeError."""
+        self._thread = threading.Thread(target=self._supervise, name=f"p4rt-{self.options.address}", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            self.close()
+            raise P4RuntimeError(
+                "UNAVAILABLE", f"no P4Runtime primary session with {self.options.address} "
+                f"(device {self.options.device_id}) within {timeout:.0f} s: {self._last_error or 'no answer'}"
+            )
+
+    def close(self) -> None:
+        self._closed.set()
+        self._drop_stream()
+        if self._thread and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """True once connected, primary and past on_connect (again after a reconnect)."""
+        return self._ready.wait(timeout)
+
+    def _supervise(self) -> None:
+        delay = self.options.backoff_initial
+        while not self._closed.is_set():
+            try:
+                responses = self._establish()
+                self._receive(responses)
+            except grpc.RpcError as exc:
+                error = f"{exc.code().name}: {exc.details()}" if hasattr(exc, "code") else str(exc)
+                if not self._closed.is_set() and not self._last_error.startswith("on_connect failed"):
+                    log.warning("switch %s: stream lost (%s)", self.options.address, error)
+                    self._last_error = error
+            except Exception as exc:  # the supervisor must survive anything a callback throws
+                self._last_error = repr(exc)
+                log.exception("switch %s: stream handler failed", self.options.address)
+            if self._ready.is_set():  # the session worked: a fresh failure starts the backoff again
+                delay = self.options.backoff_initial
+            self._ready.clear()
+            self.is_primary = False
+            self._drop_stream()
+            if self._closed.wait(delay):
+                return
+            delay = min(delay * 2, self.options.backoff_max)
+
+    def _establish(self):
+        self._channel = grpc.insecure_channel(self.options.address)
+        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        requests: queue.Queue = queue.Queue()
+        self._requests = requests
+
+        def iterate():
+            while True:
+                item = requests.get()
+                if item is None:
+                    return
+                yield item
+
+        self._arbitrated.clear()
+        responses = self._stub.StreamChannel(iterate())
+        requests.put(self._arbitration_request())
+        return responses
+
+    def _arbitration_request(self) -> p4runtime_pb2.StreamMessageRequest:
+        request = p4runtime_pb2.StreamMessageRequest()
+        arbitration = request.arbitration
+        arbitration.device_id = self.options.device_id
+        arbitration.election_id.high = 0
+        arbitration.election_id.low = self.options.election_id
+        if self.options.role:
+            arbitration.role.name = self.options.role
+        return request
+
+    def _drop_stream(self) -> None:
+        if self._requests is not None:
+            self._requests.put(None)
+            self._requests = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def _receive(self, responses: Iterable[p4runtime_pb2.StreamMessageResponse]) -> None:
+        for response in responses:
+            kind = response.WhichOneof("update")
+            if kind == "arbitration":
+                self._on_arbitration(response.arbitration)
+            elif kind == "packet":
+                self._on_packet(response.packet)
+            elif kind == "digest":
+                self._on_digest_list(response.digest)
+            elif kind == "error":
+                log.warning("switch %s: stream error %s", self.options.address, response.error)
+
+    def _on_arbitration(self, update) -> None:
+        was_primary = self.is_primary
+        self.is_primary = update.status.code == code_pb2.OK
+        if not self.is_primary:
+            self._last_error = f"not primary: {update.status.message or 'another controller has a higher election id'}"
+            log.warning("switch %s: %s", self.options.address, self._last_error)
+            return
+        if was_primary:
+            return
+        self.connections += 1
+        threading.Thread(target=self._run_on_connect, name="p4rt-on-connect", daemon=True).start()
+
+    def _run_on_connect(self) -> None:
+        try:
+            if self.on_connect is not None:
+                self.on_connect(self)
+        except Exception as exc:
+            error = f"on_connect failed: {exc}"
+            if error != self._last_error:  # a traceback once per distinct failure, not once per retry
+                log.exception("switch %s: on_connect failed", self.options.address)
+            else:
+                log.warning("switch %s: %s", self.options.address, error)
+            self._last_error = error
+            self._drop_stream()  # retry the whole connection later, after the backoff
+            return
+        self._ready.set()
+
+    def _on_packet(self, packet) -> None:
+        fields = {p.id: p.name for p in self.p4info.packet_metadata("packet_in")}
+        metadata = {fields.get(m.metadata_id, str(m.metadata_id)): decode(m.value) for m in packet.metadata}
+        if self.on_packet_in is not None:
+            self.on_packet_in(PacketIn(bytes(packet.payload), metadata))
+
+    def _on_digest_list(self, digest) -> None:
+        name = self.p4info.name_of(digest.digest_id)
+        ack = p4runtime_pb2.StreamMessageRequest()
+        ack.digest_ack.digest_id = digest.digest_id
+        ack.digest_ack.list_id = digest.list_id
+        self._send(ack)
+        fields = [f for f, _ in self.p4info.digest_fields(name)]
+        members = []
+        for data in digest.data:
+            values = [decode(m.bitstring) for m in data.struct.members]
+            members.append(dict(zip(fields, values, strict=False)))
+        if self.on_digest is not None:
+            self.on_digest(DigestList(name, digest.list_id, tuple(members)))
+
+    def _send(self, request: p4runtime_pb2.StreamMessageRequest) -> None:
+        requests = self._requests
+        if requests is None:
+            raise P4RuntimeError("UNAVAILABLE", f"no stream to {self.options.address}")
+        requests.put(request)
+
+    # ---- unary RPCs --------------------------------------------------------------------------------------
+
+    def _call(self, method: str, request):
+        if self._stub is None:
+            raise P4RuntimeError("UNAVAILABLE", f"not connected to {self.options.address}")
+        try:
+            return getattr(self._stub, method)(request, timeout=self.options.rpc_timeout)
+        except grpc.RpcError as exc:
+            raise P4RuntimeError.from_grpc(exc) from None
+
+    def set_pipeline(self, device_config: bytes, cookie: int = 0) -> None:
+        """VERIFY_AND_COMMIT our P4Info with the target's device config (softswitch's or BMv2's JSON)."""
+        request = p4runtime_pb2.SetForwardingPipelineConfigRequest()
+        request.device_id = self.options.device_id
+        request.election_id.low = self.options.election_id
+        request.action = p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        request.config.p4info.CopyFrom(self.p4info.message)
+        request.config.p4_device_config = device_config
+        request.config.cookie.cookie = cookie
+        self._call("SetForwardingPipelineConfig", request)
+
+    def pipeline_cookie(self) -> int | None:
+        """The cookie of the installed pipeline, None when the switch has none (fresh or restarted)."""
+        request = p4runtime_pb2.GetForwardingPipelineConfigRequest()
+        request.device_id = self.options.device_id
+        request.response_type = p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY
+        try:
+            response = self._call("GetForwardingPipelineConfig", request)
+        except P4RuntimeError as exc:
+            if exc.code in {"FAILED_PRECONDITION", "NOT_FOUND"}:
+                return None
+            raise
+        if not response.config.HasField("cookie"):
+            return None
+        return response.config.cookie.cookie
+
+    def write(self, updates: Sequence[p4runtime_pb2.Update]) -> None:
+        if not updates:
+            return
+        request = p4runtime_pb2.WriteRequest()
+        request.device_id = self.options.device_id
+        request.election_id.low = self.options.election_id
+        request.updates.extend(updates)
+        self._call("Write", request)
+
+    def read(self, entities: Sequence[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
+        if self._stub is None:
+            raise P4RuntimeError("UNAVAILABLE", f"not connected to {self.options.address}")
+        request = p4runtime_pb2.ReadRequest()
+        request.device_id = self.options.device_id
+        request.entities.extend(entities)
+        found = []
+        try:
+            for response in self._stub.Read(request, timeout=self.options.rpc_timeout):
+                found.extend(response.entities)
+        except grpc.RpcError as exc:
+            raise P4RuntimeError.from_grpc(exc) from None
+        return found
+
+    # ---- tables ------------------------------------------------------------------------------------------
+
+    def table_entry(self, entry: TableEntry) -> p4runtime_pb2.TableEntry:
+        """The protobuf of `entry`, ids and widths from P4Info."""
+        info = self.p4info
+        message = p4runtime_pb2.TableEntry()
+        message.table_id = info.table_id(entry.table)
+        message.priority = entry.priority
+        for name, value in entry.match.items():
+            field = info.match_field(entry.table, name)
+            match = message.match.add()
+            match.field_id = field.id
+            _fill_match(match, value, field.bitwidth)
+        if entry.action:
+            message.action.action.action_id = info.action_id(entry.action)
+            for name, value in entry.params.items():
+                param = info.param(entry.action, name)
+                message.action.action.params.add(param_id=param.id, value=encode(value, param.bitwidth))
+        return message
+
+    def decode_table_entry(self, message: p4runtime_pb2.TableEntry) -> TableEntry:
+        info = self.p4info
+        table = info.name_of(message.table_id)
+        match: dict[str, Match] = {}
+        for m in message.match:
+            field = info.match_field_by_id(table, m.field_id)
+            kind = m.WhichOneof("field_match_type")
+            if kind == "exact":
+                match[field.name] = Exact(decode(m.exact.value))
+            elif kind == "lpm":
+                match[field.name] = Lpm(decode(m.lpm.value), m.lpm.prefix_len)
+            elif kind == "ternary":
+                match[field.name] = Ternary(decode(m.ternary.value), decode(m.ternary.mask))
+            elif kind == "range":
+                match[field.name] = Range(decode(m.range.low), decode(m.range.high))
+            elif kind == "optional":
+                match[field.name] = OptionalMatch(decode(m.optional.value))
+        action = info.action_name(message.action.action.action_id) if message.action.HasField("action") else ""
+        params = {}
+        if action:
+            names = {p.id: p.name for p in info.params(action)}
+            params = {names[p.param_id]: decode(p.value) for p in message.action.action.params}
+        return TableEntry(table, match, action, params, message.priority)
+
+    def _update(self, kind: str, entity: p4runtime_pb2.Entity) -> p4runtime_pb2.Update:
+        update = p4runtime_pb2.Update()
+        update.type = p4runtime_pb2.Update.Type.Value(kind)
+        update.entity.CopyFrom(entity)
+        return update
+
+    def table_update(self, kind: str, entry: TableEntry) -> p4runtime_pb2.Update:
+        """An INSERT, MODIFY or DELETE update of `entry`, for batching several in one write()."""
+        entity = p4runtime_pb2.Entity()
+        entity.table_entry.CopyFrom(self.table_entry(entry))
+        if kind == "DELETE":
+            entity.table_entry.ClearField("action")
+        return self._update(kind, entity)
+
+    def insert(self, entry: TableEntry) -> None:
+        self.write([self.table_update("INSERT", entry)])
+
+    def modify(self, entry: TableEntry) -> None:
+        self.write([self.table_update("MODIFY", entry)])
+
+    def delete(self, entry: TableEntry) -> None:
+        self.write([self.table_update("DELETE", entry)])
+
+    def set_default(self, table: str, action: str, params: Mapping[str, int] | None = None) -> None:
+        entity = p4runtime_pb2.Entity()
+        entity.table_entry.CopyFrom(self.table_entry(TableEntry(table, {}, action, dict(params or {}))))
+        entity.table_entry.is_default_action = True
+        self.write([self._update("MODIFY", entity)])
+
+    def read_table(self, table: str) -> list[TableEntry]:
+        entity = p4runtime_pb2.Entity()
+        entity.table_entry.table_id = self.p4info.table_id(table)
+        return [self.decode_table_entry(e.table_entry) for e in self.read([entity]) if e.HasField("table_entry")]
+
+    # ---- counters, digests, multicast, packet-out --------------------------------------------------------
+
+    def read_counter(self, name: str, index: int | None = None) -> dict[int, tuple[int, int]]:
+        """Indirect counter cells as {index: (packets, bytes)}: one cell, or all of them when index is None."""
+        entity = p4runtime_pb2.Entity()
+        entity.counter_entry.counter_id = self.p4info.counter_id(name)
+        if index is not None:
+            entity.counter_entry.index.index = index
+        cells = {}
+        for found in self.read([entity]):
+            if found.HasField("counter_entry"):
+                data = found.counter_entry.data
+                cells[found.counter_entry.index.index] = (data.packet_count, data.byte_count)
+        return cells
+
+    def configure_digest(self, name: str, max_timeout_ns: int = 0, max_list_size: int = 1,
+                         ack_timeout_ns: int = 1_000_000) -> None:
+        """Ask the switch to stream digest `name`; `max_list_size=1, max_timeout_ns=0` sends each at once."""
+        entity = p4runtime_pb2.Entity()
+        entity.digest_entry.digest_id = self.p4info.digest_id(name)
+        config = entity.digest_entry.config
+        config.max_timeout_ns = max_timeout_ns
+        config.max_list_size = max_list_size
+        config.ack_timeout_ns = ack_timeout_ns
+        try:
+            self.write([self._update("INSERT", entity)])
+        except P4RuntimeError as exc:
+            if not exc.only("ALREADY_EXISTS"):
+                raise
+            self.write([self._update("MODIFY", entity)])
+
+    def set_multicast_group(self, group_id: int, replicas: Sequence[Replica]) -> None:
+        entity = p4runtime_pb2.Entity()
+        group = entity.packet_replication_engine_entry.multicast_group_entry
+        group.multicast_group_id = group_id
+        for replica in replicas:
+            group.replicas.add(egress_port=replica.port, instance=replica.rid)
+        try:
+            self.write([self._update("INSERT", entity)])
+        except P4RuntimeError as exc:
+            if not exc.only("ALREADY_EXISTS"):
+                raise
+            self.write([self._update("MODIFY", entity)])
+
+    def packet_out(self, payload: bytes, metadata: Mapping[str, int]) -> None:
+        """Send `payload` through the CPU port with the `packet_out` controller header fields set by name."""
+        fields = {p.name: p for p in self.p4info.packet_metadata("packet_out")}
+        request = p4runtime_pb2.StreamMessageRequest()
+        request.packet.payload = payload
+        for name, value in metadata.items():
+            if name not in fields:
+                raise KeyError(f"packet_out header has no field {name!r}; known: {', '.join(fields)}")
+            request.packet.metadata.add(metadata_id=fields[name].id, value=encode(value, fields[name].bitwidth))
+        self._send(request)
+
+
+def _fill_match(match, value: Match, bitwidth: int) -> None:
+    if isinstance(value, Exact):
+        match.exact.value = encode(value.value, bitwidth)
+    elif isinstance(value, Lpm):
+        masked = value.value & mask_for_prefix(value.prefix_len, bitwidth)
+        match.lpm.value = encode(masked, bitwidth)
+        match.lpm.prefix_len = value.prefix_len
+    elif isinstance(value, Ternary):
+        match.ternary.value = encode(value.value & value.mask, bitwidth)
+        match.ternary.mask = encode(value.mask, bitwidth)
+    elif isinstance(value, Range):
+        match.range.low = encode(value.low, bitwidth)
+        match.range.high = encode(value.high, bitwidth)
+    elif isinstance(value, OptionalMatch):
+        match.optional.value = encode(value.value, bitwidth)
+    else:  # pragma: no cover - the Match union is closed
+        raise TypeError(f"unknown match kind {value!r}")
+

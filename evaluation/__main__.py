@@ -1,0 +1,205 @@
+"""`python -m evaluation run --trace PATH --policies a,b,c --pool-sizes 0.5%,1%,5%,10% --nodes N --out DIR`.
+
+Replays a KV-cache trace through the switch pool policies and the tiered cluster model, then writes
+`results.json`, `report.md`, `requests.csv` (per request: source tier of each reused block, bytes per link,
+TTFT with all tiers) and PNG plots answering the project's four research questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from evaluation.cluster import ClusterConfig
+from evaluation.costs import ControlCosts, Links, gpu_preset
+from evaluation.experiments import EvalOptions, run_all, scale_streams, work_units
+from evaluation.model import MODELS, model_preset
+from evaluation.parallel import default_jobs
+from evaluation.plots import write_all
+from evaluation.pools import parse_policies
+from evaluation.report import render
+from evaluation.stream import BlockStream
+from evaluation.traces import TraceError, default_trace_path, load_trace
+from evaluation.ttft import CostModel
+
+DEFAULT_POLICIES = "lru,s3fifo,arc,tinylfu+lru,prefix_lru,value+value+residual"
+"""Baseline LRU, scan-resistant classics, a prefix-aware LRU and the project's reuse-value policy."""
+
+
+def percent_list(text: str) -> tuple[float, ...]:
+    """`0.5%,1%,5%` or `0.005,0.01` → fractions in (0, 1]."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            value = float(item[:-1]) / 100 if item.endswith("%") else float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not a percentage like 1% or a fraction like 0.01") from None
+        if not 0 < value <= 1:
+            raise argparse.ArgumentTypeError(f"{item!r} must be in (0%, 100%]")
+        values.append(value)
+    return tuple(values)
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every value must be ≥ 1")
+    return values
+
+
+def float_list(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: every value must be > 0")
+    return values
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 1")
+    return value
+
+
+def storage_size(text: str) -> int | None:
+    if text == "unbounded":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a block count or 'unbounded'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="replay a trace and write the standard report",
+                         description="Replay a trace; write results.json, report.md and PNG plots.")
+    run.add_argument("--trace", type=Path, default=None,
+                     help="Mooncake-format JSON Lines trace (default: $KVSWITCH_TRACES/mooncake/"
+                          "conversation_trace.jsonl)")
+    run.add_argument("--limit", type=positive_int, default=None, help="replay only the first N requests")
+    run.add_argument("--policies", default=DEFAULT_POLICIES,
+                     help="comma-separated [ADMISSION+]EVICTION[+RECYCLING] (default %(default)s)")
+    run.add_argument("--pool-sizes", type=percent_list, default=(0.005, 0.01, 0.05, 0.10),
+                     help="switch pool sizes as %% of unique blocks (default 0.5%%,1%%,5%%,10%%)")
+    run.add_argument("--switch-size", type=percent_list, default=(0.01,),
+                     help="pool size for the tier, recycling and scale experiments (default 1%%)")
+    run.add_argument("--nodes", type=positive_int, default=4, help="inference nodes (default 4)")
+    run.add_argument("--routing", choices=("prefix", "round-robin"), default="prefix")
+    run.add_argument("--hbm-blocks", type=int, default=256, help="per node (default 256)")
+    run.add_argument("--dram-blocks", type=int, default=2048, help="per node; 0 disables (default 2048)")
+    run.add_argument("--storage-blocks", type=storage_size, default=None,
+                     help="remote DRAM pool capacity or 'unbounded' (default unbounded)")
+    run.add_argument("--storage-nodes", type=positive_int, default=1)
+    run.add_argument("--model", choices=sorted(MODELS), default="llama-3-8b")
+    run.add_argument("--gpu", choices=("a100", "h100"), default="a100")
+    run.add_argument("--utilisation", type=float, default=0.5, help="achieved fraction of GPU peak")
+    run.add_argument("--link-gbps", type=float, default=100.0, help="node, storage and switch port line rate")
+    run.add_argument("--recycling", default="drop,demote,residual", help="recycling policies compared in Q3")
+    run.add_argument("--scale-nodes", type=int_list, default=(2, 4, 8, 16, 32))
+    run.add_argument("--link-speeds", type=float_list, default=(25.0, 100.0, 400.0), help="Gb/s, for Q4")
+    run.add_argument("--scale-requests", type=positive_int, default=3000)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--out", type=Path, default=Path("out/eval"))
+    run.add_argument("--jobs", type=positive_int, default=default_jobs(),
+                     help="worker processes for independent replays (default %(default)s)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def options_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalOptions:
+    """Turn parsed arguments into options; anything invalid becomes a usage error."""
+    try:
+        specs = tuple(parse_policies(args.policies))
+        gpu = gpu_preset(args.gpu)
+        if not 0 < args.utilisation <= 1:
+            raise ValueError(f"--utilisation must be in (0, 1], got {args.utilisation}")
+        gpu = dataclasses.replace(gpu, utilisation=args.utilisation)
+        cluster = ClusterConfig(nodes=args.nodes, routing=args.routing, hbm_blocks=args.hbm_blocks,
+                                dram_blocks=args.dram_blocks, storage_blocks=args.storage_blocks,
+                                storage_nodes=args.storage_nodes)
+        links = Links(node_nic_gbps=args.link_gbps, storage_nic_gbps=args.link_gbps,
+                      switch_port_gbps=args.link_gbps)
+        recycling = tuple(r.strip() for r in args.recycling.split(",") if r.strip())
+        for name in recycling:
+            parse_policies(f"{specs[0].admission}+{specs[0].eviction}+{name}")
+    except (ValueError, KeyError, LookupError) as exc:
+        parser.error(str(exc))
+    return EvalOptions(policies=specs, fractions=args.pool_sizes, cluster=cluster,
+                       cost=CostModel(model_preset(args.model), gpu, links, ControlCosts()),
+                       switch_fraction=args.switch_size[0], recycling=recycling,
+                       scale_nodes=args.scale_nodes, link_gbps=args.link_speeds,
+                       scale_requests=args.scale_requests, seed=args.seed)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    options = options_from(args, parser)
+    path = args.trace or default_trace_path()
+    started = time.perf_counter()
+    try:
+        trace = load_trace(path, args.limit)
+    except (TraceError, FileNotFoundError, UnicodeDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    stream = BlockStream.from_trace(trace)
+    streams = scale_streams(options)
+    with tqdm(total=work_units(stream, options, streams), unit="ref", unit_scale=True,
+              disable=args.no_progress, file=sys.stderr) as bar:
+        results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs)
+    cost = options.cost
+    results["meta"] = {
+        "trace": str(path), "requests": len(trace.requests), "block_references": len(stream),
+        "unique_blocks": stream.unique_blocks, "duration_s": trace.duration_s,
+        "model": cost.model.name, "block_bytes": cost.block_bytes, "block_tokens": cost.block_tokens,
+        "gpu": cost.gpu.name, "utilisation": cost.gpu.utilisation, "link_gbps": cost.links.node_nic_gbps,
+        "nodes": options.cluster.nodes, "routing": options.cluster.routing,
+        "switch_fraction": options.switch_fraction, "policies": [s.name for s in options.policies],
+        "seconds": time.perf_counter() - started, "jobs": args.jobs,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    per_request = results["q2"]["configs"][0].pop("per_request")
+    with (args.out / "requests.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(per_request[0]))
+        writer.writeheader()
+        writer.writerows(per_request)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    (args.out / "report.md").write_text(render(results))
+    pngs = write_all(results, args.out)
+    print(f"wrote {args.out / 'results.json'}, report.md, requests.csv and {len(pngs)} plots "
+          f"in {results['meta']['seconds']:.0f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return run(args, parser)
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""The standard evaluation: one function per research question, each returning plain data for the report.
+
+Q1 which prefixes deserve the switch pool · Q2 when blocks should move between tiers · Q3 what eviction should
+recycle · Q4 at which scale the pool's communication and management overhead pays off.
+
+Every replay is an independent task, so `run_all` runs them on several processes (`evaluation.parallel`):
+first the Q1 sweep (its best policy drives the rest), then every cluster replay of Q2–Q4 at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evaluation.bounds import bound_counters
+from evaluation.cluster import SOURCES, ClusterConfig, ClusterResult, simulate
+from evaluation.costs import GPU, ControlCosts, FetchPlan, Links, fetch_seconds, prefill_seconds
+from evaluation.model import ModelConfig
+from evaluation.parallel import run_tasks
+from evaluation.pools import PolicySpec
+from evaluation.replay import PoolRun, replay_pool
+from evaluation.stream import BlockStream
+from evaluation.synthetic import SyntheticOptions, generate
+from evaluation.ttft import CostModel, estimate
+from policies.base import Tier
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """What the standard report runs; the CLI fills it, defaults give the report in minutes on 2 cores."""
+
+    policies: tuple[PolicySpec, ...]
+    fractions: tuple[float, ...] = (0.005, 0.01, 0.05, 0.10)
+    """Switch pool sizes as fractions of the trace's unique blocks."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    cost: CostModel | None = None
+    switch_fraction: float = 0.01
+    """Pool size used for the tier, recycling and scale experiments."""
+    recycling: tuple[str, ...] = ("drop", "demote", "residual")
+    """Recycling policies compared in Q3 (registry names)."""
+    recycling_storage_fraction: float = 0.05
+    """Q3 bounds the remote pool (fraction of unique blocks) so that what is recycled matters."""
+    scale_nodes: tuple[int, ...] = (2, 4, 8, 16, 32)
+    link_gbps: tuple[float, ...] = (25.0, 100.0, 400.0)
+    scale_requests: int = 3_000
+    """Requests of the synthetic workload at each scale point."""
+    sessions_per_node_s: float = 0.5
+    """Synthetic load grows with the cluster: new conversations per second per node."""
+    seed: int = 0
+
+
+def default_cost(model: ModelConfig, gpu: GPU, links: Links | None = None,
+                 control: ControlCosts | None = None) -> CostModel:
+    return CostModel(model, gpu, links or Links(), control or ControlCosts())
+
+
+# -- tasks ------------------------------------------------------------------------------------------
+def _replay(streams: dict[str, BlockStream], task: tuple, progress: Progress) -> object:
+    """One unit of work, run in this process or a forked worker (see `evaluation.parallel`)."""
+    kind = task[0]
+    if kind == "pool":
+        _, spec, fraction = task
+        stream = streams["trace"]
+        capacity = stream.capacity(fraction)
+        counter, stats = replay_pool(stream, spec, capacity, progress)
+        return PoolRun(spec.name, capacity, fraction, counter, stats)
+    if kind == "bounds":
+        return bound_counters(streams["trace"], task[1], progress)
+    if kind == "cluster":
+        _, name, config = task
+        return simulate(streams[name], config, progress)
+    raise ValueError(f"unknown task {kind!r}")
+
+
+# -- Q1 ---------------------------------------------------------------------------------------------
+def q1_pool_sweep(stream: BlockStream, options: EvalOptions, progress: Progress | None = None,
+                  jobs: int = 1) -> dict:
+    """Hit ratios (block and prefix) per policy and pool size, with MIN and the ideal beside them."""
+    capacities = [stream.capacity(f) for f in options.fractions]
+    tasks: list[tuple] = [("bounds", capacities)]
+    tasks += [("pool", spec, f) for spec in options.policies for f in options.fractions]
+    (minimum, ideal), *runs = run_tasks(_replay, {"trace": stream}, tasks, jobs, progress)
+    return {
+        "unique_blocks": stream.unique_blocks,
+        "block_references": len(stream),
+        "capacities": dict(zip([str(f) for f in options.fractions], capacities, strict=True)),
+        "runs": [r.as_dict() for r in runs],
+        "min": {str(f): minimum[c].as_dict() for f, c in zip(options.fractions, capacities, strict=True)},
+        "ideal": ideal.as_dict(),
+    }
+
+
+def best_policy(q1: dict, options: EvalOptions) -> PolicySpec:
+    """The policy with the highest prefix-level hit ratio at the reference pool size (ties: first listed)."""
+    target = min(options.fractions, key=lambda f: abs(f - options.switch_fraction))
+    scores = {r["policy"]: r["prefix_hit_ratio"] for r in q1["runs"] if r["fraction"] == target}
+    return max(options.policies, key=lambda s: scores.get(s.name, -1.0))
+
+
+def _cluster_row(name: str, result: ClusterResult, cost: CostModel, per_request: bool = False) -> dict:
+    summary = estimate(result, cost, per_request)
+    refs = max(1, result.block_refs)
+    row = {
+        "config": name,
+        "prefix_hit_ratio": result.prefix_hit_ratio,
+        "block_hit_ratio": result.block_hit_ratio,
+        "from_tier": {t.name: result.blocks_from(t) / refs for t in SOURCES},
+        "computed": 1.0 - result.prefix_hit_ratio,
+        "switch": dataclasses.asdict(result.switch),
+        **summary.as_dict(),
+        "fan_in_series": summary.fan_in,
+        "storage_load_series": summary.storage_load,
+    }
+    if per_request:
+        row["per_request"] = summary.per_request
+    return row
+
+
+# -- Q2 ---------------------------------------------------------------------------------------------
+def q2_configs(stream: BlockStream, options: EvalOptions, spec: PolicySpec) -> dict[str, ClusterConfig]:
+    """The cluster with every tier, then with each tier removed in turn."""
+    base = dataclasses.replace(options.cluster, switch_blocks=stream.capacity(options.switch_fraction),
+                               switch_policy=spec)
+    return {
+        "all tiers": base,
+        "without switch pool": dataclasses.replace(base, switch_blocks=0),
+        "without node DRAM": dataclasses.replace(base, dram_blocks=0),
+        "without remote pool": dataclasses.replace(base, storage_blocks=0),
+        "HBM only": dataclasses.replace(base, dram_blocks=0, storage_blocks=0, switch_blocks=0),
+    }
+
+
+def block_move_costs(cost: CostModel) -> dict:
+    """Seconds to bring one block into HBM from each tier, against recomputing it at a few prompt depths."""
+    block = cost.block_bytes
+
+    def fetch(plan: FetchPlan, readers: int = 1) -> float:
+        return fetch_seconds(plan, cost.gpu, cost.links, readers, cost.control)
+
+    one = {
+        "NODE_DRAM": fetch(FetchPlan(dram_bytes=block)),
+        "SWITCH": fetch(FetchPlan(switch_bytes=block, switch_blocks=1)),
+        "STORAGE_DRAM (alone)": fetch(FetchPlan(storage_bytes=block)),
+        "STORAGE_DRAM (8 readers)": fetch(FetchPlan(storage_bytes=block), 8),
+    }
+    recompute = {}
+    for depth in (0, 8, 32):
+        start = depth * cost.block_tokens
+        recompute[f"recompute at depth {depth}"] = prefill_seconds(cost.model, cost.gpu, start,
+                                                                   start + cost.block_tokens)
+    return {"block_bytes": block, "fetch_s": one, "recompute_s": recompute}
+
+
+def q2_tiers(configs: dict[str, ClusterConfig], results: list[ClusterResult], options: EvalOptions,
+             spec: PolicySpec) -> dict:
+    """Where reused blocks come from and what each tier buys."""
+    assert options.cost is not None
+    rows = []
+    gaps: dict[str, dict[str, float]] = {}
+    for name, result in zip(configs, results, strict=True):
+        rows.append(_cluster_row(name, result, options.cost, per_request=name == "all tiers"))
+        if name == "all tiers":
+            for tier, values in result.reuse_gap_s.items():
+                if values:
+                    gaps[tier.name] = {"blocks": len(values), "median_s": float(np.median(values)),
+                                       "p90_s": float(np.percentile(values, 90))}
+    return {"policy": spec.name, "switch_blocks": configs["all tiers"].switch_blocks, "configs": rows,
+            "reuse_gap": gaps, "block_move": block_move_costs(options.cost),
+            "incast_window_s": options.cost.links.incast_window_s}
+
+
+# -- Q3 ---------------------------------------------------------------------------------------------
+def q3_configs(stream: BlockStream, options: EvalOptions, spec: PolicySpec) -> dict[str, ClusterConfig]:
+    """The switch pool with each recycling policy, in front of a bounded remote pool."""
+    storage = stream.capacity(options.recycling_storage_fraction)
+    configs = {}
+    for name in options.recycling:
+        policy = dataclasses.replace(spec, recycling=name, recycling_params={}, label="")
+        configs[policy.name] = dataclasses.replace(
+            options.cluster, switch_blocks=stream.capacity(options.switch_fraction), switch_policy=policy,
+            storage_blocks=storage)
+    return configs
+
+
+def q3_recycling(configs: dict[str, ClusterConfig], results: list[ClusterResult], options: EvalOptions) -> dict:
+    """What recycling the switch pool's victims into the remote pool buys, per recycling policy."""
+    assert options.cost is not None
+    rows = []
+    for name, result in zip(configs, results, strict=True):
+        row = _cluster_row(name, result, options.cost)
+        row.pop("fan_in_series")
+        row.pop("storage_load_series")
+        stats = result.switch
+        row["recycled"] = stats.recycled
+        row["recycled_reused"] = stats.recycled_reused
+        row["reuse_per_recycled"] = stats.recycled_reused / stats.recycled if stats.recycled else 0.0
+        row["recycle_bytes"] = stats.recycled * options.cost.block_bytes
+        rows.append(row)
+    storage = next(iter(configs.values())).storage_blocks if configs else 0
+    return {"storage_blocks": storage, "rows": rows}
+
+
+# -- Q4 ---------------------------------------------------------------------------------------------
+def scale_streams(options: EvalOptions) -> list[tuple[int, BlockStream]]:
+    """The synthetic workload of each cluster size: conversation starts grow with the number of nodes."""
+    streams = []
+    for nodes in options.scale_nodes:
+        trace = generate(SyntheticOptions(requests=options.scale_requests,
+                                          sessions_per_s=options.sessions_per_node_s * nodes), options.seed)
+        streams.append((nodes, BlockStream.from_trace(trace)))
+    return streams
+
+
+def q4_configs(streams: list[tuple[int, BlockStream]], options: EvalOptions,
+               spec: PolicySpec) -> list[tuple[str, ClusterConfig]]:
+    """(stream name, config) pairs: with and without the switch pool at every cluster size."""
+    pairs = []
+    for nodes, stream in streams:
+        base = dataclasses.replace(options.cluster, nodes=nodes, switch_policy=spec,
+                                   switch_blocks=stream.capacity(options.switch_fraction))
+        pairs += [(f"scale-{nodes}", base), (f"scale-{nodes}", dataclasses.replace(base, switch_blocks=0))]
+    return pairs
+
+
+def q4_scale(streams: list[tuple[int, BlockStream]], results: list[ClusterResult], options: EvalOptions,
+             spec: PolicySpec) -> dict:
+    """Net TTFT benefit of the switch pool on synthetic load that grows with the cluster, per link speed."""
+    assert options.cost is not None
+    rows = []
+    for i, (nodes, _) in enumerate(streams):
+        with_pool, without = results[2 * i], results[2 * i + 1]
+        for gbps in options.link_gbps:
+            links = dataclasses.replace(options.cost.links, node_nic_gbps=gbps, storage_nic_gbps=gbps,
+                                        switch_port_gbps=gbps)
+            cost = dataclasses.replace(options.cost, links=links)
+            a, b = estimate(with_pool, cost), estimate(without, cost)
+            control = a.control
+            load = control["controller_utilisation"]
+            # A controller that cannot keep up installs only 1/load of the admissions: scale the gain.
+            saved = (b.mean_ttft_s - a.mean_ttft_s) * (min(1.0, 1.0 / load) if load else 1.0)
+            lookups = with_pool.switch.lookups * cost.control.lookup_s / max(1, len(with_pool.outcomes))
+            rows.append({
+                "nodes": nodes, "link_gbps": gbps, "requests": len(with_pool.outcomes),
+                "switch_hit_ratio": with_pool.blocks_from(Tier.SWITCH) / max(1, with_pool.block_refs),
+                "ttft_without_s": b.mean_ttft_s, "ttft_with_s": a.mean_ttft_s,
+                "saved_s": saved, "overhead_s": lookups, "net_benefit_s": saved - lookups,
+                "fan_in_max_without": max((n for _, n in b.fan_in), default=0),
+                "fan_in_max_with": max((n for _, n in a.fan_in), default=0),
+                "fan_in_mean_without": b.as_dict()["fan_in_mean"],
+                "fan_in_mean_with": a.as_dict()["fan_in_mean"],
+                "table_writes_per_s": control["table_writes_per_s"],
+                "controller_utilisation": load,
+                "pays_off": saved - lookups > 0,
+            })
+    return {"policy": spec.name, "rows": rows}
+
+
+# -- everything -------------------------------------------------------------------------------------
+def run_all(stream: BlockStream, options: EvalOptions, progress: Progress | None = None,
+            stage: Callable[[str], None] | None = None,
+            streams: list[tuple[int, BlockStream]] | None = None, jobs: int = 1) -> dict:
+    """All four questions on `jobs` processes; `stage` is told which phase starts (for the progress display)."""
+    if stage:
+        stage("Q1 pool policies")
+    q1 = q1_pool_sweep(stream, options, progress, jobs)
+    spec = best_policy(q1, options)
+    streams = scale_streams(options) if streams is None else streams
+    if stage:
+        stage("Q2-Q4 cluster")
+    shared = {"trace": stream, **{f"scale-{n}": s for n, s in streams}}
+    c2 = q2_configs(stream, options, spec)
+    c3 = q3_configs(stream, options, spec)
+    c4 = q4_configs(streams, options, spec)
+    tasks = ([("cluster", "trace", c) for c in c2.values()] + [("cluster", "trace", c) for c in c3.values()]
+             + [("cluster", name, c) for name, c in c4])
+    results = run_tasks(_replay, shared, tasks, jobs, progress)
+    r2, r3, r4 = results[:len(c2)], results[len(c2):len(c2) + len(c3)], results[len(c2) + len(c3):]
+    return {"best_policy": spec.name, "q1": q1, "q2": q2_tiers(c2, r2, options, spec),
+            "q3": q3_recycling(c3, r3, options), "q4": q4_scale(streams, r4, options, spec)}
+
+
+def work_units(stream: BlockStream, options: EvalOptions, streams: list[tuple[int, BlockStream]]) -> int:
+    """Block references the whole run replays (the progress bar's total)."""
+    n = len(stream)
+    q1 = n * len(options.policies) * len(options.fractions) + n * len(options.fractions)
+    q2 = n * 5
+    q3 = n * len(options.recycling)
+    q4 = 2 * sum(len(s) for _, s in streams)
+    return q1 + q2 + q3 + q4

@@ -1,0 +1,146 @@
+"""Per-request time to first token from a cluster replay: fan-in at the storage NICs, bytes per link, TTFT.
+
+Two passes, because a request's share of a storage NIC depends on every request reading from the same
+storage node in its window: the replay records where each block came from, this module then counts readers
+per (storage node, window) and prices each request.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evaluation.cluster import SOURCES, ClusterResult
+from evaluation.costs import GPU, ControlCosts, FetchPlan, Links, fetch_seconds, prefill_seconds
+from evaluation.model import ModelConfig
+from evaluation.traces import BLOCK_TOKENS
+from policies.base import Tier
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Everything that turns blocks into seconds."""
+
+    model: ModelConfig
+    gpu: GPU
+    links: Links = field(default_factory=Links)
+    control: ControlCosts = field(default_factory=ControlCosts)
+    block_tokens: int = BLOCK_TOKENS
+
+    @property
+    def block_bytes(self) -> int:
+        return self.model.block_bytes(self.block_tokens)
+
+
+@dataclass
+class TTFTSummary:
+    """Latency and traffic of one replay under one cost model."""
+
+    ttft_s: np.ndarray
+    """Estimated TTFT per request (fetch of the reused prefix + prefill of the rest)."""
+    no_reuse_s: np.ndarray
+    """TTFT per request if nothing were reused (full prefill)."""
+    link_bytes: dict[str, int]
+    """Bytes moved per link: pcie (node DRAM → HBM), switch_port, storage_nic, node_nic."""
+    fan_in: list[tuple[float, int]]
+    """(window start s, most concurrent readers of any storage node in that window)."""
+    storage_load: list[tuple[float, int]]
+    """(window start s, most bytes any one storage node sent in that window)."""
+    control: dict[str, float]
+    per_request: list[dict] = field(default_factory=list)
+    """With `estimate(..., per_request=True)`: each request's sources, bytes per link and TTFT."""
+
+    @property
+    def mean_ttft_s(self) -> float:
+        return float(self.ttft_s.mean()) if self.ttft_s.size else 0.0
+
+    def as_dict(self) -> dict:
+        t = self.ttft_s
+        return {
+            "requests": int(t.size),
+            "ttft_mean_s": self.mean_ttft_s,
+            "ttft_p50_s": float(np.percentile(t, 50)) if t.size else 0.0,
+            "ttft_p99_s": float(np.percentile(t, 99)) if t.size else 0.0,
+            "no_reuse_mean_s": float(self.no_reuse_s.mean()) if t.size else 0.0,
+            "saved_mean_s": float((self.no_reuse_s - t).mean()) if t.size else 0.0,
+            "link_bytes": dict(self.link_bytes),
+            "fan_in_max": max((n for _, n in self.fan_in), default=0),
+            "fan_in_mean": float(np.mean([n for _, n in self.fan_in])) if self.fan_in else 0.0,
+            "control": dict(self.control),
+        }
+
+
+def readers_per_window(result: ClusterResult, window_s: float) -> Counter:
+    """Requests reading from each storage node in each window: {(storage node, window index): readers}."""
+    readers: Counter = Counter()
+    for outcome in result.outcomes:
+        window = int(outcome.arrival_s // window_s)
+        for home in outcome.storage_reads:
+            readers[home, window] += 1
+    return readers
+
+
+def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False) -> TTFTSummary:
+    """Price every request of `result` under `cost`; `per_request` also keeps one row per request."""
+    window_s = cost.links.incast_window_s
+    readers = readers_per_window(result, window_s)
+    block = cost.block_bytes
+    ttft = np.empty(len(result.outcomes))
+    no_reuse = np.empty(len(result.outcomes))
+    link = Counter()
+    sent: Counter = Counter()
+    rows: list[dict] = []
+    for i, outcome in enumerate(result.outcomes):
+        tiers = outcome.from_tier
+        window = int(outcome.arrival_s // window_s)
+        contention = max((readers[home, window] for home in outcome.storage_reads), default=1)
+        plan = FetchPlan(
+            hbm_bytes=tiers.get(Tier.NODE_HBM, 0) * block,
+            dram_bytes=tiers.get(Tier.NODE_DRAM, 0) * block,
+            switch_bytes=tiers.get(Tier.SWITCH, 0) * block,
+            storage_bytes=tiers.get(Tier.STORAGE_DRAM, 0) * block,
+            switch_blocks=tiers.get(Tier.SWITCH, 0),
+        )
+        for home, count in outcome.storage_reads.items():
+            sent[home, window] += count * block
+        link["pcie"] += plan.dram_bytes
+        link["switch_port"] += plan.switch_bytes
+        link["storage_nic"] += plan.storage_bytes
+        link["node_nic"] += plan.switch_bytes + plan.storage_bytes
+        fetch = fetch_seconds(plan, cost.gpu, cost.links, contention, cost.control)
+        # Even a full hit recomputes the last token: its logits give the first output token (as vLLM does).
+        cached = min(outcome.reused_tokens, outcome.tokens - 1)
+        ttft[i] = fetch + prefill_seconds(cost.model, cost.gpu, cached, outcome.tokens)
+        no_reuse[i] = prefill_seconds(cost.model, cost.gpu, 0, outcome.tokens)
+        if per_request:
+            rows.append({
+                "request": outcome.index, "arrival_s": outcome.arrival_s, "node": outcome.node,
+                "blocks": outcome.blocks, **{f"from_{t.name.lower()}": tiers.get(t, 0) for t in SOURCES},
+                "prefilled_blocks": outcome.blocks - outcome.prefix_blocks,
+                "pcie_bytes": plan.dram_bytes, "switch_port_bytes": plan.switch_bytes,
+                "storage_nic_bytes": plan.storage_bytes, "node_nic_bytes": plan.switch_bytes + plan.storage_bytes,
+                "storage_readers_in_window": contention if outcome.storage_reads else 0,
+                "fetch_s": fetch, "ttft_s": ttft[i], "ttft_no_reuse_s": no_reuse[i],
+            })
+    per_window: dict[int, int] = {}
+    for (_, window), n in readers.items():
+        per_window[window] = max(per_window.get(window, 0), n)
+    fan_in = [(w * window_s, per_window[w]) for w in sorted(per_window)]
+    heaviest: dict[int, int] = {}
+    for (_, window), n in sent.items():
+        heaviest[window] = max(heaviest.get(window, 0), n)
+    storage_load = [(w * window_s, heaviest[w]) for w in sorted(heaviest)]
+    stats = result.switch
+    duration = max(1e-9, result.outcomes[-1].arrival_s - result.outcomes[0].arrival_s) if result.outcomes else 1.0
+    control = {
+        "digests": stats.digests,
+        "digest_bytes": stats.digests * cost.control.digest_bytes,
+        "table_writes": stats.table_writes,
+        "table_writes_per_s": stats.table_writes / duration,
+        "controller_utilisation": stats.table_writes * (1.0 / cost.control.updates_per_s) / duration,
+        "lookup_s_total": stats.lookups * cost.control.lookup_s,
+    }
+    link["control"] = control["digest_bytes"]
+    return TTFTSummary(ttft, no_reuse, dict(link), fan_in, storage_load, control, rows)

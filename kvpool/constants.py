@@ -1,0 +1,116 @@
+"""Every number of the KVP wire protocol (docs/protocol.md), in one place, importable without Scapy.
+
+The enums' values are the wire codes; their names are the names used in P4 (`kvp_opcode_t`, `kvp_status_t`,
+`kvp_tier_t`) and in the protocol document.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, IntFlag
+
+KVP_UDP_PORT = 7420
+"""UDP destination port of requests (source port of replies): outside Linux's ephemeral range 32768-60999."""
+KVP_MAGIC = 0x4B56
+"""First two bytes of every KVP header, "KV"; anything else is plain UDP."""
+KVP_VERSION = 1
+"""Value of the `ver` field."""
+KVP_HEADER_LEN = 36
+"""Bytes of `kvp_h`."""
+KVP_VALUE_WORDS = 16
+"""64-bit words in one value chunk (`kvp_value_h` has fields w0..w15)."""
+KVP_VALUE_LEN = KVP_VALUE_WORDS * 8
+"""Bytes of one value chunk (128)."""
+KVP_MAX_CHUNKS = 255
+"""`chunk_count` is 8 bits wide, so a block holds at most 255 chunks (32,640 bytes)."""
+KVP_MAX_BLOCK_LEN = KVP_MAX_CHUNKS * KVP_VALUE_LEN
+"""Largest block the protocol can carry, in bytes."""
+PREFIX_BLOCK_TOKENS = 512
+"""Tokens per prefix block, as in the Mooncake traces."""
+
+
+class Opcode(IntEnum):
+    """`enum bit<8> kvp_opcode_t`."""
+
+    GET = 0x01
+    GET_REPLY = 0x02
+    PUT = 0x03
+    PUT_ACK = 0x04
+    INSERT = 0x05
+    INSERT_ACK = 0x06
+    LOOKUP_META = 0x07
+    LOOKUP_META_REPLY = 0x08
+    SLOT_WRITE = 0x10
+    SLOT_WRITE_ACK = 0x11
+    SLOT_READ = 0x12
+    SLOT_READ_REPLY = 0x13
+    TIER_MOVE = 0x20
+    TIER_MOVE_ACK = 0x21
+    STAT = 0x22
+    STAT_REPLY = 0x23
+
+
+REPLY_OF: dict[Opcode, Opcode] = {
+    Opcode.GET: Opcode.GET_REPLY,
+    Opcode.PUT: Opcode.PUT_ACK,
+    Opcode.INSERT: Opcode.INSERT_ACK,
+    Opcode.LOOKUP_META: Opcode.LOOKUP_META_REPLY,
+    Opcode.SLOT_WRITE: Opcode.SLOT_WRITE_ACK,
+    Opcode.SLOT_READ: Opcode.SLOT_READ_REPLY,
+    Opcode.TIER_MOVE: Opcode.TIER_MOVE_ACK,
+    Opcode.STAT: Opcode.STAT_REPLY,
+}
+"""Request opcode -> the opcode of its reply. Every request is odd or even by table, not by arithmetic."""
+REPLIES = frozenset(REPLY_OF.values())
+"""Opcodes that are replies; a receiver never answers them (no reply ping-pong between two nodes)."""
+
+
+class Status(IntEnum):
+    """`enum bit<8> kvp_status_t`."""
+
+    OK = 0x00
+    HIT_SWITCH = 0x01
+    HIT_SERVER = 0x02
+    MISS = 0x03
+    ERR_MALFORMED = 0x10
+    ERR_FULL = 0x11
+    ERR_CHECKSUM = 0x12
+    ERR_STALE = 0x13
+    ERR_UNKNOWN_OP = 0x14
+    ERR_DENIED = 0x15
+
+
+class Flag(IntFlag):
+    """Bits of the `flags` field."""
+
+    VALUE = 0x01
+    """A `kvp_value_h` follows the header (F_VALUE)."""
+    BYPASS = 0x02
+    """The switch must not answer or fill from this message (F_BYPASS)."""
+    PIN = 0x04
+    """INSERT only: the client asks for a pin (F_PIN)."""
+
+
+F_VALUE = Flag.VALUE
+F_BYPASS = Flag.BYPASS
+F_PIN = Flag.PIN
+
+
+class Tier(IntEnum):
+    """`enum bit<8> kvp_tier_t`: where a chunk lives. Tier bitmaps set bit `t` for tier `t`."""
+
+    ABSENT = 0
+    SWITCH = 1
+    STORAGE_DRAM = 2
+    STORAGE_DISK = 3
+    NODE_HBM = 4
+    NODE_DRAM = 5
+
+
+def tier_bitmap(tiers: set[Tier] | frozenset[Tier]) -> int:
+    """The `aux` tier bitmap of INSERT_ACK / LOOKUP_META_REPLY."""
+    return sum(1 << int(t) for t in tiers if t != Tier.ABSENT)
+
+
+def tiers_of(bitmap: int) -> frozenset[Tier]:
+    """Inverse of `tier_bitmap` (unknown bits are ignored)."""
+    return frozenset(t for t in Tier if t != Tier.ABSENT and bitmap >> int(t) & 1)

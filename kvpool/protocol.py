@@ -1,0 +1,166 @@
+"""KVP, the KV-pool wire protocol of docs/protocol.md, as Scapy layers: `KVP` (kvp_h) and `KVPValue` (kvp_value_h).
+
+Build requests with `IP()/UDP()/KVP(opcode="GET", ...)`; lengths, flags and the value checksum default to None
+and are filled in `post_build` from the payload, as Scapy's own layers do. Dissection picks `KVP` for UDP port
+7420 in either direction (bindings at the bottom) and `KVPValue` when F_VALUE is set.
+
+The numbers live in `kvpool.constants`; the validity rules in `kvpool.wire.check`, re-exported here as `check`
+so the storage node (bytes) and the controller (dissected packets) share one implementation.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from scapy.fields import (
+    ByteEnumField,
+    ByteField,
+    FlagsField,
+    IntField,
+    ShortField,
+    XIntField,
+    XLongField,
+    XShortField,
+)
+from scapy.layers.inet import UDP
+from scapy.packet import Packet, Padding, Raw, bind_bottom_up, bind_layers
+
+from kvpool import wire
+from kvpool.constants import (
+    KVP_HEADER_LEN,
+    KVP_MAGIC,
+    KVP_UDP_PORT,
+    KVP_VALUE_LEN,
+    KVP_VALUE_WORDS,
+    KVP_VERSION,
+    REPLY_OF,
+    Flag,
+    Opcode,
+    Status,
+    Tier,
+)
+from kvpool.wire import Reason
+
+__all__ = ["KVP", "KVPValue", "Reason", "check"]
+
+OPCODE_NAMES = {int(o): o.name for o in Opcode}
+STATUS_NAMES = {int(s): s.name for s in Status}
+TIER_NAMES = {int(t): t.name for t in Tier}
+FLAG_NAMES = ["VALUE", "BYPASS", "PIN", "bit3", "bit4", "bit5", "bit6", "bit7"]
+"""Bit i of `flags`, least significant first (Scapy's FlagsField order)."""
+
+
+class KVPValue(Packet):
+    """`kvp_value_h`: one 128-byte value chunk as sixteen big-endian 64-bit words w0..w15 (w0 first)."""
+
+    name = "KVPValue"
+    fields_desc = [XLongField(f"w{i}", 0) for i in range(KVP_VALUE_WORDS)]  # noqa: RUF012 (Scapy's API)
+
+    @classmethod
+    def from_bytes(cls, value: bytes) -> KVPValue:
+        """The chunk holding `value` (at most 128 bytes), zero-padded."""
+        words = struct.unpack(f"!{KVP_VALUE_WORDS}Q", wire.pad_value(value))
+        return cls(**{f"w{i}": w for i, w in enumerate(words)})
+
+    @property
+    def value_bytes(self) -> bytes:
+        """The 128 bytes of the chunk, padding included."""
+        return struct.pack(f"!{KVP_VALUE_WORDS}Q", *(getattr(self, f"w{i}") for i in range(KVP_VALUE_WORDS)))
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        return Padding
+
+    def mysummary(self) -> str:
+        return f"KVPValue crc32={zlib.crc32(self.value_bytes):#010x}"
+
+
+class KVP(Packet):
+    """`kvp_h`, the fixed 36-byte header; see docs/protocol.md for every field's meaning and unit."""
+
+    name = "KVP"
+    fields_desc = [  # noqa: RUF012 (Scapy's API)
+        XShortField("magic", KVP_MAGIC),
+        ByteField("ver", KVP_VERSION),
+        ByteEnumField("opcode", Opcode.GET, OPCODE_NAMES),
+        ByteEnumField("status", Status.OK, STATUS_NAMES),
+        FlagsField("flags", None, 8, FLAG_NAMES),  # None: F_VALUE set when a KVPValue follows
+        ShortField("tenant", 0),
+        IntField("req_id", 0),
+        XLongField("prefix_hash", 0),
+        ByteField("chunk_idx", 0),
+        ByteField("chunk_count", 1),
+        ShortField("value_len", None),  # None: 128 with a value, 0 without
+        IntField("version", 0),
+        XIntField("value_csum", None),  # None: crc32 of the 128 value bytes with a value, 0 without
+        IntField("aux", 0),
+    ]
+
+    def post_build(self, pkt: bytes, pay: bytes) -> bytes:
+        has_value = isinstance(self.payload, KVPValue)
+        head = bytearray(pkt)
+        if self.flags is None:
+            head[5] = Flag.VALUE if has_value else 0
+        if self.value_len is None:
+            head[22:24] = (KVP_VALUE_LEN if has_value else 0).to_bytes(2, "big")
+        if self.value_csum is None:
+            csum = zlib.crc32(pay[:KVP_VALUE_LEN].ljust(KVP_VALUE_LEN, b"\0")) if has_value else 0
+            head[28:32] = csum.to_bytes(4, "big")
+        return bytes(head) + pay
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        if self.flags is not None and int(self.flags) & Flag.VALUE and len(payload) >= KVP_VALUE_LEN:
+            return KVPValue
+        if self.flags is not None and int(self.flags) & Flag.VALUE:
+            return Raw  # truncated value: kept as bytes, `check` says VALUE_TRUNCATED
+        return Padding
+
+    def hashret(self) -> bytes:
+        """Requests and replies share req_id, so `sr()` can bucket them."""
+        return struct.pack("!I", self.req_id)
+
+    def answers(self, other: Packet) -> int:
+        """A reply answers a request: reply opcode of the request's, same req_id and block-chunk key."""
+        if not isinstance(other, KVP):
+            return 0
+        try:
+            expected = REPLY_OF[Opcode(other.opcode)]
+        except (KeyError, ValueError):
+            return 0
+        return int(
+            self.opcode == expected
+            and self.req_id == other.req_id
+            and self.tenant == other.tenant
+            and self.prefix_hash == other.prefix_hash
+            and self.chunk_idx == other.chunk_idx
+        )
+
+    def mysummary(self) -> str:
+        op = OPCODE_NAMES.get(self.opcode, f"op{self.opcode:#04x}")
+        text = (f"KVP {op} req={self.req_id} tenant={self.tenant} ph={self.prefix_hash:#018x} "
+                f"chunk={self.chunk_idx}/{self.chunk_count} v={self.version}")
+        if self.status:
+            text += f" {STATUS_NAMES.get(self.status, self.status)}"
+        return text
+
+    @property
+    def value(self) -> bytes | None:
+        """The meaningful value bytes (`value_len` of them), or None without a value chunk."""
+        if not isinstance(self.payload, KVPValue):
+            return None
+        return self.payload.value_bytes[: self.value_len or 0]
+
+
+def check(kvp: KVP | bytes) -> Reason | None:
+    """The protocol's validity rules (docs/protocol.md) on a dissected KVP or a UDP payload; None if valid."""
+    return wire.check(bytes(kvp))
+
+
+assert len(KVP()) == KVP_HEADER_LEN and len(KVPValue()) == KVP_VALUE_LEN
+
+# Requests go to port 7420: dissect them as KVP, and make UDP()/KVP() default to dport=7420 when building.
+bind_layers(UDP, KVP, dport=KVP_UDP_PORT)
+# Replies come from port 7420 (addresses and ports swapped): dissect only, so building keeps dport=7420.
+bind_bottom_up(UDP, KVP, sport=KVP_UDP_PORT)
+# KVP -> KVPValue is not a binding: a value follows exactly when the F_VALUE *bit* is set, whatever the other
+# flags, which an equality binding cannot say; KVP.guess_payload_class decides it.

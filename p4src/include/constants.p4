@@ -1,0 +1,167 @@
+/* -*- P4_16 -*- */
+/*
+ * kvswitch: constants and codes shared by every part of the pipeline.
+ *
+ * Sizes derive from one width constant each (resizing is a one-line change).
+ * Codes the controller reads are serializable enums; docs/naming.md lists
+ * their values and docs/protocol.md the wire meaning of the KVP ones.
+ */
+#ifndef KVSWITCH_CONSTANTS_P4
+#define KVSWITCH_CONSTANTS_P4
+
+/* ==================================================================== *
+ *  Sizes                                                                *
+ * ==================================================================== */
+
+/* Slots in the switch pool = 1 << SLOT_INDEX_WIDTH (1,024: fast on the */
+/* Python target; BMv2 takes 4,096 × 16 × bit<64> as well).            */
+#define SLOT_INDEX_WIDTH 10
+const bit<32> SLOT_COUNT = 32w1 << SLOT_INDEX_WIDTH;
+typedef bit<SLOT_INDEX_WIDTH> slot_index_t;
+
+/* Cells per count-min row = 1 << SKETCH_INDEX_WIDTH.                   */
+#define SKETCH_INDEX_WIDTH 10
+const bit<32> SKETCH_CELLS = 32w1 << SKETCH_INDEX_WIDTH;
+
+/* Cells of the hot-key Bloom filter = 1 << BLOOM_INDEX_WIDTH.          */
+#define BLOOM_INDEX_WIDTH 12
+const bit<32> BLOOM_CELLS = 32w1 << BLOOM_INDEX_WIDTH;
+
+/* Size of the drop_reason and kvp_events counters (≥ largest code+1). */
+const bit<32> DROP_REASON_COUNT = 32;
+const bit<32> KVP_EVENT_COUNT = 32;
+
+/* ==================================================================== *
+ *  Ports, protocol numbers                                              *
+ * ==================================================================== */
+
+/* CPU port: BMv2 is started with --cpu-port 255; the softswitch uses   */
+/* the same number.  255 is the p4lang tutorials' choice, nothing magic. */
+const bit<9> CPU_PORT = 255;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8> IP_PROTO_UDP = 17;
+/* TTL of the replies the switch builds itself (Linux's default).       */
+const bit<8> REPLY_TTL = 64;
+
+/* ==================================================================== *
+ *  KVP wire protocol (docs/protocol.md)                                 *
+ * ==================================================================== */
+
+/* UDP port of requests (source port of replies): outside Linux's       */
+/* ephemeral range 32768-60999, so it never collides with a client port. */
+const bit<16> KVP_UDP_PORT = 7420;
+const bit<16> KVP_MAGIC = 0x4B56;      /* "KV" */
+const bit<8> KVP_VERSION = 1;
+
+/* Bytes of kvp_h and of kvp_value_h.                                   */
+const bit<16> KVP_HEADER_LEN = 36;
+const bit<16> KVP_VALUE_LEN = 128;
+/* Header bytes in front of KVP: IPv4 without options, UDP.             */
+const bit<16> IPV4_HEADER_LEN = 20;
+const bit<16> UDP_HEADER_LEN = 8;
+
+/* flags bits.                                                           */
+const bit<8> F_VALUE = 0x01;   /* a kvp_value_h follows                 */
+const bit<8> F_BYPASS = 0x02;  /* the switch must not answer or fill    */
+const bit<8> F_PIN = 0x04;     /* INSERT asks for a pin                 */
+
+/* Receiver id of digests (v1model's first argument; BMv2 ignores it).  */
+const bit<32> HOT_DIGEST_RECEIVER = 1;
+
+/* Salts make the crc32 rows of the sketch and the Bloom filter         */
+/* independent hash functions; any distinct constants do.               */
+const bit<32> SKETCH_SALT_ROW2 = 0x5bd1e995;
+const bit<32> BLOOM_SALT_0 = 0x9e3779b9;
+const bit<32> BLOOM_SALT_1 = 0x85ebca6b;
+
+/* ==================================================================== *
+ *  Codes (serializable enums)                                           *
+ * ==================================================================== */
+
+/* KVP opcodes (docs/protocol.md, "Opcodes").                           */
+enum bit<8> kvp_opcode_t {
+    GET               = 0x01,
+    GET_REPLY         = 0x02,
+    PUT               = 0x03,
+    PUT_ACK           = 0x04,
+    INSERT            = 0x05,
+    INSERT_ACK        = 0x06,
+    LOOKUP_META       = 0x07,
+    LOOKUP_META_REPLY = 0x08,
+    SLOT_WRITE        = 0x10,
+    SLOT_WRITE_ACK    = 0x11,
+    SLOT_READ         = 0x12,
+    SLOT_READ_REPLY   = 0x13,
+    TIER_MOVE         = 0x20,
+    TIER_MOVE_ACK     = 0x21,
+    STAT              = 0x22,
+    STAT_REPLY        = 0x23
+}
+
+/* KVP status codes (docs/protocol.md, "Status codes").                 */
+enum bit<8> kvp_status_t {
+    OK             = 0x00,
+    HIT_SWITCH     = 0x01,
+    HIT_SERVER     = 0x02,
+    MISS           = 0x03,
+    ERR_MALFORMED  = 0x10,
+    ERR_FULL       = 0x11,
+    ERR_CHECKSUM   = 0x12,
+    ERR_STALE      = 0x13,
+    ERR_UNKNOWN_OP = 0x14,
+    ERR_DENIED     = 0x15
+}
+
+/* Storage tiers (docs/protocol.md, "Tiers"); the data plane is SWITCH. */
+enum bit<8> kvp_tier_t {
+    ABSENT       = 0,
+    SWITCH       = 1,
+    STORAGE_DRAM = 2,
+    STORAGE_DISK = 3,
+    NODE_HBM     = 4,
+    NODE_DRAM    = 5
+}
+
+/* Why the switch sent a packet to the CPU port (packet_in.reason).     */
+enum bit<8> punt_reason_t {
+    CLIENT_OP  = 1,   /* INSERT or LOOKUP_META for the controller        */
+    SLOT_REPLY = 2    /* SLOT_WRITE_ACK or SLOT_READ_REPLY               */
+}
+
+/* Index of the drop_reason counter: packets the pipeline refused,      */
+/* dropped or passed on as plain UDP instead of handling them as KVP.   */
+enum bit<8> drop_reason_t {
+    NONE          = 0,   /* not counted                                 */
+    SHORT         = 1,   /* UDP payload on port 7420 < 36 bytes         */
+    BAD_MAGIC     = 2,   /* magic != 0x4B56 on port 7420                */
+    BAD_VERSION   = 3,   /* ver != 1                                    */
+    NO_VALUE      = 4,   /* F_VALUE but < 128 bytes follow, or F_VALUE  */
+                         /* clear on PUT / SLOT_WRITE                   */
+    BAD_CHUNK     = 5,   /* chunk_count = 0 or chunk_idx >= chunk_count */
+    BAD_VALUE_LEN = 6,   /* value_len > 128                             */
+    UNKNOWN_OP    = 7,   /* good magic, unknown opcode                  */
+    BAD_SLOT      = 8,   /* SLOT_WRITE/SLOT_READ slot >= SLOT_COUNT     */
+    BAD_CHECKSUM  = 9,   /* fill or SLOT_WRITE: value_csum mismatch     */
+    STALE_FILL    = 10,  /* fill or SLOT_WRITE older than last PUT      */
+    NO_ROUTE      = 11,  /* no ipv4_lpm entry: dropped                  */
+    TTL_EXPIRED   = 12,  /* IPv4 TTL <= 1: dropped                      */
+    NOT_IPV4      = 13,  /* not IPv4: dropped (the switch is L3 only)   */
+    SLOT_OP_NOT_FROM_CPU = 14  /* SLOT_WRITE/SLOT_READ not from the CPU */
+                               /* port: dropped                         */
+}
+
+/* Index of the kvp_events counter: what the KVP pipeline did.          */
+enum bit<8> kvp_event_t {
+    GET_HIT        = 1,   /* GET answered by the switch                 */
+    GET_MISS       = 2,   /* GET forwarded to the storage node          */
+    FILL           = 3,   /* a GET_REPLY filled a slot                  */
+    PUT_INVALIDATE = 4,   /* a PUT invalidated an indexed slot          */
+    PUNT           = 5,   /* INSERT / LOOKUP_META sent to the CPU port  */
+    HOT_DIGEST     = 6,   /* a hot-key digest was sent                  */
+    SLOT_WRITE     = 7,   /* SLOT_WRITE applied                         */
+    SLOT_READ      = 8,   /* SLOT_READ answered                         */
+    PACKET_OUT     = 9    /* packet-out sent out of its egress port     */
+}
+
+#endif  /* KVSWITCH_CONSTANTS_P4 */

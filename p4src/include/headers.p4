@@ -1,0 +1,171 @@
+/* -*- P4_16 -*- */
+/*
+ * kvswitch: header and metadata types.
+ *
+ * Wire layouts of Ethernet, IPv4, UDP and the KVP headers (docs/protocol.md),
+ * the controller headers (packet_in / packet_out), the digest struct and the
+ * per-packet metadata.  Field names match kvpool/protocol.py.
+ */
+#ifndef KVSWITCH_HEADERS_P4
+#define KVSWITCH_HEADERS_P4
+
+#include "constants.p4"
+
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+
+/* ==================================================================== *
+ *  Controller headers                                                   *
+ * ==================================================================== */
+
+/* Prepended to every packet the switch sends to CPU_PORT.              */
+@controller_header("packet_in")
+header packet_in_h {
+    bit<16> ingress_port;   /* port the packet came in on (0..510)       */
+    bit<8> reason;          /* why it was punted: punt_reason_t value    */
+    bit<8> pad;             /* zero; keeps the header whole bytes        */
+}
+
+/* Prepended by the controller to every packet it injects (CPU_PORT).   */
+@controller_header("packet_out")
+header packet_out_h {
+    bit<16> egress_port;    /* port to send the packet out of; ignored   */
+                            /* for SLOT_WRITE / SLOT_READ (answered to   */
+                            /* the CPU port)                             */
+    bit<16> pad;            /* zero                                      */
+}
+
+/* ==================================================================== *
+ *  L2 / L3 / L4                                                         *
+ * ==================================================================== */
+
+header ethernet_h {
+    mac_addr_t dst_addr;    /* destination MAC                           */
+    mac_addr_t src_addr;    /* source MAC                                */
+    bit<16> ether_type;     /* 0x0800 = IPv4                             */
+}
+
+header ipv4_h {
+    bit<4> version;         /* 4                                         */
+    bit<4> ihl;             /* header length in 32-bit words; 5 = no     */
+                            /* options (the only case KVP is parsed in)  */
+    bit<8> diffserv;        /* DSCP + ECN                                */
+    bit<16> total_len;      /* in bytes, IPv4 header + payload           */
+    bit<16> identification; /* fragment group id                         */
+    bit<3> flags;           /* reserved, DF, MF                          */
+    bit<13> frag_offset;    /* in 8-byte units                           */
+    bit<8> ttl;             /* hops left                                 */
+    bit<8> protocol;        /* 17 = UDP                                  */
+    bit<16> hdr_checksum;   /* ones'-complement sum of the header        */
+    ipv4_addr_t src_addr;   /* source address                            */
+    ipv4_addr_t dst_addr;   /* destination address                       */
+}
+
+header udp_h {
+    bit<16> src_port;       /* source port                               */
+    bit<16> dst_port;       /* destination port; 7420 = KVP request      */
+    bit<16> len;            /* in bytes, UDP header + payload            */
+    bit<16> checksum;       /* 0 = not used (in packets the switch       */
+                            /* builds)                                   */
+}
+
+/* ==================================================================== *
+ *  KVP (docs/protocol.md)                                               *
+ * ==================================================================== */
+
+/* The fixed KVP header, 36 bytes.                                      */
+header kvp_h {
+    bit<16> magic;          /* 0x4B56 ("KV")                             */
+    bit<8> ver;             /* protocol version, 1                       */
+    kvp_opcode_t opcode;    /* what the message is                       */
+    kvp_status_t status;    /* outcome in replies, OK in requests        */
+    bit<8> flags;           /* F_VALUE | F_BYPASS | F_PIN                */
+    bit<16> tenant;         /* tenant id, part of the block key          */
+    bit<32> req_id;         /* echoed in the reply                       */
+    bit<64> prefix_hash;    /* chained hash of the block and its prefix  */
+    bit<8> chunk_idx;       /* chunk within the block, < chunk_count     */
+    bit<8> chunk_count;     /* chunks in the block, >= 1                 */
+    bit<16> value_len;      /* in bytes, meaningful bytes of the value   */
+                            /* chunk (<= 128)                            */
+    bit<32> version;        /* version of the block's value; 0 = any     */
+    bit<32> value_csum;     /* CRC-32 (zlib) of the 128 value bytes      */
+    bit<32> aux;            /* opcode-specific; slot index for SLOT_*    */
+}
+
+/* The value chunk, 128 bytes; present iff flags & F_VALUE.             */
+header kvp_value_h {
+    bit<64> w0;   /* value bytes 0..7 (big-endian word)                  */
+    bit<64> w1;   /* bytes 8..15                                         */
+    bit<64> w2;   /* bytes 16..23                                        */
+    bit<64> w3;   /* bytes 24..31                                        */
+    bit<64> w4;   /* bytes 32..39                                        */
+    bit<64> w5;   /* bytes 40..47                                        */
+    bit<64> w6;   /* bytes 48..55                                        */
+    bit<64> w7;   /* bytes 56..63                                        */
+    bit<64> w8;   /* bytes 64..71                                        */
+    bit<64> w9;   /* bytes 72..79                                        */
+    bit<64> w10;  /* bytes 80..87                                        */
+    bit<64> w11;  /* bytes 88..95                                        */
+    bit<64> w12;  /* bytes 96..103                                       */
+    bit<64> w13;  /* bytes 104..111                                      */
+    bit<64> w14;  /* bytes 112..119                                      */
+    bit<64> w15;  /* bytes 120..127                                      */
+}
+
+struct headers_t {
+    packet_out_h packet_out;  /* only on packets from CPU_PORT           */
+    packet_in_h packet_in;    /* only on packets to CPU_PORT             */
+    ethernet_h ethernet;
+    ipv4_h ipv4;
+    udp_h udp;
+    kvp_h kvp;
+    kvp_value_h kvp_value;
+}
+
+/* ==================================================================== *
+ *  Digest                                                               *
+ * ==================================================================== */
+
+/* Sent once per epoch for a key whose estimated GET-miss count reached */
+/* the controller's threshold (P4Info digest name "hot_key_digest_t"). */
+struct hot_key_digest_t {
+    bit<16> tenant;         /* block key: tenant                         */
+    bit<64> prefix_hash;    /* block key: prefix hash                    */
+    bit<8> chunk_idx;       /* block key: chunk                          */
+    bit<32> estimate;       /* count-min estimate of GET misses this     */
+                            /* epoch, in packets                         */
+}
+
+/* ==================================================================== *
+ *  Per-packet metadata                                                  *
+ * ==================================================================== */
+
+struct metadata_t {
+    /* validation */
+    bool kvp_ok;                /* KVP header valid and well-formed      */
+    drop_reason_t drop_reason;  /* why not (NONE when kvp_ok)            */
+    bool forward;               /* leave through ipv4_lpm                */
+
+    /* index */
+    bool indexed;               /* kv_index hit                          */
+    bit<32> slot;               /* slot of the key, as a register index  */
+    bit<32> index_min_version;  /* lowest servable version (entry param) */
+
+    /* store */
+    bool served;                /* GET answered from the slot            */
+    bool filled;                /* GET_REPLY written into the slot       */
+    bool csum_ok;               /* crc32 of the value == kvp.value_csum  */
+    bit<32> value_crc;          /* crc32 of the 16 value words           */
+    bit<32> slot_version;       /* version read from the slot            */
+    bit<32> slot_value_csum;    /* value checksum read from the slot     */
+    bit<16> slot_value_len;     /* value length read from the slot       */
+    kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
+
+    /* sketch */
+    bit<32> epoch;              /* current epoch; 0 = sketch off         */
+    bit<32> hot_threshold;      /* estimate that makes a key hot         */
+    bit<32> estimate;           /* count-min estimate after this GET     */
+    bool already_reported;      /* Bloom filter: digest sent this epoch  */
+}
+
+#endif  /* KVSWITCH_HEADERS_P4 */

@@ -1,0 +1,1 @@
+"""Eviction policies: which resident block leaves when the pool is full. One module per policy."""

@@ -1,0 +1,168 @@
+"""The one implementation of pool bookkeeping that the controller and the evaluator both drive.
+
+`Pool` keeps the resident set of one tier with a fixed number of slots and asks its three policies the
+three questions in order: is this a hit; if not, does admission let the block in; if the pool is full,
+which block leaves (eviction), is the newcomer worth more than that victim (only for admission policies
+that say they compare: `compares_residual` when their score is in the unit of `Victim.residual`,
+`compares_victim` when they rank newcomer and victim by their own score), and where the victim goes
+(recycling). What happened is kept as counters and as a bounded log of `PoolEvent`s that the
+controller turns into table writes and the evaluator into statistics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from typing import NamedTuple
+
+from policies.base import (
+    AccessObserver,
+    AdmissionPolicy,
+    BlockInfo,
+    BlockKey,
+    EvictionPolicy,
+    Recycle,
+    RecyclingPolicy,
+    Tier,
+)
+
+
+class PoolEvent(NamedTuple):
+    """One change of the resident set: `kind` is admitted, bypassed, evicted, demoted or dropped."""
+
+    kind: str
+    key: BlockKey
+    reason: str
+    tier: Tier = Tier.ABSENT
+    """For `demoted`: the tier the block goes to."""
+
+
+class Pool:
+    """A tier's slots: `access` per block reference, `pin`/`unpin` around in-flight reads, `evict` on demand."""
+
+    def __init__(
+        self,
+        capacity_blocks: int,
+        admission: AdmissionPolicy,
+        eviction: EvictionPolicy,
+        recycling: RecyclingPolicy,
+        tier: Tier = Tier.SWITCH,
+        log_limit: int | None = 100_000,
+    ) -> None:
+        """`log_limit` bounds the event log (oldest events fall off); 0 keeps no log, None keeps all."""
+        if capacity_blocks < 1:
+            raise ValueError(f"capacity_blocks must be ≥ 1, got {capacity_blocks}")
+        self.capacity = capacity_blocks
+        self.admission = admission
+        self.eviction = eviction
+        self.recycling = recycling
+        self.tier = tier
+        self.events: deque[PoolEvent] = deque(maxlen=log_limit)
+        self._log = log_limit != 0
+        self.stats: Counter[str] = Counter()
+        self._resident: dict[BlockKey, BlockInfo] = {}
+        self._pins: Counter[BlockKey] = Counter()
+        observer = eviction if isinstance(eviction, AccessObserver) else None
+        self._observe = observer.record if observer is not None else None
+        # Optional flags of an admission policy: its score is in the unit of `Victim.residual` (the value
+        # policies), or it ranks the newcomer against the victim by its own score (TinyLFU).
+        self._compares_residual = bool(getattr(admission, "compares_residual", False))
+        self._compares_victim = bool(getattr(admission, "compares_victim", False))
+
+    # ---------------------------------------------------------------- reads
+    def access(self, block: BlockInfo, now: float) -> bool:
+        """One reference to `block` at `now` (seconds). Returns True on a hit; a miss may admit the block."""
+        self.admission.record(block, now)
+        if self._observe is not None:
+            self._observe(block, now)
+        key = block.key
+        if key in self._resident:
+            self._resident[key] = block
+            self.eviction.on_hit(block, now)
+            self.stats["hits"] += 1
+            return True
+        self.stats["misses"] += 1
+        if not self.admission.admit(block, now):
+            self._bypass(key, "admission refused")
+            return False
+        if len(self._resident) >= self.capacity:
+            score = self.admission.score(block, now) if self._compares_residual or self._compares_victim else 0.0
+            while len(self._resident) >= self.capacity:
+                try:
+                    victim = self.eviction.victim(now, frozenset(self._pins))
+                except LookupError:
+                    self._bypass(key, "every resident block is pinned")
+                    return False
+                if self._compares_residual and score < victim.residual:
+                    self._bypass(key, f"worth {score:.3g}, less than victim {victim.key!r} ({victim.residual:.3g})")
+                    return False
+                if self._compares_victim:
+                    rival = self.admission.score(self._resident[victim.key], now)
+                    if score <= rival:
+                        self._bypass(key, f"not more popular ({score:g}) than victim {victim.key!r} ({rival:g})")
+                        return False
+                self._remove(victim.key, victim.reason)
+                recycle = self.recycling.decide(victim, self.tier, now)
+                self._recycled(victim.key, recycle)
+        self._resident[key] = block
+        self.eviction.on_insert(block, now)
+        self.stats["admitted"] += 1
+        if self._log:
+            self.events.append(PoolEvent("admitted", key, "missed and admitted"))
+        return False
+
+    def __contains__(self, key: BlockKey) -> bool:
+        return key in self._resident
+
+    def __len__(self) -> int:
+        return len(self._resident)
+
+    def resident(self) -> frozenset[BlockKey]:
+        """Keys of the blocks now in the pool."""
+        return frozenset(self._resident)
+
+    # ---------------------------------------------------------------- control
+    def pin(self, key: BlockKey) -> None:
+        """Keep a resident block from eviction (e.g. while a read is in flight); pins nest."""
+        if key not in self._resident:
+            raise KeyError(f"cannot pin {key!r}: not resident")
+        self._pins[key] += 1
+
+    def unpin(self, key: BlockKey) -> None:
+        """Undo one `pin`."""
+        if self._pins[key] <= 0:
+            del self._pins[key]
+            raise KeyError(f"cannot unpin {key!r}: not pinned")
+        self._pins[key] -= 1
+        if not self._pins[key]:
+            del self._pins[key]
+
+    def pinned(self) -> frozenset[BlockKey]:
+        return frozenset(self._pins)
+
+    def evict(self, key: BlockKey, reason: str = "explicit") -> bool:
+        """Remove a block now (invalidation, operator); no recycling. False if it was not resident."""
+        if key not in self._resident:
+            return False
+        if self._pins.get(key):
+            raise ValueError(f"cannot evict {key!r}: pinned")
+        self._remove(key, reason)
+        return True
+
+    # ---------------------------------------------------------------- internals
+    def _remove(self, key: BlockKey, reason: str) -> None:
+        del self._resident[key]
+        self.eviction.on_remove(key)
+        self.stats["evicted"] += 1
+        if self._log:
+            self.events.append(PoolEvent("evicted", key, reason))
+
+    def _recycled(self, key: BlockKey, recycle: Recycle) -> None:
+        kind = "dropped" if recycle.tier is Tier.ABSENT else "demoted"
+        self.stats[kind] += 1
+        if self._log:
+            self.events.append(PoolEvent(kind, key, recycle.reason, recycle.tier))
+
+    def _bypass(self, key: BlockKey, reason: str) -> None:
+        self.stats["bypassed"] += 1
+        if self._log:
+            self.events.append(PoolEvent("bypassed", key, reason))

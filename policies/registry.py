@@ -1,0 +1,151 @@
+"""Policies by name, with parameters given as a `{"name": value}` mapping (values may be CLI strings).
+
+    make_admission("tinylfu", {"width": "8192"})
+    make_eviction("s3fifo", None, capacity_blocks=1828)
+    make_pool(1828, admission="value", eviction="value", recycling="residual")
+
+Unknown names and unknown or mistyped parameters raise ValueError naming what is known. `make_pool`
+wires the `value` admission and eviction to one shared reuse model (the admission feeds it, the
+eviction reads it), which is what the controller and the evaluator should use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from policies.admission.always import AlwaysAdmission, AlwaysParams
+from policies.admission.frequency import FrequencyAdmission, FrequencyParams
+from policies.admission.tinylfu import TinyLFUAdmission, TinyLFUParams
+from policies.admission.value import ValueAdmission, ValueAdmissionParams
+from policies.base import AdmissionPolicy, EvictionPolicy, Params, RecyclingPolicy, Tier
+from policies.eviction.arc import ARCEviction, ARCParams
+from policies.eviction.kvcache_wild import KVCacheWildEviction, KVCacheWildParams
+from policies.eviction.lfu import LFUEviction, LFUParams
+from policies.eviction.lru import LRUEviction, LRUParams
+from policies.eviction.prefix_lru import PrefixLRUEviction, PrefixLRUParams
+from policies.eviction.s3fifo import S3FIFOEviction, S3FIFOParams
+from policies.eviction.value import ValueEviction, ValueEvictionParams
+from policies.pool import Pool
+from policies.recycling.demote import DemoteParams, DemoteRecycling
+from policies.recycling.drop import DropParams, DropRecycling
+from policies.recycling.residual import ResidualParams, ResidualRecycling
+from policies.reuse import ReuseModel, ReuseParams
+
+Mapping = dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registered policy: its parameter class and how to build it from parsed parameters."""
+
+    params: type[Params]
+    build: Callable[..., Any]
+    needs_capacity: bool = False
+    uses_model: bool = False
+
+
+ADMISSION: dict[str, Entry] = {
+    "always": Entry(AlwaysParams, AlwaysAdmission),
+    "frequency": Entry(FrequencyParams, FrequencyAdmission),
+    "tinylfu": Entry(TinyLFUParams, TinyLFUAdmission),
+    "value": Entry(ValueAdmissionParams, ValueAdmission, uses_model=True),
+}
+EVICTION: dict[str, Entry] = {
+    "lru": Entry(LRUParams, LRUEviction),
+    "lfu": Entry(LFUParams, LFUEviction),
+    "s3fifo": Entry(S3FIFOParams, S3FIFOEviction, needs_capacity=True),
+    "arc": Entry(ARCParams, ARCEviction, needs_capacity=True),
+    "prefix_lru": Entry(PrefixLRUParams, PrefixLRUEviction),
+    "value": Entry(ValueEvictionParams, ValueEviction, uses_model=True),
+    "kvcache_wild": Entry(KVCacheWildParams, KVCacheWildEviction),
+}
+RECYCLING: dict[str, Entry] = {
+    "drop": Entry(DropParams, DropRecycling),
+    "demote": Entry(DemoteParams, DemoteRecycling),
+    "residual": Entry(ResidualParams, ResidualRecycling),
+}
+KINDS = {"admission": ADMISSION, "eviction": EVICTION, "recycling": RECYCLING}
+
+
+def names() -> dict[str, list[str]]:
+    """Registered names per kind: {"admission": [...], "eviction": [...], "recycling": [...]}."""
+    return {kind: sorted(table) for kind, table in KINDS.items()}
+
+
+def params_class(kind: str, name: str) -> type[Params]:
+    """The frozen parameter class of a registered policy (for help texts and validation)."""
+    return _entry(kind, name).params
+
+
+def _entry(kind: str, name: str) -> Entry:
+    table = KINDS.get(kind)
+    if table is None:
+        raise ValueError(f"unknown policy kind {kind!r}; known: {', '.join(KINDS)}")
+    if name not in table:
+        raise ValueError(f"unknown {kind} policy {name!r}; known: {', '.join(sorted(table))}")
+    return table[name]
+
+
+def make_admission(name: str, params: Mapping = None, *, model: ReuseModel | None = None) -> AdmissionPolicy:
+    entry = _entry("admission", name)
+    parsed = entry.params.from_mapping(params)
+    return entry.build(parsed, model=model) if entry.uses_model else entry.build(parsed)
+
+
+def make_eviction(
+    name: str,
+    params: Mapping = None,
+    *,
+    capacity_blocks: int | None = None,
+    model: ReuseModel | None = None,
+    model_params: Mapping = None,
+) -> EvictionPolicy:
+    """`capacity_blocks` is required by s3fifo and arc (their queue sizes derive from it). A `value`
+    eviction given `model` only reads it (its feeder is the `value` admission); without one it builds
+    its own from `model_params` and feeds it from every access."""
+    entry = _entry("eviction", name)
+    parsed = entry.params.from_mapping(params)
+    if entry.needs_capacity:
+        if capacity_blocks is None:
+            raise ValueError(f"eviction policy {name!r} needs capacity_blocks")
+        return entry.build(capacity_blocks, parsed)
+    if entry.uses_model:
+        return entry.build(parsed, model=model, model_params=ReuseParams.from_mapping(model_params))
+    return entry.build(parsed)
+
+
+def make_recycling(name: str, params: Mapping = None) -> RecyclingPolicy:
+    entry = _entry("recycling", name)
+    return entry.build(entry.params.from_mapping(params))
+
+
+def make_pool(
+    capacity_blocks: int,
+    admission: str = "value",
+    eviction: str = "value",
+    recycling: str = "residual",
+    *,
+    admission_params: Mapping = None,
+    eviction_params: Mapping = None,
+    recycling_params: Mapping = None,
+    model_params: Mapping = None,
+    tier: Tier = Tier.SWITCH,
+    log_limit: int | None = 100_000,
+) -> Pool:
+    """A `Pool` with the named policies; the project default is value / value / residual."""
+    admission_entry, eviction_entry = _entry("admission", admission), _entry("eviction", eviction)
+    if model_params and not (admission_entry.uses_model or eviction_entry.uses_model):
+        raise ValueError("model_params given but neither policy uses the reuse model")
+    model = ReuseModel(ReuseParams.from_mapping(model_params)) if admission_entry.uses_model else None
+    return Pool(
+        capacity_blocks,
+        make_admission(admission, admission_params, model=model),
+        make_eviction(
+            eviction, eviction_params, capacity_blocks=capacity_blocks, model=model, model_params=model_params
+        ),
+        make_recycling(recycling, recycling_params),
+        tier=tier,
+        log_limit=log_limit,
+    )

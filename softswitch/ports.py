@@ -1,0 +1,163 @@
+"""Real switch ports: AF_PACKET raw sockets on named Linux interfaces (`-i 1@veth0`).
+
+One selector thread reads every port and hands each frame to `on_frame(port, bytes)` (the `Device`, whose lock
+serialises the single-threaded target). Frames the kernel reports as PACKET_OUTGOING are our own
+transmissions echoed back on the socket; they are skipped so the switch never sees its output as input.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import pathlib
+import selectors
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from softswitch.pcap import PortCapture
+
+log = logging.getLogger(__name__)
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+MAX_FRAME = 65535
+"""Receive buffer per frame: veth may hand us GRO-merged frames larger than the MTU."""
+
+
+class PortError(Exception):
+    """A port cannot be opened (no such interface, no permission) or is given twice."""
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    number: int
+    """The P4 port number (`standard_metadata.ingress_port`)."""
+    interface: str
+
+    @classmethod
+    def parse(cls, text: str) -> PortSpec:
+        """`N@IFACE`, simple_switch's `-i` syntax."""
+        num, sep, iface = text.partition("@")
+        if not sep or not num.isdigit() or not iface:
+            raise PortError(f"bad interface spec {text!r}: expected PORT@INTERFACE, e.g. 1@veth0")
+        return cls(int(num), iface)
+
+
+class PortSet:
+    """The switch's ports; `send` transmits, a background thread receives."""
+
+    def __init__(self, specs: Sequence[PortSpec], on_frame: Callable[[int, bytes], None],
+                 pcap_dir: pathlib.Path | None = None) -> None:
+        numbers = [s.number for s in specs]
+        ifaces = [s.interface for s in specs]
+        if len(set(numbers)) != len(numbers):
+            raise PortError(f"a port number is given twice: {numbers}")
+        if len(set(ifaces)) != len(ifaces):
+            raise PortError(f"an interface is given twice: {ifaces}")
+        self._specs = list(specs)
+        self._on_frame = on_frame
+        self._pcap_dir = pcap_dir
+        self._socks: dict[int, socket.socket] = {}
+        self._captures: dict[int, PortCapture] = {}
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = -1, -1
+        self.received = 0
+        self.sent = 0
+        self.send_errors = 0
+
+    def open(self) -> None:
+        """Bind one raw socket per interface; raises PortError naming the interface that failed."""
+        try:
+            for spec in self._specs:
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                try:
+                    sock.bind((spec.interface, 0))
+                except OSError as e:
+                    sock.close()
+                    reason = "no such interface" if e.errno in (errno.ENODEV, errno.ENXIO) else e.strerror
+                    raise PortError(f"cannot open port {spec.number} on interface {spec.interface}: {reason}") \
+                        from None
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                sock.setblocking(False)
+                self._socks[spec.number] = sock
+                if self._pcap_dir is not None:
+                    self._captures[spec.number] = PortCapture(self._pcap_dir, spec.interface)
+        except PermissionError:
+            self.close()
+            raise PortError("raw sockets need root (or CAP_NET_RAW)") from None
+        except PortError:
+            self.close()
+            raise
+
+    def start(self) -> None:
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._loop, name="ports", daemon=True)
+        self._thread.start()
+
+    def send(self, port: int, frame: bytes) -> None:
+        sock = self._socks.get(port)
+        if sock is None:
+            return  # no interface on that port: the frame leaves nowhere, as on BMv2
+        try:
+            sock.send(frame)
+            self.sent += 1
+        except OSError as e:
+            self.send_errors += 1
+            log.debug("send on port %d failed: %s", port, e)
+            return
+        cap = self._captures.get(port)
+        if cap is not None:
+            cap.sent(frame)
+
+    def _loop(self) -> None:
+        sel = selectors.DefaultSelector()
+        for number, sock in self._socks.items():
+            sel.register(sock, selectors.EVENT_READ, number)
+        sel.register(self._wake_r, selectors.EVENT_READ, None)
+        try:
+            while True:
+                for key, _ in sel.select():
+                    if key.data is None:
+                        return
+                    self._drain(key.data, key.fileobj)
+        finally:
+            sel.close()
+
+    def _drain(self, port: int, sock: socket.socket) -> None:
+        for _ in range(64):  # bounded, so one busy port cannot starve the others
+            try:
+                frame, addr = sock.recvfrom(MAX_FRAME)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                log.debug("receive on port %d failed: %s", port, e)
+                return
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            self.received += 1
+            cap = self._captures.get(port)
+            if cap is not None:
+                cap.received(frame)
+            try:
+                self._on_frame(port, frame)
+            except Exception:  # one bad frame must not stop the port thread
+                log.exception("frame from port %d failed", port)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            os.write(self._wake_w, b"x")
+            self._thread.join(timeout=2)
+            self._thread = None
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
+        for sock in self._socks.values():
+            sock.close()
+        self._socks.clear()
+        for cap in self._captures.values():
+            cap.close()
+        self._captures.clear()

@@ -1,0 +1,159 @@
+"""Helpers of the data-plane tests: the kvswitch program on a Target, wired as a tiny network.
+
+The tests talk to the switch only through `softswitch.target.Target` (packets in, packets out, table
+entries, counters, digests), so the same tests can run against another target (BMv2 behind P4Runtime)
+by giving `target` another implementation. Registers are read only where a test says why.
+
+Network used by every test (one switch, two hosts, the CPU port)::
+
+    client 10.0.0.1 ── port 1 ─┐
+                               kvswitch ── CPU_PORT 255 (controller)
+    storage 10.0.0.2 ─ port 2 ─┘
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import struct
+import zlib
+from dataclasses import dataclass
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from kvpool.constants import KVP_UDP_PORT, Opcode, Status
+from kvpool.protocol import KVP, KVPValue
+from softswitch.target import DigestMessage, Exact, Lpm, TableEntry, Target
+
+P4_MAIN = pathlib.Path(os.environ.get("KVSWITCH_P4_MAIN")
+                       or pathlib.Path(__file__).resolve().parents[2] / "p4src" / "kvswitch.p4")
+"""The program under test; KVSWITCH_P4_MAIN points the tests at a variant (e.g. a deliberately broken copy)."""
+CPU_PORT = 255
+CLIENT_PORT, STORAGE_PORT = 1, 2
+CLIENT_IP, STORAGE_IP = "10.0.0.1", "10.0.0.2"
+CLIENT_MAC, STORAGE_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
+SWITCH_MAC = "00:00:00:00:00:fe"
+"""The MAC hosts use as next hop; the switch itself never checks it (it routes on IPv4 only)."""
+CLIENT_UDP_PORT = 40001
+
+
+@dataclass(frozen=True)
+class BlockKey:
+    tenant: int = 7
+    prefix_hash: int = 0x0123456789ABCDEF
+    chunk_idx: int = 0
+
+
+def value_chunk(seed: int) -> bytes:
+    """A recognisable 128-byte value chunk."""
+    return bytes((seed * 31 + i) & 0xFF for i in range(128))
+
+
+def kvp_frame(kvp: KVP, *, to_storage: bool = True, sport: int = CLIENT_UDP_PORT) -> Ether:
+    """A KVP message as a host would put it on the wire (client → storage, or storage → client)."""
+    if to_storage:
+        return (Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP)
+                / UDP(sport=sport, dport=KVP_UDP_PORT) / kvp)
+    return (Ether(dst=SWITCH_MAC, src=STORAGE_MAC) / IP(src=STORAGE_IP, dst=CLIENT_IP)
+            / UDP(sport=KVP_UDP_PORT, dport=sport) / kvp)
+
+
+def kvp_of(data: bytes, *, packet_in: bool = False) -> Ether:
+    """Dissect a frame the switch sent (after a 4-byte packet_in header for the CPU port)."""
+    return Ether(data[4:] if packet_in else data)
+
+
+@dataclass
+class KvNet:
+    """The test network around one Target: helpers that speak in hosts, keys and controller actions."""
+
+    target: Target
+    enums: dict[str, dict[str, int]]
+
+    # -- controller-style configuration
+    def install_routes(self) -> None:
+        for ip, mac, port in ((CLIENT_IP, CLIENT_MAC, CLIENT_PORT), (STORAGE_IP, STORAGE_MAC, STORAGE_PORT)):
+            self.target.table_insert(TableEntry(
+                "MyIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(_ip(ip), 32)},
+                "MyIngress.ipv4_forward", {"dst_mac": _mac(mac), "port": port}))
+
+    def index(self, key: BlockKey, slot: int, min_version: int = 0) -> None:
+        self.target.table_insert(TableEntry(
+            "MyIngress.kv_index",
+            {"hdr.kvp.tenant": Exact(key.tenant), "hdr.kvp.prefix_hash": Exact(key.prefix_hash),
+             "hdr.kvp.chunk_idx": Exact(key.chunk_idx)},
+            "MyIngress.set_slot", {"slot": slot, "min_version": min_version}))
+
+    def sketch(self, hot_threshold: int, epoch: int) -> None:
+        self.target.table_set_default("MyIngress.sketch_config", "MyIngress.set_sketch_config",
+                                      {"hot_threshold": hot_threshold, "epoch": epoch})
+
+    # -- hosts
+    def send(self, port: int, frame: Ether | bytes) -> list[tuple[int, bytes]]:
+        return self.target.process(port, bytes(frame))
+
+    def get(self, key: BlockKey, req_id: int = 1, flags: int = 0, version: int = 0) -> list[tuple[int, bytes]]:
+        kvp = KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
+                  chunk_count=4, req_id=req_id, flags=flags, version=version)
+        return self.send(CLIENT_PORT, kvp_frame(kvp))
+
+    def server_reply(self, key: BlockKey, value: bytes, version: int, *, csum: int | None = None,
+                     flags: int | None = None, req_id: int = 1) -> list[tuple[int, bytes]]:
+        kvp = KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=key.tenant,
+                  prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx, chunk_count=4, req_id=req_id,
+                  version=version, value_csum=csum, flags=flags) / KVPValue.from_bytes(value)
+        return self.send(STORAGE_PORT, kvp_frame(kvp, to_storage=False))
+
+    def put(self, key: BlockKey, value: bytes, version: int) -> list[tuple[int, bytes]]:
+        kvp = KVP(opcode=Opcode.PUT, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
+                  chunk_count=4, version=version) / KVPValue.from_bytes(value)
+        return self.send(CLIENT_PORT, kvp_frame(kvp))
+
+    # -- controller through the CPU port
+    def packet_out(self, egress_port: int, frame: Ether | bytes) -> list[tuple[int, bytes]]:
+        return self.target.process(CPU_PORT, struct.pack("!HH", egress_port, 0) + bytes(frame))
+
+    def slot_write(self, key: BlockKey, slot: int, value: bytes, version: int,
+                   csum: int | None = None) -> KVP:
+        kvp = KVP(opcode=Opcode.SLOT_WRITE, tenant=key.tenant, prefix_hash=key.prefix_hash,
+                  chunk_idx=key.chunk_idx, chunk_count=4, version=version, aux=slot,
+                  value_csum=csum) / KVPValue.from_bytes(value)
+        return self._slot_op(kvp)
+
+    def slot_read(self, slot: int) -> KVP:
+        return self._slot_op(KVP(opcode=Opcode.SLOT_READ, aux=slot, req_id=99))
+
+    def _slot_op(self, kvp: KVP) -> KVP:
+        out = self.packet_out(0, kvp_frame(kvp))
+        assert [p for p, _ in out] == [CPU_PORT], out
+        data = out[0][1]
+        assert struct.unpack("!HBB", data[:4]) == (CPU_PORT, self.enums["punt_reason_t"]["SLOT_REPLY"], 0)
+        frame = kvp_of(data, packet_in=True)
+        assert frame[IP].len == len(frame[IP]) and frame[UDP].len == len(frame[UDP])
+        return frame[KVP]
+
+    # -- observations
+    def drops(self, reason: str) -> int:
+        return self.target.counter_read("MyIngress.drop_reason", self.enums["drop_reason_t"][reason])[0]
+
+    def events(self, event: str) -> int:
+        return self.target.counter_read("MyIngress.kvp_events", self.enums["kvp_event_t"][event])[0]
+
+    def slot_hits(self, slot: int) -> int:
+        return self.target.counter_read("MyIngress.slot_hits", slot)[0]
+
+    def digests(self) -> list[DigestMessage]:
+        return self.target.drain_digests()
+
+
+def _ip(text: str) -> int:
+    return int.from_bytes(bytes(int(x) for x in text.split(".")), "big")
+
+
+def _mac(text: str) -> int:
+    return int(text.replace(":", ""), 16)
+
+
+def crc(value: bytes) -> int:
+    return zlib.crc32(value) & 0xFFFFFFFF

@@ -1,0 +1,97 @@
+"""The CPU port: client ops punted to the controller, packet-out, and slot access with SLOT_WRITE / SLOT_READ."""
+
+from __future__ import annotations
+
+import struct
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from kvpool.constants import Flag, Opcode, Status
+from kvpool.protocol import KVP, KVPValue
+from tests.dataplane.kvnet import (
+    CLIENT_PORT,
+    CPU_PORT,
+    STORAGE_PORT,
+    BlockKey,
+    KvNet,
+    crc,
+    kvp_frame,
+    value_chunk,
+)
+
+KEY = BlockKey(tenant=2, prefix_hash=0x5555_6666_7777_8888, chunk_idx=1)
+
+
+def test_insert_and_lookup_meta_are_punted_with_ingress_port(net: KvNet, enums) -> None:
+    for opcode in (Opcode.INSERT, Opcode.LOOKUP_META):
+        frame = kvp_frame(KVP(opcode=opcode, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash, chunk_idx=1,
+                              chunk_count=2, aux=(3 << 16) | 512))
+        out = net.send(CLIENT_PORT, frame)
+        header = struct.pack("!HBB", CLIENT_PORT, enums["punt_reason_t"]["CLIENT_OP"], 0)
+        assert out == [(CPU_PORT, header + bytes(frame))]
+    assert net.events("PUNT") == 2
+
+
+def test_packet_out_leaves_unchanged_through_its_port(net: KvNet) -> None:
+    reply = kvp_frame(KVP(opcode=Opcode.INSERT_ACK, tenant=KEY.tenant, aux=0b10), to_storage=False)
+    assert net.packet_out(CLIENT_PORT, reply) == [(CLIENT_PORT, bytes(reply))]
+    assert net.events("PACKET_OUT") == 1
+
+
+def test_slot_write_then_read_returns_key_version_and_value(net: KvNet) -> None:
+    value = value_chunk(9)
+    ack = net.slot_write(KEY, slot=17, value=value, version=6)
+    assert (ack.opcode, ack.status, int(ack.flags) & Flag.VALUE) == (Opcode.SLOT_WRITE_ACK, Status.OK, 0)
+    assert not ack.payload or not isinstance(ack.payload, KVPValue)
+
+    got = net.slot_read(17)
+    assert (got.opcode, got.status, got.req_id, got.aux) == (Opcode.SLOT_READ_REPLY, Status.OK, 99, 17)
+    assert (got.tenant, got.prefix_hash, got.chunk_idx) == (KEY.tenant, KEY.prefix_hash, KEY.chunk_idx)
+    assert (got.version, got.value_csum, got.value_len) == (6, crc(value), 128)
+    assert got[KVPValue].value_bytes == value
+
+
+def test_slot_written_by_controller_answers_gets(net: KvNet) -> None:
+    net.index(KEY, 17)
+    net.slot_write(KEY, slot=17, value=value_chunk(4), version=2)
+    out = net.get(KEY)
+    assert [p for p, _ in out] == [CLIENT_PORT]
+    reply = Ether(out[0][1])
+    assert reply[KVP].status == Status.HIT_SWITCH and reply[KVPValue].value_bytes == value_chunk(4)
+    assert reply[IP].len == len(reply[IP]) and reply[UDP].len == len(reply[UDP])
+
+
+def test_never_written_slot_reads_as_miss(net: KvNet) -> None:
+    got = net.slot_read(3)
+    assert got.status == Status.MISS
+    assert got[KVPValue].value_bytes == bytes(128)
+
+
+def test_slot_write_with_bad_checksum_is_refused(net: KvNet) -> None:
+    ack = net.slot_write(KEY, slot=4, value=value_chunk(1), version=1, csum=crc(value_chunk(1)) ^ 0xFF)
+    assert ack.status == Status.ERR_CHECKSUM
+    assert net.slot_read(4).status == Status.MISS
+
+
+def test_slot_write_older_than_last_put_is_refused(net: KvNet) -> None:
+    net.index(KEY, 4)
+    net.put(KEY, value_chunk(1), version=8)
+    assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=7).status == Status.ERR_STALE
+    assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=8).status == Status.OK
+
+
+def test_slot_ops_out_of_range_are_malformed(net: KvNet) -> None:
+    assert net.slot_read(1 << 20).status == Status.ERR_MALFORMED
+    ack = net.slot_write(KEY, slot=1 << 20, value=value_chunk(1), version=1)
+    assert ack.status == Status.ERR_MALFORMED
+    assert net.drops("BAD_SLOT") == 2
+
+
+def test_slot_ops_from_hosts_are_dropped(net: KvNet) -> None:
+    frame = kvp_frame(KVP(opcode=Opcode.SLOT_WRITE, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash,
+                          chunk_idx=1, chunk_count=2, aux=4) / KVPValue.from_bytes(value_chunk(1)))
+    assert net.send(CLIENT_PORT, frame) == []
+    assert net.drops("SLOT_OP_NOT_FROM_CPU") == 1
+    assert net.slot_read(4).status == Status.MISS
+    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]

@@ -1,0 +1,76 @@
+"""Hot-key detection: a count-min sketch of GET misses, one digest per hot key and epoch, reset by epoch."""
+
+from __future__ import annotations
+
+from tests.dataplane.kvnet import CLIENT_PORT, STORAGE_PORT, BlockKey, KvNet, value_chunk
+
+HOT = BlockKey(tenant=3, prefix_hash=0xAAAA_BBBB_CCCC_DDDD, chunk_idx=2)
+COLD = BlockKey(tenant=3, prefix_hash=0x1111_2222_3333_4444, chunk_idx=0)
+
+
+def digest_fields(net: KvNet) -> list[dict[str, int]]:
+    msgs = net.digests()
+    assert {m.name for m in msgs} <= {"hot_key_digest_t"}
+    return [dict(m.fields) for m in msgs]
+
+
+def test_hot_key_triggers_one_digest(net: KvNet) -> None:
+    net.sketch(hot_threshold=3, epoch=1)
+    for i in range(8):
+        assert [p for p, _ in net.get(HOT, req_id=i)] == [STORAGE_PORT], "detection never changes forwarding"
+    assert digest_fields(net) == [
+        {"tenant": HOT.tenant, "prefix_hash": HOT.prefix_hash, "chunk_idx": HOT.chunk_idx, "estimate": 3}
+    ]
+    assert net.events("HOT_DIGEST") == 1
+
+
+def test_key_below_threshold_is_not_reported(net: KvNet) -> None:
+    net.sketch(hot_threshold=3, epoch=1)
+    net.get(COLD)
+    net.get(COLD)
+    net.get(HOT)
+    assert digest_fields(net) == []
+
+
+def test_sketch_off_by_default_sends_no_digest(net: KvNet) -> None:
+    for _ in range(5):
+        net.get(HOT)
+    assert digest_fields(net) == []
+
+
+def test_new_epoch_resets_counts_and_reports_again(net: KvNet) -> None:
+    net.sketch(hot_threshold=2, epoch=1)
+    net.get(HOT)
+    net.get(COLD)
+    net.get(HOT)
+    assert [d["prefix_hash"] for d in digest_fields(net)] == [HOT.prefix_hash]
+
+    net.sketch(hot_threshold=2, epoch=2)
+    net.get(COLD)  # COLD's single miss of epoch 1 no longer counts
+    assert digest_fields(net) == []
+    net.get(HOT)
+    assert digest_fields(net) == []
+    net.get(HOT)
+    assert digest_fields(net) == [
+        {"tenant": HOT.tenant, "prefix_hash": HOT.prefix_hash, "chunk_idx": HOT.chunk_idx, "estimate": 2}
+    ]
+
+
+def test_hits_do_not_count_towards_hotness(net: KvNet) -> None:
+    net.index(HOT, 9)
+    net.server_reply(HOT, value_chunk(3), version=1)
+    net.sketch(hot_threshold=1, epoch=1)
+    for _ in range(4):
+        assert [p for p, _ in net.get(HOT)] == [CLIENT_PORT]
+    assert digest_fields(net) == []
+
+
+def test_many_keys_each_reported_once(net: KvNet) -> None:
+    net.sketch(hot_threshold=2, epoch=7)
+    keys = [BlockKey(tenant=1, prefix_hash=0x9E3779B97F4A7C15 * (i + 1) % (1 << 64), chunk_idx=i % 3)
+            for i in range(12)]
+    for _round in range(3):
+        for k in keys:
+            net.get(k)
+    reported = sorted((d["prefix_hash"], d["chunk_idx"]) for d in digest_fields(net))
+    assert reported == sorted((k.prefix_hash, k.chunk_idx) for k in keys)

@@ -1,0 +1,25 @@
+"""Forked workers give the same results, in task order, as running in-process; failures surface."""
+
+import pytest
+
+from evaluation.parallel import WorkerError, run_tasks
+
+
+def scaled(shared, task, progress):
+    progress(task)
+    if task < 0:
+        raise ValueError("negative task")
+    return shared["factor"] * task
+
+
+def test_workers_return_results_in_task_order_and_report_all_progress():
+    seen = []
+    tasks = list(range(1, 9))
+    assert run_tasks(scaled, {"factor": 3}, tasks, jobs=2, progress=seen.append) == [3 * t for t in tasks]
+    assert sum(seen) == sum(tasks)
+    assert run_tasks(scaled, {"factor": 3}, tasks, jobs=1) == [3 * t for t in tasks]
+
+
+def test_a_failing_task_raises_with_the_worker_traceback():
+    with pytest.raises(WorkerError, match="negative task"):
+        run_tasks(scaled, {"factor": 1}, [1, -1, 2], jobs=2)

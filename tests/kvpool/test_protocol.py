@@ -1,0 +1,187 @@
+"""The Scapy layers KVP / KVPValue build the exact bytes of docs/protocol.md and dissect them back."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scapy.layers.inet import IP, UDP
+from scapy.packet import Raw
+
+from kvpool.constants import KVP_UDP_PORT, REPLY_OF, Flag, Opcode, Status
+from kvpool.protocol import KVP, KVPValue, Reason, check
+from kvpool.wire import Header, encode
+
+# GET, tenant 7, req_id 42, prefix_hash 0x0123456789abcdef, chunk 2 of 4, version 5:
+#   magic ver op st fl tenant req_id   prefix_hash      ci cc vlen version  csum     aux
+GET_HEX = "4b56 01 01 00 00 0007 0000002a 0123456789abcdef 02 04 0000 00000005 00000000 00000000"
+# PUT of b"abc" (value_len 3), tenant 0, req_id 1, prefix_hash 0x10, chunk 0 of 1, version 9; the CRC-32 of
+# "abc" + 125 zero bytes is 0x15a6ab51 (zlib.crc32, checked once by hand with `python -c`).
+PUT_HEX = ("4b56 01 03 00 01 0000 00000001 0000000000000010 00 01 0003 00000009 15a6ab51 00000000"
+           + " 6162630000000000" + " 0000000000000000" * 15)
+
+
+def hexbytes(text: str) -> bytes:
+    return bytes.fromhex(text.replace(" ", ""))
+
+
+def test_get_request_builds_the_documented_36_bytes():
+    pkt = KVP(opcode="GET", tenant=7, req_id=42, prefix_hash=0x0123456789ABCDEF, chunk_idx=2, chunk_count=4,
+              version=5)
+    assert bytes(pkt) == hexbytes(GET_HEX)
+
+
+def test_put_fills_flags_and_checksum_from_the_value():
+    pkt = KVP(opcode="PUT", req_id=1, prefix_hash=0x10, version=9, value_len=3) / KVPValue.from_bytes(b"abc")
+    assert bytes(pkt) == hexbytes(PUT_HEX)
+
+
+def test_value_len_defaults_to_a_full_chunk_and_to_zero_without_value():
+    assert KVP(bytes(KVP() / KVPValue())).value_len == 128
+    assert KVP(bytes(KVP())).value_len == 0
+
+
+def test_explicit_fields_are_not_overwritten_by_post_build():
+    pkt = KVP(opcode="PUT", flags=0, value_len=7, value_csum=0xDEADBEEF) / KVPValue()
+    again = KVP(bytes(pkt))
+    assert (int(again.flags), again.value_len, again.value_csum) == (0, 7, 0xDEADBEEF)
+
+
+def test_dissecting_the_put_bytes_gives_back_every_field():
+    pkt = KVP(hexbytes(PUT_HEX))
+    expected = dict(magic=0x4B56, ver=1, opcode=Opcode.PUT, status=Status.OK, tenant=0, req_id=1,
+                    prefix_hash=0x10, chunk_idx=0, chunk_count=1, value_len=3, version=9,
+                    value_csum=0x15A6AB51, aux=0)
+    assert {name: getattr(pkt, name) for name in expected} == expected
+    assert int(pkt.flags) == Flag.VALUE
+    assert isinstance(pkt.payload, KVPValue)
+    assert pkt.payload.w0 == 0x6162630000000000
+    assert pkt.value == b"abc"
+
+
+def test_value_words_are_big_endian_w0_first():
+    value = bytes(range(128))
+    chunk = KVPValue.from_bytes(value)
+    assert chunk.w0 == 0x0001020304050607 and chunk.w15 == int.from_bytes(value[120:], "big")
+    assert bytes(chunk) == value == chunk.value_bytes
+
+
+def test_truncated_value_is_kept_raw_and_reported():
+    data = hexbytes(PUT_HEX)[:36 + 100]
+    pkt = KVP(data)
+    assert isinstance(pkt.payload, Raw)
+    assert check(pkt) == Reason.VALUE_TRUNCATED
+
+
+@pytest.mark.parametrize("ports", [dict(sport=40000, dport=KVP_UDP_PORT), dict(sport=KVP_UDP_PORT, dport=40000)])
+def test_udp_port_7420_either_way_dissects_as_kvp(ports):
+    frame = IP(src="10.0.0.1", dst="10.0.0.100") / UDP(**ports) / Raw(hexbytes(GET_HEX))
+    assert IP(bytes(frame)).haslayer(KVP)
+
+
+def test_building_udp_over_kvp_defaults_to_the_request_port():
+    assert IP(bytes(IP() / UDP(sport=40000) / KVP()))[UDP].dport == KVP_UDP_PORT
+
+
+def test_other_udp_ports_stay_plain_udp():
+    frame = IP() / UDP(sport=1000, dport=2000) / Raw(hexbytes(GET_HEX))
+    assert not IP(bytes(frame)).haslayer(KVP)
+
+
+@pytest.mark.parametrize("request_op", list(REPLY_OF))
+def test_reply_answers_its_request_by_req_id_and_key(request_op):
+    request = KVP(opcode=request_op, tenant=3, req_id=99, prefix_hash=0xAB, chunk_idx=1, chunk_count=2)
+    reply = KVP(opcode=REPLY_OF[request_op], tenant=3, req_id=99, prefix_hash=0xAB, chunk_idx=1, chunk_count=2,
+                status=Status.HIT_SERVER)
+    assert reply.answers(request)
+    assert not request.answers(reply)
+
+
+@pytest.mark.parametrize("change", [dict(req_id=100), dict(tenant=4), dict(prefix_hash=0xAC), dict(chunk_idx=0),
+                                    dict(opcode=Opcode.PUT_ACK)])
+def test_reply_with_another_req_id_key_or_opcode_does_not_answer(change):
+    request = KVP(opcode="GET", tenant=3, req_id=99, prefix_hash=0xAB, chunk_idx=1, chunk_count=2)
+    fields = dict(opcode=Opcode.GET_REPLY, tenant=3, req_id=99, prefix_hash=0xAB, chunk_idx=1, chunk_count=2)
+    fields.update(change)
+    assert not KVP(**fields).answers(request)
+
+
+def test_summary_names_opcode_key_and_status():
+    text = KVP(opcode="GET_REPLY", req_id=5, prefix_hash=0xFF, status="HIT_SWITCH").mysummary()
+    assert "GET_REPLY" in text and "0x00000000000000ff" in text and "HIT_SWITCH" in text
+
+
+GOOD_GET = Header(Opcode.GET, chunk_count=2, chunk_idx=1).pack()
+GOOD_PUT = encode(Header(Opcode.PUT, version=1), b"x")
+
+MALFORMED = [
+    ("payload shorter than the header", GOOD_GET[:35], Reason.SHORT_HEADER),
+    ("wrong magic", b"XX" + GOOD_GET[2:], Reason.NOT_KVP),
+    ("version 2", Header(Opcode.GET, ver=2).pack(), Reason.BAD_VERSION),
+    ("opcode 0x7f", Header(0x7F).pack(), Reason.UNKNOWN_OP),
+    ("F_VALUE with 127 value bytes", GOOD_PUT[:-1], Reason.VALUE_TRUNCATED),
+    ("PUT without F_VALUE", Header(Opcode.PUT, version=1).pack() + bytes(128), Reason.VALUE_MISSING),
+    ("SLOT_WRITE without F_VALUE", Header(Opcode.SLOT_WRITE).pack(), Reason.VALUE_MISSING),
+    ("chunk_count 0", Header(Opcode.GET, chunk_count=0).pack(), Reason.ZERO_CHUNK_COUNT),
+    ("chunk_idx == chunk_count", Header(Opcode.GET, chunk_idx=3, chunk_count=3).pack(), Reason.CHUNK_IDX_RANGE),
+    ("value_len 129", Header(Opcode.GET, value_len=129).pack(), Reason.VALUE_LEN_RANGE),
+]
+
+
+@pytest.mark.parametrize(("what", "data", "reason"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_check_names_the_broken_rule(what, data, reason):
+    assert check(data) == reason
+
+
+@pytest.mark.parametrize("data", [GOOD_GET, GOOD_PUT, Header(Opcode.STAT).pack()])
+def test_check_accepts_valid_messages(data):
+    assert check(data) is None
+    assert check(KVP(data)) is None
+
+
+def test_unknown_opcode_maps_to_err_unknown_op_and_the_rest_to_err_malformed():
+    assert Reason.UNKNOWN_OP.status == Status.ERR_UNKNOWN_OP
+    assert {r.status for r in Reason if r is not Reason.UNKNOWN_OP} == {Status.ERR_MALFORMED}
+
+
+headers = st.builds(
+    Header,
+    opcode=st.sampled_from(list(Opcode)),
+    status=st.sampled_from(list(Status)),
+    flags=st.integers(0, 0xFE).map(lambda f: f & ~Flag.VALUE),
+    tenant=st.integers(0, 0xFFFF),
+    req_id=st.integers(0, 0xFFFFFFFF),
+    prefix_hash=st.integers(0, 2**64 - 1),
+    chunk_idx=st.integers(0, 255),
+    chunk_count=st.integers(0, 255),
+    value_len=st.integers(0, 0xFFFF),
+    version=st.integers(0, 0xFFFFFFFF),
+    value_csum=st.integers(0, 0xFFFFFFFF),
+    aux=st.integers(0, 0xFFFFFFFF),
+)
+
+
+@given(header=headers, value=st.one_of(st.none(), st.binary(max_size=128)))
+def test_struct_codec_and_scapy_layer_agree_byte_for_byte(header, value):
+    data = encode(header, value)
+    pkt = KVP(data)
+    assert bytes(pkt) == data
+    for name in ("opcode", "status", "tenant", "req_id", "prefix_hash", "chunk_idx", "chunk_count", "version",
+                 "aux"):
+        assert getattr(pkt, name) == getattr(header, name), name
+    if value is not None:
+        assert pkt.value == value and pkt.value_csum == zlib.crc32(value.ljust(128, b"\0"))
+    assert Header.unpack(bytes(KVP(**{f: getattr(header, f) for f in (
+        "opcode", "status", "tenant", "req_id", "prefix_hash", "chunk_idx", "chunk_count", "value_len",
+        "version", "value_csum", "aux")}, flags=header.flags))) == header
+
+
+def test_constants_wire_and_prefix_hash_import_without_scapy():
+    import subprocess
+    import sys
+
+    code = ("import sys, kvpool.constants, kvpool.wire, kvpool.prefix_hash, kvpool.blocks; "
+            "print(any(m == 'scapy' or m.startswith('scapy.') for m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -1,0 +1,204 @@
+"""The storage node's protocol, message by message (`StorageNode.handle`, no sockets)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kvpool.constants import KVP_HEADER_LEN, Flag, Opcode, Status, Tier, tier_bitmap
+from kvpool.server import StorageNode, StorageOptions
+from kvpool.wire import Header, Reason, encode
+
+
+def node(capacity: int = 1 << 20, disk=None) -> StorageNode:
+    return StorageNode(StorageOptions(capacity=capacity, disk=disk))
+
+
+def put(n: StorageNode, ph: int, value: bytes, version: int, idx: int = 0, count: int = 1) -> Header:
+    return Header.unpack(n.handle(encode(Header(Opcode.PUT, req_id=1, prefix_hash=ph, chunk_idx=idx,
+                                                chunk_count=count, version=version), value)))
+
+
+def request(n: StorageNode, opcode: Opcode, ph: int, idx: int = 0, **fields) -> tuple[Header, bytes]:
+    reply = n.handle(Header(opcode, req_id=7, prefix_hash=ph, chunk_idx=idx, chunk_count=idx + 1, **fields).pack())
+    return Header.unpack(reply), reply[KVP_HEADER_LEN:]
+
+
+def test_put_then_get_returns_the_chunk_as_hit_server():
+    n = node()
+    ack = put(n, 0xAA, b"value", 3)
+    assert (ack.opcode, ack.status, ack.version) == (Opcode.PUT_ACK, Status.OK, 3)
+    reply, value = request(n, Opcode.GET, 0xAA)
+    assert (reply.opcode, reply.status, reply.version, reply.value_len) == (Opcode.GET_REPLY, Status.HIT_SERVER, 3, 5)
+    assert reply.flags == Flag.VALUE and value[:5] == b"value" and len(value) == 128
+    assert reply.req_id == 7 and reply.prefix_hash == 0xAA
+
+
+def test_get_asking_for_a_newer_version_than_stored_is_a_miss_naming_the_stored_one():
+    n = node()
+    put(n, 0xAA, b"v3", 3)
+    reply, value = request(n, Opcode.GET, 0xAA, version=4)
+    assert (reply.status, reply.version, value) == (Status.MISS, 3, b"")
+    assert request(n, Opcode.GET, 0xAA, version=2)[0].status == Status.HIT_SERVER
+
+
+def test_get_of_unknown_key_is_a_miss_without_value():
+    reply, value = request(node(), Opcode.GET, 0xBB)
+    assert reply.status == Status.MISS and value == b"" and not reply.flags & Flag.VALUE
+
+
+def test_tenants_do_not_share_blocks():
+    n = node()
+    put(n, 0xAA, b"t0", 1)
+    reply = Header.unpack(n.handle(Header(Opcode.GET, tenant=1, prefix_hash=0xAA).pack()))
+    assert reply.status == Status.MISS
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_write_not_newer_than_stored_is_stale_and_not_applied(version):
+    n = node()
+    put(n, 0xAA, b"new", 2)
+    ack = put(n, 0xAA, b"old", version)
+    assert (ack.status, ack.version) == (Status.ERR_STALE, 2)
+    assert request(n, Opcode.GET, 0xAA)[1][:3] == b"new"
+
+
+def test_bad_checksum_is_refused():
+    n = node()
+    data = bytearray(encode(Header(Opcode.PUT, prefix_hash=1, version=1), b"abc"))
+    data[-1] ^= 0xFF
+    assert Header.unpack(n.handle(bytes(data))).status == Status.ERR_CHECKSUM
+    assert request(n, Opcode.GET, 1)[0].status == Status.MISS
+
+
+def test_dram_full_refuses_new_chunks_but_accepts_overwrites():
+    n = node(capacity=2 * 128)
+    assert put(n, 1, b"a", 1).status == Status.OK and put(n, 2, b"b", 1).status == Status.OK
+    assert put(n, 3, b"c", 1).status == Status.ERR_FULL
+    assert put(n, 1, b"a2", 2).status == Status.OK
+    assert n.dram_used == 256
+
+
+def test_with_a_disk_tier_overflow_goes_to_disk(tmp_path):
+    n = node(capacity=128, disk=tmp_path)
+    put(n, 1, b"dram", 1)
+    assert put(n, 2, b"disk", 1).status == Status.OK
+    assert n.chunks[(0, 2, 0)].tier == Tier.STORAGE_DISK
+    assert request(n, Opcode.GET, 2)[1][:4] == b"disk"
+
+
+def test_disk_chunks_survive_a_restart(tmp_path):
+    first = node(capacity=0, disk=tmp_path)
+    put(first, 5, b"persisted", 4)
+    first.close()
+    second = node(capacity=0, disk=tmp_path)
+    reply, value = request(second, Opcode.GET, 5)
+    assert (reply.status, reply.version, value[:9]) == (Status.HIT_SERVER, 4, b"persisted")
+
+
+def test_tier_move_to_disk_and_back_keeps_the_value(tmp_path):
+    n = node(disk=tmp_path)
+    put(n, 9, b"moving", 1)
+    reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DISK | 1500 << 8)
+    assert (reply.opcode, reply.status, reply.aux) == (Opcode.TIER_MOVE_ACK, Status.OK, Tier.STORAGE_DISK)
+    assert n.dram_used == 0 and n.chunks[(0, 9, 0)].score == 1.5
+    assert request(n, Opcode.GET, 9)[1][:6] == b"moving"
+    reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DRAM)
+    assert reply.aux == Tier.STORAGE_DRAM and n.dram_used == 128
+
+
+def test_tier_move_to_the_same_tier_records_the_score():
+    n = node()
+    put(n, 9, b"x", 1)
+    reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DRAM | 250 << 8)
+    assert reply.status == Status.OK and n.chunks[(0, 9, 0)].score == 0.25
+
+
+def test_tier_move_to_absent_drops_the_chunk():
+    n = node()
+    put(n, 9, b"x", 1)
+    assert request(n, Opcode.TIER_MOVE, 9, aux=Tier.ABSENT)[0].status == Status.OK
+    assert request(n, Opcode.GET, 9)[0].status == Status.MISS and n.dram_used == 0
+
+
+@pytest.mark.parametrize(("aux", "status"), [(Tier.STORAGE_DISK, Status.ERR_DENIED), (Tier.SWITCH, Status.ERR_DENIED),
+                                             (0x77, Status.ERR_MALFORMED)])
+def test_tier_move_to_a_tier_the_node_lacks_is_refused(aux, status):
+    n = node()
+    put(n, 9, b"x", 1)
+    assert request(n, Opcode.TIER_MOVE, 9, aux=aux)[0].status == status
+    assert n.chunks[(0, 9, 0)].tier == Tier.STORAGE_DRAM
+
+
+def test_tier_move_of_unknown_key_is_a_miss():
+    assert request(node(), Opcode.TIER_MOVE, 1, aux=Tier.STORAGE_DRAM)[0].status == Status.MISS
+
+
+def test_stat_counts_every_get_of_the_key():
+    n = node()
+    put(n, 1, b"x", 1)
+    for _ in range(3):
+        request(n, Opcode.GET, 1)
+    request(n, Opcode.GET, 2)
+    reply, _ = request(n, Opcode.STAT, 1)
+    assert (reply.opcode, reply.status, reply.aux) == (Opcode.STAT_REPLY, Status.OK, 3)
+    assert request(n, Opcode.STAT, 2)[0].aux == 1
+
+
+def test_lookup_meta_without_controller_reports_the_local_tier():
+    n = node()
+    put(n, 1, b"x", 6)
+    reply, _ = request(n, Opcode.LOOKUP_META, 1)
+    assert (reply.opcode, reply.aux, reply.version) == (Opcode.LOOKUP_META_REPLY, tier_bitmap({Tier.STORAGE_DRAM}), 6)
+
+
+def test_slot_messages_are_for_the_switch():
+    reply = Header.unpack(node().handle(Header(Opcode.SLOT_READ, aux=3).pack()))
+    assert (reply.opcode, reply.status) == (Opcode.SLOT_READ_REPLY, Status.ERR_DENIED)
+
+
+def test_replies_are_never_answered():
+    n = node()
+    assert n.handle(Header(Opcode.GET_REPLY, status=Status.HIT_SERVER).pack()) is None
+    assert n.handle(Header(Opcode.PUT_ACK, chunk_count=0).pack()) is None
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (Header(Opcode.GET, req_id=5, chunk_count=0).pack(), Reason.ZERO_CHUNK_COUNT),
+    (Header(Opcode.PUT, req_id=5, version=1).pack(), Reason.VALUE_MISSING),
+    (Header(0x66, req_id=5).pack(), Reason.UNKNOWN_OP),
+    (Header(Opcode.GET, req_id=5).pack()[:20], Reason.SHORT_HEADER),
+])
+def test_malformed_request_is_answered_with_its_error_and_counted(data, reason):
+    n = node()
+    reply = Header.unpack(n.handle(data))
+    assert (reply.status, reply.req_id) == (reason.status, 5)
+    assert n.counters[f"malformed.{reason.value}"] == 1
+    assert not n.chunks
+
+
+@pytest.mark.parametrize("data", [b"", b"K", b"KV\x01", b"\x00" * 36, b"GET / HTTP/1.0\r\n" * 4])
+def test_datagrams_without_magic_or_req_id_get_no_answer(data):
+    assert node().handle(data) is None
+
+
+def test_two_thousand_random_datagrams_neither_crash_nor_corrupt_the_node():
+    rng = random.Random(7420)
+    n = node(capacity=64 * 128)
+    put(n, 0xC0FFEE, b"survivor", 1)
+    templates = [Header(op, prefix_hash=rng.getrandbits(64)).pack() for op in Opcode]
+    for _ in range(2000):
+        kind = rng.random()
+        if kind < 0.3:
+            data = rng.randbytes(rng.randrange(0, 200))
+        else:  # a real header with random bytes flipped: reaches the deeper code paths
+            data = bytearray(rng.choice(templates) + rng.randbytes(rng.choice([0, 64, 128])))
+            for _ in range(rng.randrange(1, 6)):
+                data[rng.randrange(2, len(data))] = rng.randrange(256)
+            data = bytes(data)
+        reply = n.handle(data)
+        assert reply is None or len(reply) in (KVP_HEADER_LEN, KVP_HEADER_LEN + 128)
+    reply, value = request(n, Opcode.GET, 0xC0FFEE)
+    assert reply.status == Status.HIT_SERVER and value[:8] == b"survivor"
+    assert sum(v for k, v in n.counters.items() if k.startswith("malformed.")) > 100

@@ -1,0 +1,67 @@
+"""The registry builds every policy by name, checks parameters, and every policy fits its Protocol."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from policies.base import AdmissionPolicy, EvictionPolicy, RecyclingPolicy
+from policies.registry import make_admission, make_eviction, make_pool, make_recycling, names, params_class
+
+PROTOCOLS = {"admission": AdmissionPolicy, "eviction": EvictionPolicy, "recycling": RecyclingPolicy}
+
+
+def test_names_list_every_policy_of_the_brief() -> None:
+    assert names() == {
+        "admission": ["always", "frequency", "tinylfu", "value"],
+        "eviction": ["arc", "kvcache_wild", "lfu", "lru", "prefix_lru", "s3fifo", "value"],
+        "recycling": ["demote", "drop", "residual"],
+    }
+
+
+@pytest.mark.parametrize(("kind", "name"), [(k, n) for k, ns in names().items() for n in ns])
+def test_every_registered_policy_builds_and_implements_its_protocol(kind: str, name: str) -> None:
+    build = {"admission": make_admission, "eviction": make_eviction, "recycling": make_recycling}[kind]
+    policy = build(name, None, capacity_blocks=100) if kind == "eviction" else build(name, None)
+    assert isinstance(policy, PROTOCOLS[kind])
+    assert policy.name == name
+    params = params_class(kind, name)
+    assert dataclasses.is_dataclass(params)
+    assert params.__dataclass_params__.frozen
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: make_admission("nope"), "unknown admission policy 'nope'; known: always, frequency"),
+        (lambda: make_eviction("lru", {"size": 3}), "unknown parameter"),
+        (lambda: make_admission("frequency", {"threshold": "many"}), "expected float"),
+        (lambda: make_eviction("arc"), "needs capacity_blocks"),
+        (lambda: make_recycling("residual", {"treshold": 1}), "known: threshold"),
+        (lambda: make_pool(10, "always", "lru", model_params={"max_turn": 3}), "neither policy uses"),
+        (lambda: params_class("colour", "lru"), "unknown policy kind"),
+    ],
+)
+def test_bad_names_and_parameters_raise_value_error_naming_the_choices(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_cli_strings_are_converted_to_the_declared_types() -> None:
+    admission = make_admission("frequency", {"threshold": "3", "half_life_s": "60"})
+    assert admission.params.threshold == 3.0
+    assert admission.params.half_life_s == 60.0
+    s3 = make_eviction("s3fifo", {"small_size_ratio": "0.2"}, capacity_blocks=50)
+    assert s3.small_size == 10
+
+
+def test_default_pool_shares_one_reuse_model_between_value_admission_and_eviction() -> None:
+    pool = make_pool(10)
+    assert (pool.admission.name, pool.eviction.name, pool.recycling.name) == ("value", "value", "residual")
+    assert pool.admission.model is pool.eviction.model
+
+
+def test_value_eviction_alone_builds_its_model_from_model_params() -> None:
+    pool = make_pool(10, "always", "value", model_params={"max_turn": "3"})
+    assert pool.eviction.model.params.max_turn == 3

@@ -1,0 +1,68 @@
+"""Topologies are data: the plan derived from them gives each switch a route to every endpoint."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from topo.plan import plan_of
+from topo.topologies import STORAGE_IP, LeafSpineTopo, StarTopo
+
+
+def routes(plan, switch):
+    sw = next(s for s in plan.switches if s.name == switch)
+    return {r.name: r.port for r in sw.routes}
+
+
+@pytest.mark.parametrize("hosts", [1, 4, 9])
+def test_star_gives_every_host_its_own_port_and_storage_the_last(hosts):
+    plan = plan_of(StarTopo(hosts=hosts))
+    expected = {f"h{i}": i for i in range(1, hosts + 1)} | {"st1": hosts + 1}
+    assert routes(plan, "s1") == expected
+    assert [p for p, _ in plan.switches[0].ports] == list(range(1, hosts + 2))
+    assert plan.storage.ip == STORAGE_IP
+
+
+def test_star_addresses_and_macs_follow_the_host_number():
+    plan = plan_of(StarTopo(hosts=3))
+    assert [(e.name, e.ip, e.mac) for e in plan.inference_hosts] == [
+        ("h1", "10.0.0.1", "00:00:0a:00:00:01"), ("h2", "10.0.0.2", "00:00:0a:00:00:02"),
+        ("h3", "10.0.0.3", "00:00:0a:00:00:03")]
+
+
+def test_management_end_is_not_an_endpoint():
+    assert "mgmt" not in {e.name for e in plan_of(StarTopo(hosts=2)).endpoints}
+
+
+def test_leaf_spine_routes_remote_hosts_through_the_first_spine():
+    plan = plan_of(LeafSpineTopo(hosts=4, leaves=2, spines=2))
+    assert routes(plan, "l1") == {"h1": 1, "h2": 2, "h3": 101, "h4": 101, "st1": 101}
+    assert routes(plan, "l2") == {"h1": 101, "h2": 101, "h3": 1, "h4": 2, "st1": 3}
+    assert routes(plan, "sp1") == {"h1": 1, "h2": 1, "h3": 2, "h4": 2, "st1": 2}
+    assert sorted(s.device_id for s in plan.switches) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("hosts", [0, 100])
+def test_host_count_outside_the_address_plan_is_refused(hosts):
+    with pytest.raises(ValueError, match="hosts must be"):
+        StarTopo(hosts=hosts)
+
+
+def test_hosts_json_lists_name_ip_mac_port_per_endpoint(tmp_path):
+    sw = plan_of(StarTopo(hosts=2)).switches[0]
+    data = json.loads(sw.write_hosts_file(tmp_path / "s1" / "hosts.json").read_text())
+    assert data["switch"] == "s1" and data["device_id"] == 1
+    assert data["hosts"][2] == {"name": "st1", "ip": "10.0.0.100", "mac": "00:00:0a:00:00:64", "port": 3,
+                                "role": "storage"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("controller.hosts") is None,
+                    reason="controller.hosts (helper H) is not there")
+def test_the_controller_reads_our_hosts_json(tmp_path):
+    from controller.hosts import load_hosts
+
+    sw = plan_of(StarTopo(hosts=3)).switches[0]
+    hosts = load_hosts(sw.write_hosts_file(tmp_path / "hosts.json"))
+    assert [(h.name, h.ip, h.mac, h.port) for h in hosts] == [(r.name, r.ip, r.mac, r.port) for r in sw.routes]

@@ -1,0 +1,128 @@
+"""The testbed's command line, behind `make run`, `make stop`, `make demo` and `make compile`.
+
+    python -m topo run     --target soft|bmv2|bridge --hosts N [--topology star|leaf-spine]
+    python -m topo stop    [--state DIR]
+    python -m topo demo    --target T --hosts N --trace PATH --out DIR [--requests 300]
+    python -m topo compile --target T --out build
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from topo.switches import REPO, SWITCHES, TestbedError
+from topo.topologies import MAX_HOSTS, TOPOLOGIES
+
+
+def _hosts(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= MAX_HOSTS:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_HOSTS}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m topo", description="kvswitch Mininet testbed")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def testbed_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--target", choices=sorted(SWITCHES), default="soft",
+                       help="soft: embedded P4 target; bmv2: simple_switch_grpc; bridge: Linux bridge, no pool")
+        p.add_argument("--hosts", type=_hosts, default=4, help="inference hosts h1..hN (default 4)")
+        p.add_argument("--topology", choices=sorted(TOPOLOGIES), default="star")
+        p.add_argument("--build", type=Path, default=REPO / "build", help="compiled programs (default build/)")
+        p.add_argument("--state", type=Path, default=REPO / "out" / "testbed",
+                       help="logs, hosts.json, controller state (default out/testbed/)")
+        p.add_argument("--grpc-base", type=int, default=9559, help="P4Runtime port of device 1")
+        p.add_argument("--api-base", type=int, default=9090, help="controller API port of device 1")
+        p.add_argument("--no-controller", action="store_true", help="do not start controllers (no routes!)")
+        p.add_argument("--verbose", action="store_true", help="Mininet's info log")
+
+    run = sub.add_parser("run", help="start the testbed and open the Mininet CLI")
+    testbed_args(run)
+    stop = sub.add_parser("stop", help="stop a testbed's processes (by recorded pid) and run mn -c")
+    stop.add_argument("--state", type=Path, default=REPO / "out" / "testbed")
+    demo = sub.add_parser("demo", help="testbed + trace replay + report and plot, then exit")
+    testbed_args(demo)
+    demo.add_argument("--trace", type=Path, required=True, help="Mooncake-format JSONL")
+    demo.add_argument("--out", type=Path, required=True, help="report folder")
+    demo.add_argument("--requests", type=int, default=300, help="first N requests of the trace (default 300)")
+    demo.add_argument("--block-bytes", type=int, default=256, help="bytes per KV block in the demo (default 256)")
+    demo.add_argument("--duration", type=float, default=20.0,
+                      help="seconds the excerpt's arrival times are squeezed into (default 20)")
+    demo.add_argument("--no-announce", action="store_true", help="do not send INSERT for stored blocks")
+    comp = sub.add_parser("compile", help="compile p4src/ for a target")
+    comp.add_argument("--target", choices=("soft", "bmv2"), default="soft")
+    comp.add_argument("--out", type=Path, default=REPO / "build")
+    comp.add_argument("--force", action="store_true", help="even if up to date")
+    return parser
+
+
+def _options(args: argparse.Namespace):
+    from topo.testbed import TestbedOptions
+
+    return TestbedOptions(target=args.target, hosts=args.hosts, topology=args.topology, build_dir=args.build,
+                          state_dir=args.state, grpc_base=args.grpc_base, api_base=args.api_base,
+                          controller=not args.no_controller, verbose=args.verbose)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "compile":
+        from topo.build import compile_program
+
+        art = compile_program(args.target, args.out, force=args.force)
+        print(f"{art.device_config}\n{art.p4info}")
+        return 0
+    if args.command == "stop":
+        from topo.testbed import stop_recorded
+
+        for line in stop_recorded(args.state):
+            print(f"stopped {line}")
+        subprocess.run(["mn", "-c"], capture_output=True)
+        return 0
+    if args.command == "run":
+        from mininet.cli import CLI
+        from mininet.log import setLogLevel
+
+        from topo.testbed import Testbed
+
+        bed = Testbed(_options(args))
+        bed.start(progress=lambda msg: print(f"*** {msg}", flush=True))
+        try:
+            print(bed.describe())
+            print(f"*** try: h1 {sys.executable} -m kvpool.client --server 10.0.0.100 put 0x1 --version 1 --data hi")
+            setLogLevel("output")  # the CLI prints command output at this level
+            CLI(bed.net)
+        finally:
+            bed.stop()
+        return 0
+    if args.command == "demo":
+        from topo.demo import DemoOptions, run_demo
+
+        report = run_demo(_options(args), DemoOptions(trace=args.trace, out=args.out, requests=args.requests,
+                                                      block_bytes=args.block_bytes, duration=args.duration,
+                                                      announce=not args.no_announce))
+        print(report)
+        return 0
+    raise AssertionError(args.command)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # so `finally` tears the testbed down on SIGTERM too
+    try:
+        return run(args)
+    except TestbedError as exc:
+        print(f"topo: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

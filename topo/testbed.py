@@ -1,0 +1,390 @@
+"""The running testbed: Mininet network, P4 switches, storage node and controllers, started and stopped together.
+
+Start order, each step waited for (with a clear error and the process's log tail when it fails):
+
+1. compile p4src/ for the target (`topo.build`), unless up to date;
+2. Mininet builds the topology (`topo.topologies`) and starts one switch process per switch;
+3. hosts are configured: static ARP for every endpoint, no IPv6, checksum offload off (the switch moves
+   frames through packet sockets, so checksums must be complete on the wire);
+4. the storage node (`python -m kvpool.server`) starts on st1; it is checked from the root namespace over the
+   management link (mgmt-eth0 ↔ st1-eth1, see `topo.topologies`), which is also the controller's path to it;
+5. one controller per switch (`python -m controller serve ...`), with `<state>/<switch>/hosts.json`
+   (`topo.plan`), its SQLite state and log in the same folder; the testbed waits for its API port;
+6. a ping from h1 to st1 through the data plane proves the routes are in.
+
+`<state>/testbed.json` records every process this testbed started, so `python -m topo stop` can end exactly
+those (by pid) after a crash, before `mn -c`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+
+from kvpool.client import ClientOptions, KVPClient, KVPError
+from kvpool.constants import KVP_UDP_PORT
+from topo.build import Artifacts, compile_program
+from topo.plan import Plan, plan_of
+from topo.switches import REPO, SWITCHES, Bmv2P4Switch, BridgeSwitch, P4Switch, TestbedError
+from topo.topologies import MGMT, STORAGE, STORAGE_IP, TOPOLOGIES
+
+STATE_FILE = "testbed.json"
+
+
+@dataclass(frozen=True)
+class TestbedOptions:
+    """What to start."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    target: str = "soft"
+    """soft (embedded target), bmv2 (simple_switch_grpc) or bridge (Linux bridge: no pool, no controller)."""
+    hosts: int = 4
+    """Inference hosts h1..hN."""
+    topology: str = "star"
+    """A name of `topo.topologies.TOPOLOGIES`."""
+    build_dir: Path = REPO / "build"
+    """Where compiled programs go (`<build>/<target>/kvswitch.json`)."""
+    state_dir: Path = REPO / "out" / "testbed"
+    """Logs, hosts.json, controller state, storage disk tier, testbed.json."""
+    grpc_base: int = 9559
+    """P4Runtime port of device 1 (BMv2's default); device i listens on grpc_base + i - 1."""
+    api_base: int = 9090
+    """Controller API port of device 1; device i on api_base + i - 1."""
+    storage_capacity: int = 64 << 20
+    """Storage node DRAM in bytes."""
+    controller: bool = True
+    """Start the controllers (without them a P4 switch has no routes: only for debugging)."""
+    ready_timeout: float = 90.0
+    """Seconds each start step may take (the pure-Python target compiles the program at start)."""
+    verbose: bool = False
+    """Mininet's info log."""
+
+
+@dataclass
+class Started:
+    """A process the testbed started (recorded in testbed.json)."""
+
+    what: str
+    pid: int
+    argv: list[str]
+    log: str
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+
+class Testbed:
+    """Start with `start()` (or `with Testbed(options) as bed:`), stop with `stop()`; `net` is the Mininet."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(self, options: TestbedOptions) -> None:
+        if options.target not in SWITCHES:
+            raise TestbedError(f"unknown target {options.target!r}; choose one of {', '.join(SWITCHES)}")
+        if options.topology not in TOPOLOGIES:
+            raise TestbedError(f"unknown topology {options.topology!r}; choose one of {', '.join(TOPOLOGIES)}")
+        if options.target == "bridge" and options.topology != "star":
+            raise TestbedError("the bridge target has no routing: a leaf-spine of bridges is an L2 loop; use star")
+        self.options = options
+        self.topo = TOPOLOGIES[options.topology](hosts=options.hosts)
+        self.plan: Plan = plan_of(self.topo)
+        self.net: Mininet | None = None
+        self.artifacts: Artifacts | None = None
+        self.started: list[Started] = []
+
+    # ---- addresses --------------------------------------------------------------------------------------
+
+    def grpc_address(self, device_id: int) -> str:
+        return f"127.0.0.1:{self.options.grpc_base + device_id - 1}"
+
+    def api_address(self, device_id: int) -> str:
+        return f"127.0.0.1:{self.options.api_base + device_id - 1}"
+
+    def switch_dir(self, switch: str) -> Path:
+        return self.options.state_dir / switch
+
+    @property
+    def storage_address(self) -> tuple[str, int]:
+        return (STORAGE_IP, KVP_UDP_PORT)
+
+    # ---- start / stop ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> Testbed:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, progress=print) -> None:
+        """Bring everything up; on any failure, tear down what was started and raise TestbedError."""
+        if os.geteuid() != 0:
+            raise TestbedError("the Mininet testbed needs root (network namespaces, veth pairs)")
+        if self.options.target == "bmv2":
+            Bmv2P4Switch.setup()
+        self._refuse_if_running()
+        self.options.state_dir.mkdir(parents=True, exist_ok=True)
+        setLogLevel("info" if self.options.verbose else "warning")
+        try:
+            progress(f"compiling p4src/ for {self.options.target}")
+            self.artifacts = compile_program(self.options.target, self.options.build_dir)
+            progress(f"building the {self.options.topology} topology with {self.options.hosts} hosts")
+            self.net = Mininet(topo=self.topo, switch=self._make_switch, controller=None, build=False,
+                               autoSetMacs=False, autoStaticArp=False, waitConnected=False)
+            self.net.build()
+            self.net.start()
+            self._record_switches()
+            self._configure_hosts()
+            self._wait_switches()
+            progress("starting the storage node on st1")
+            self._start_storage()
+            if self.options.controller and self.options.target != "bridge":
+                progress("starting the controller" + ("s" if len(self.plan.switches) > 1 else ""))
+                self._start_controllers()
+            if self.options.controller or self.options.target == "bridge":
+                progress("checking the data path (h1 → st1)")
+                self._wait_data_path()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop controllers and the storage node (by pid), then the Mininet network; safe to call twice."""
+        for started in reversed(self.started):
+            if started.what.startswith("switch "):
+                continue  # the switch objects stop themselves in net.stop()
+            _terminate(started.pid, started.process)
+        if self.net is not None:
+            with contextlib.suppress(Exception):
+                self.net.stop()
+            self.net = None
+        self.started = []
+        (self.options.state_dir / STATE_FILE).unlink(missing_ok=True)
+
+    # ---- steps ----------------------------------------------------------------------------------------
+
+    def _refuse_if_running(self) -> None:
+        state = self.options.state_dir / STATE_FILE
+        if state.exists():
+            alive = [p for p in json.loads(state.read_text()).get("processes", []) if _alive(p["pid"], p["argv"])]
+            if alive:
+                raise TestbedError(f"a testbed is already running ({len(alive)} processes in {state}); "
+                                   "run `make stop` (python -m topo stop) first")
+            state.unlink()
+        ours = [name for sw in self.plan.switches for _, name in sw.ports] + [f"{MGMT}-eth0"]
+        leftovers = [name for name in ours if Path(f"/sys/class/net/{name}").exists()]
+        if leftovers:
+            raise TestbedError(f"interfaces {', '.join(leftovers[:4])} exist from an earlier run; "
+                               "run `make stop` (python -m topo stop; mn -c) first")
+
+    def _make_switch(self, name: str, **params):
+        cls = SWITCHES[self.options.target]
+        if cls is BridgeSwitch:
+            return BridgeSwitch(name, **params)
+        assert self.artifacts is not None
+        device_id = params.pop("device_id")
+        return cls(name, device_id=device_id, grpc_port=self.options.grpc_base + device_id - 1,
+                   device_config=self.artifacts.device_config, log_dir=self.options.state_dir, **params)
+
+    def _save_state(self) -> None:
+        bridges = [s.name for s in self.net.switches if isinstance(s, BridgeSwitch)] if self.net else []
+        data = {"target": self.options.target, "bridges": bridges, "processes": [
+            {"what": s.what, "pid": s.pid, "argv": s.argv, "log": s.log} for s in self.started]}
+        (self.options.state_dir / STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
+
+    def _record_switches(self) -> None:
+        assert self.net is not None
+        for switch in self.net.switches:
+            if isinstance(switch, P4Switch) and switch.process is not None:
+                self.started.append(Started(f"switch {switch.name}", switch.process.pid, switch.command(),
+                                            str(switch.log_path), switch.process))
+        self._save_state()
+
+    def _configure_hosts(self) -> None:
+        assert self.net is not None
+        endpoints = self.plan.endpoints
+        for ep in endpoints:
+            host = self.net[ep.name]
+            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+            for intf in host.intfList():
+                host.cmd(f"ethtool -K {intf.name} rx off tx off sg off >/dev/null 2>&1")
+            data_intf = host.defaultIntf().name
+            for other in endpoints:
+                if other.name != ep.name:
+                    host.cmd(f"ip neigh replace {other.ip} lladdr {other.mac} dev {data_intf} nud permanent")
+        for switch in self.net.switches:
+            for intf in switch.intfList():
+                if intf.name != "lo":
+                    switch.cmd(f"ethtool -K {intf.name} rx off tx off sg off >/dev/null 2>&1")
+        # management link: root namespace → st1 for 10.0.0.100 only (the controller's TIER_MOVE / STAT path)
+        mgmt, storage = self.net[MGMT], self.net[STORAGE]
+        mgmt_intf, storage_mgmt_intf = mgmt.defaultIntf(), storage.intf(f"{STORAGE}-eth1")
+        mgmt.cmd(f"ip route replace {STORAGE_IP}/32 dev {mgmt_intf.name}")
+        mgmt.cmd(f"ip neigh replace {STORAGE_IP} lladdr {storage_mgmt_intf.MAC()} dev {mgmt_intf.name} nud permanent")
+        storage.cmd(f"ip neigh replace {mgmt_intf.IP()} lladdr {mgmt_intf.MAC()} dev {storage_mgmt_intf.name} "
+                    "nud permanent")
+
+    def _wait_switches(self) -> None:
+        assert self.net is not None
+        for switch in self.net.switches:
+            if not isinstance(switch, P4Switch):
+                continue
+            self._wait(lambda s=switch: _tcp_open("127.0.0.1", s.grpc_port), f"switch {switch.name}",
+                       switch.process, switch.log_path)
+
+    def _start_storage(self) -> None:
+        assert self.net is not None
+        log = self.options.state_dir / STORAGE / "storage.log"
+        argv = [sys.executable, "-m", "kvpool.server", "--port", str(KVP_UDP_PORT),
+                "--capacity", str(self.options.storage_capacity), "--disk", str(self.options.state_dir / STORAGE / "disk")]
+        self._popen(f"storage {STORAGE}", argv, log, self.net[STORAGE])
+
+        def answers() -> bool:
+            with KVPClient(ClientOptions(server=self.storage_address, timeout=0.3, retries=0)) as client:
+                try:
+                    client.stat(0)
+                    return True
+                except KVPError:
+                    return False
+
+        self._wait(answers, "storage node (over the management link)", self.started[-1].process, log)
+
+    def _start_controllers(self) -> None:
+        if importlib.util.find_spec("controller.__main__") is None:
+            raise TestbedError("the controller (python -m controller) is not installed; without it the switch "
+                               "has no routes. Start with --no-controller to debug the switch alone.")
+        assert self.artifacts is not None
+        for sw in self.plan.switches:
+            folder = self.switch_dir(sw.name)
+            hosts_file = sw.write_hosts_file(folder / "hosts.json")
+            api = self.api_address(sw.device_id)
+            # --api goes before `serve`: the controller's parser takes it as a global option there (it is also
+            # what its client commands read), and that order works whether or not `serve` repeats it.
+            argv = [sys.executable, "-m", "controller", "--api", api, "serve",
+                    "--switch", self.grpc_address(sw.device_id), "--device-id", str(sw.device_id),
+                    "--p4info", str(self.artifacts.p4info), "--device-config", str(self.artifacts.device_config),
+                    "--storage", f"{STORAGE_IP}:{KVP_UDP_PORT}", "--state", str(folder / "controller.sqlite"),
+                    "--hosts-file", str(hosts_file)]
+            log = folder / "controller.log"
+            self._popen(f"controller {sw.name}", argv, log)
+            host, port = api.rsplit(":", 1)
+            self._wait(lambda h=host, p=int(port): _tcp_open(h, p), f"controller of {sw.name} (API {api})",
+                       self.started[-1].process, log)
+
+    def _wait_data_path(self) -> None:
+        assert self.net is not None
+        first = self.net[self.plan.inference_hosts[0].name]
+        self._wait(lambda: "1 received" in first.cmd(f"ping -c1 -W1 {STORAGE_IP}"),
+                   f"ping {first.name} → {STORAGE} through the switch", None, None)
+
+    # ---- helpers ----------------------------------------------------------------------------------------
+
+    def _popen(self, what: str, argv: list[str], log: Path, node=None) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        with log.open("wb") as out:
+            if node is None:
+                process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                           cwd=REPO, env=env, start_new_session=True)
+            else:
+                process = node.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     cwd=str(REPO), env=env)
+        self.started.append(Started(what, process.pid, argv, str(log), process))
+        self._save_state()
+
+    def _wait(self, ready, what: str, process: subprocess.Popen | None, log: Path | None) -> None:
+        deadline = time.monotonic() + self.options.ready_timeout
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise TestbedError(f"{what} exited with status {process.returncode}; last lines of {log}:\n"
+                                   f"{_tail(log)}")
+            if ready():
+                return
+            time.sleep(0.3)
+        raise TestbedError(f"{what} not ready after {self.options.ready_timeout:.0f} s"
+                           + (f"; last lines of {log}:\n{_tail(log)}" if log else ""))
+
+    def describe(self) -> str:
+        """What runs where, for the CLI banner."""
+        lines = [f"target {self.options.target}, {self.options.topology} topology, state in {self.options.state_dir}"]
+        for sw in self.plan.switches:
+            lines.append(f"  {sw.name}: device {sw.device_id}, P4Runtime {self.grpc_address(sw.device_id)}, "
+                         f"controller API {self.api_address(sw.device_id)}, ports "
+                         + ", ".join(f"{p}={i}" for p, i in sw.ports))
+        for ep in self.plan.endpoints:
+            lines.append(f"  {ep.name}: {ep.ip} {ep.mac} ({ep.role})")
+        return "\n".join(lines)
+
+
+def _tcp_open(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.3)
+        return s.connect_ex((host, port)) == 0
+
+
+def _tail(log: Path | None, lines: int = 20) -> str:
+    if log is None:
+        return ""
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _alive(pid: int, argv: list[str]) -> bool:
+    """Whether `pid` still runs the command we started (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(part.decode(errors="replace") == argv[-1] for part in cmdline) if argv else False
+
+
+def _terminate(pid: int, process: subprocess.Popen | None = None, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds; for one process we started."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None:
+            if process.poll() is not None:
+                return
+        elif not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    if process is not None:
+        process.wait()
+
+
+def stop_recorded(state_dir: Path) -> list[str]:
+    """`topo stop`: end the processes a (crashed) testbed recorded, by pid; returns what was stopped."""
+    state = state_dir / STATE_FILE
+    if not state.exists():
+        return []
+    data = json.loads(state.read_text())
+    stopped = []
+    for p in reversed(data.get("processes", [])):
+        if _alive(p["pid"], p["argv"]):
+            _terminate(p["pid"])
+            stopped.append(f"{p['what']} (pid {p['pid']})")
+    for name in data.get("bridges", []):
+        kind = subprocess.run(["ip", "-d", "link", "show", name], capture_output=True, text=True).stdout
+        if "bridge" in kind:  # only a bridge we made, never an interface that merely shares the name
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+    state.unlink()
+    return stopped
