@@ -58,8 +58,8 @@ parser MyParser(packet_in packet,
     state parse_kvp {
         packet.extract(hdr.kvp);
         /* The value follows only in real KVP messages that say so. */
-        transition select(hdr.kvp.magic, hdr.kvp.flags & F_VALUE) {
-            (KVP_MAGIC, F_VALUE): parse_kvp_value;
+        transition select(hdr.kvp.magic, hdr.kvp.flags) {
+            (KVP_MAGIC, F_VALUE &&& F_VALUE): parse_kvp_value;
             default: accept;
         }
     }

@@ -66,19 +66,14 @@ def _switch_parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-console", action="store_true", help="log to stderr")
     ap.add_argument("-L", "--log-level", default="info", choices=sorted(_LEVELS))
     ap.add_argument("--pcap", nargs="?", const=".", metavar="DIR", help="write IFACE_in/out.pcap files to DIR")
-    # accepted for BMv2 compatibility, no effect here
-    ap.add_argument("--thrift-port", type=int)
-    ap.add_argument("--log-file")
-    ap.add_argument("--log-flush", action="store_true")
-    ap.add_argument("--notifications-addr")
-    ap.add_argument("--nanolog")
-    ap.add_argument("--use-files", type=int)
-    ap.add_argument("--packet-in")
-    ap.add_argument("--max-port-count", type=int)
-    ap.add_argument("--restore-state")
-    ap.add_argument("--dump-packet-data", type=int)
-    ap.add_argument("--debugger", action="store_true")
-    ap.add_argument("--json")
+    compat = ap.add_argument_group("accepted for simple_switch_grpc compatibility, no effect here")
+    compat.add_argument("--thrift-port", type=int, help="(no Thrift server; use P4Runtime)")
+    for flag, kind in (("--log-file", str), ("--notifications-addr", str), ("--nanolog", str),
+                       ("--use-files", int), ("--packet-in", str), ("--max-port-count", int),
+                       ("--restore-state", str), ("--dump-packet-data", int), ("--json", str)):
+        compat.add_argument(flag, type=kind, help=argparse.SUPPRESS)
+    compat.add_argument("--log-flush", action="store_true", help=argparse.SUPPRESS)
+    compat.add_argument("--debugger", action="store_true", help=argparse.SUPPRESS)
     return ap
 
 

@@ -203,6 +203,47 @@ def parse_int_literal(text: str) -> tuple[int, int | None, bool]:
     return value, width, signed
 
 
+def _split_top_level(body: str) -> list[str]:
+    """Comma-separated parts of an annotation body, ignoring commas inside strings and parentheses."""
+    parts: list[str] = []
+    depth, start, in_str, i = 0, 0, False, 0
+    while i < len(body):
+        c = body[i]
+        if in_str:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(body[start:i].strip())
+            start = i + 1
+        i += 1
+    last = body[start:].strip()
+    if last or parts:
+        parts.append(last)
+    return parts
+
+
+def _annotation_value(text: str) -> str | int | bool:
+    """A string literal's text, an integer, true/false, or else the raw text (`k=v`, expressions)."""
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        return _unquote(text)
+    if text in ("true", "false"):
+        return text == "true"
+    neg = text.startswith("-")
+    digits = text[1:].strip() if neg else text
+    if re.fullmatch(r"(\d+[ws])?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|0[dD][0-9_]+|\d[\d_]*)", digits):
+        value = parse_int_literal(digits)[0]
+        return -value if neg else value
+    return text
+
+
 def _unquote(s: str) -> str:
     body = s[1:-1]
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
@@ -238,34 +279,12 @@ class _Builder(Transformer):
 
     def annotation(self, meta, ch):
         tok = ch[0]
-        args = ch[1] if len(ch) > 1 and ch[1] is not None else ()
-        values = tuple(v for v, _ in args)
-        body = ", ".join(t for _, t in args)
-        return Annotation(tok.value[1:], values, body, self._tloc(tok))
-
-    def annotation_args(self, meta, ch):
-        return tuple(ch)
-
-    def ann_string(self, meta, ch):
-        return (_unquote(ch[0].value), ch[0].value)
-
-    def ann_int(self, meta, ch):
-        return (parse_int_literal(ch[0].value)[0], ch[0].value)
-
-    def ann_neg_int(self, meta, ch):
-        return (-parse_int_literal(ch[0].value)[0], "-" + ch[0].value)
-
-    def ann_true(self, meta, ch):
-        return (True, "true")
-
-    def ann_false(self, meta, ch):
-        return (False, "false")
-
-    def ann_name(self, meta, ch):
-        return (ch[0].value, ch[0].value)
-
-    def ann_kv(self, meta, ch):
-        return (f"{ch[0].value}={ch[1][1]}", f"{ch[0].value}={ch[1][1]}")
+        name, _, rest = tok.value[1:].partition("(")
+        name = name.strip()
+        if not _:
+            return Annotation(name, (), "", self._tloc(tok))
+        body = rest[:-1].strip()
+        return Annotation(name, tuple(_annotation_value(v) for v in _split_top_level(body)), body, self._tloc(tok))
 
     # -- names and types
     def name(self, meta, ch):

@@ -67,7 +67,7 @@ def test_hot_key_is_admitted_filled_and_then_served_by_the_switch(testbed):
     switch.put(1, key.prefix_hash, b"the block's first chunk", version=3)
     statuses = [switch.get(1, key.prefix_hash, req_id) for req_id in range(1, 4)]  # threshold 3: hot
     assert statuses == [Status.HIT_SERVER] * 3
-    assert wait_for(lambda: key in controller.pool.slots)
+    assert wait_for(lambda: key in controller.dataplane.installed())  # the index entry is on the switch
     assert switch.get(1, key.prefix_hash, 10) == Status.HIT_SERVER  # this reply fills the slot
     assert switch.get(1, key.prefix_hash, 11) == Status.HIT_SWITCH
     slot = controller.pool.slots.slot_of(key)

@@ -49,3 +49,17 @@ def test_comments_anywhere_are_ignored() -> None:
     apply = "        /* a\n           block */ meta.a = 1; // trailing\n"
     (stmt,) = load_source(program(apply=apply), "t.p4").control("MyIngress").apply.stmts  # type: ignore[union-attr]
     assert isinstance(stmt, ir.Assign) and stmt.loc.col == 21
+
+
+def test_annotation_bodies_are_parsed_into_values_and_kept_as_text() -> None:
+    types = ('@id(0x01000001) @description("a, b") @size(1 << 10) @pair(k = "v", n = -3) @hidden\n'
+             'header anno_h { bit<8> f; }')
+    prog = load_source(program(types=types), "t.p4")
+    anno = prog.type("anno_h")
+    assert anno is not None
+    got = {a.name: (a.values, a.body) for a in anno.annotations}  # type: ignore[union-attr]
+    assert got["id"] == ((0x01000001,), "0x01000001")
+    assert got["description"] == (("a, b",), '"a, b"')
+    assert got["size"] == (("1 << 10",), "1 << 10")
+    assert got["pair"][0] == ('k = "v"', "n = -3")
+    assert got["hidden"] == ((), "")

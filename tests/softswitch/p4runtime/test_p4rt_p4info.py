@@ -34,7 +34,7 @@ def test_ids_are_stable_across_runs():
 
 @pytest.mark.parametrize(("kind", "prefix"), [
     ("tables", 0x02), ("actions", 0x01), ("counters", 0x12), ("direct_counters", 0x13),
-    ("registers", 0x16), ("digests", 0x17), ("controller_packet_metadata", 0x04),
+    ("registers", 0x16), ("digests", 0x17), ("controller_packet_metadata", 0x04), ("meters", 0x14),
 ])
 def test_every_id_carries_its_type_prefix(kind, prefix):
     objs = getattr(p4info.build_p4info(SMALL_PROGRAM), kind)
