@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -122,8 +123,8 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _in_process_rate(frame: bytes, packets: int) -> float:
-    """Baseline: frames/s of `SoftSwitch.process` with the same route, no ports."""
+def _in_process_rate(frame: bytes, packets: int) -> tuple[float, float]:
+    """Baseline: frames per wall second and per CPU second of `SoftSwitch.process`, same route, no ports."""
     from softswitch import target as tg
     try:
         from softswitch.runtime import SoftSwitch
@@ -138,10 +139,10 @@ def _in_process_rate(frame: bytes, packets: int) -> float:
     sw.table_insert(tg.TableEntry("MyIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": tg.Lpm(0x0A000200, 24)},
                                   "MyIngress.route", {"dmac": 0x020000000002, "port": 2}))
     assert sw.process(1, frame), "the baseline route does not forward"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(packets):
         sw.process(1, frame)
-    return packets / (time.perf_counter() - t0)
+    return packets / (time.perf_counter() - t0), packets / (time.process_time() - c0)
 
 
 def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
@@ -160,7 +161,7 @@ def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
 
     compiled = compiler.compile_program(PROGRAM)
     frame = _frame()
-    baseline = _in_process_rate(frame, packets // 4)
+    baseline, baseline_cpu = _in_process_rate(frame, packets // 2)
 
     _make_veths()
     port = _free_port()
@@ -175,6 +176,7 @@ def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
             line = proc.stderr.readline()
         if not line:
             raise RuntimeError("switch did not start")
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # never block its log
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
         election = p4runtime_pb2.Uint128(high=0, low=1)
@@ -232,11 +234,13 @@ def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
         sniffer = subprocess.Popen([sys.executable, "-c", _SNIFFER, VETHS[1][1], "3"], stdout=subprocess.PIPE,
                                    text=True)
         assert sniffer.stdout.readline().strip() == "ready"
+        fwd_cpu0 = _cpu_seconds(proc.pid)
         sender = subprocess.run([sys.executable, "-c", _SENDER, VETHS[0][1], str(packets), frame.hex()],
                                 capture_output=True, text=True, check=True)
         send_s = float(sender.stdout.strip())
         received, span = sniffer.communicate(timeout=600)[0].split()
         received, span = int(received), float(span)
+        fwd_cpu = _cpu_seconds(proc.pid) - fwd_cpu0
         veth_rate = received / span if span > 0 else 0.0
         done = True
         channel.close()
@@ -246,8 +250,10 @@ def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
             "packets_forwarded": received,
             "forwarded_pps_veth": round(veth_rate),
             "loss_fraction": round(1 - received / packets, 4),
+            "forwarded_per_switch_cpu_s": round(received / fwd_cpu) if fwd_cpu else None,
             "in_process_pps": round(baseline),
-            "veth_over_in_process": round(veth_rate / baseline, 3) if baseline else None,
+            "in_process_per_cpu_s": round(baseline_cpu),
+            "veth_over_in_process_cpu": round(received / fwd_cpu / baseline_cpu, 3) if fwd_cpu else None,
             "insert_batches": batches,
             "insert_batch_size": batch,
             "inserts_per_s": round(inserts_per_s),
@@ -270,8 +276,10 @@ def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
         ("forwarding through veth (frames/s)", result["forwarded_pps_veth"]),
         ("offered by the sender (frames/s)", result["offered_pps"]),
         ("frames lost at the input", f"{result['loss_fraction']:.1%}"),
-        ("in-process baseline (frames/s)", result["in_process_pps"]),
-        ("veth / in-process", result["veth_over_in_process"]),
+        ("forwarded per CPU-second of the switch process", result["forwarded_per_switch_cpu_s"]),
+        ("in-process baseline (frames/s, wall clock)", result["in_process_pps"]),
+        ("in-process baseline (frames per CPU-second)", result["in_process_per_cpu_s"]),
+        ("veth / in-process, per CPU-second (cost of the port path)", result["veth_over_in_process_cpu"]),
         (f"P4Runtime inserts/s (batches of {batch}, wall clock)", result["inserts_per_s"]),
         ("P4Runtime inserts per CPU-second of the switch", result["inserts_per_switch_cpu_s"]),
         ("machine load average during the run (2 cores)", result["load_average_1min"]),

@@ -8,6 +8,7 @@ The controller is the only P4Runtime primary; everything an operator does goes t
     POST   /pins      {key, ttl}   pin (ttl null = hard)
     DELETE /pins/KEY               unpin
     POST   /evict     {key}        evict now
+    POST   /tiers     {key, tier}  storage node: move to "dram" or "disk" (TIER_MOVE)
     GET    /stats                  metrics snapshot
     GET    /decisions?limit=N      recent decisions with reasons
     GET    /policy                 policies in force
@@ -42,6 +43,7 @@ class Backend(Protocol):
     def policy_view(self) -> dict: ...
     def set_policy(self, kind: str, name: str, params: dict[str, str]) -> dict: ...
     def read_slot(self, slot: int) -> dict: ...
+    def move_tier(self, key: ChunkKey, tier_name: str) -> dict: ...
 
 
 class ApiError(Exception):
@@ -68,7 +70,7 @@ def _routes(backend: Backend, method: str, path: str, query: dict[str, list[str]
             if query.get("all", ["0"])[0] in ("1", "true"):
                 with pool.lock:
                     keys = list(pool.tracked)
-                return [pool.describe(k) for k in keys]
+                return pool.describe_many(keys)
             return pool.residents()
         case "GET", ["blocks", key]:
             try:
@@ -90,6 +92,8 @@ def _routes(backend: Backend, method: str, path: str, query: dict[str, list[str]
             decision = pool.evict(_key(str(body.get("key", ""))))
             return {"key": str(decision.key), "slot": decision.slot, "reason": decision.reason,
                     "outcome": [d for d in pool.recent_decisions(5) if d["key"] == str(decision.key)][-1]}
+        case "POST", ["tiers"]:
+            return backend.move_tier(_key(str(body.get("key", ""))), str(body.get("tier", "")))
         case "GET", ["stats"]:
             return backend.metrics.snapshot()
         case "GET", ["decisions"]:

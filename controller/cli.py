@@ -117,16 +117,18 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     unpin.add_argument("key", type=key_arg)
     evict = sub.add_parser("evict", help="evict a chunk now (recycled by the recycling policy)")
     evict.add_argument("key", type=key_arg)
+    tier = sub.add_parser("tier", help="promote/demote a chunk between the storage node's DRAM and disk")
+    tier.add_argument("key", type=key_arg)
+    tier.add_argument("tier", choices=("dram", "disk"))
     stats = sub.add_parser("stats", help="hit ratio, occupancy, admissions, evictions, latency")
     stats.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     stats.add_argument("--interval", type=positive_float, default=1.0, help="seconds between refreshes")
     policy = sub.add_parser("policy", help="show or set the admission / eviction / recycling policy")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="show|set")
     policy_sub.add_parser("show", help="policies in force")
-    policy_set = policy_sub.add_parser("set", help="replace one policy: policy set KIND NAME [k=v ...]")
-    policy_set.add_argument("kind", choices=("admission", "eviction", "recycling"))
-    policy_set.add_argument("name")
-    policy_set.add_argument("params", nargs="*", type=param_arg, metavar="k=v")
+    policy_set = policy_sub.add_parser(
+        "set", help="replace one policy: policy set [KIND] NAME [k=v ...] (KIND when NAME is ambiguous)")
+    policy_set.add_argument("words", nargs="+", metavar="[KIND] NAME [k=v ...]")
     read_slot = sub.add_parser("read-slot", help="read a slot back from the switch (SLOT_READ)")
     read_slot.add_argument("slot", type=slot_arg)
     decisions = sub.add_parser("log", help="recent decisions with their reasons")
@@ -237,6 +239,9 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         out(api.call("POST", "/evict", {"key": str(args.key)}),
             lambda d: console.print(f"evicted {d['key']} from slot {d['slot']}: {d['outcome']['action']} "
                                     f"({d['outcome']['reason']})"))
+    elif command == "tier":
+        out(api.call("POST", "/tiers", {"key": str(args.key), "tier": args.tier}),
+            lambda d: console.print(f"{d['key']} now in {', '.join(d['tiers'])}"))
     elif command == "stats":
         while True:
             stats = api.call("GET", "/stats")
@@ -250,7 +255,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         if args.policy_command == "show":
             out(api.call("GET", "/policy"), lambda d: render_mapping(console, "policies", d))
         else:
-            body = {"kind": args.kind, "name": args.name, "params": dict(args.params)}
+            body = policy_request(args.words)
             out(api.call("POST", "/policy", body), lambda d: render_mapping(console, "policies", d))
     elif command == "read-slot":
         out(api.call("GET", f"/slots/{args.slot}"), lambda d: render_mapping(console, f"slot {args.slot}", d))
@@ -268,6 +273,22 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     else:  # pragma: no cover - argparse restricts commands
         raise CliError(f"unknown command {command}")
     return 0
+
+
+POLICY_KINDS = ("admission", "eviction", "recycling")
+
+
+def policy_request(words: list[str]) -> dict:
+    """`[KIND] NAME [k=v ...]` → the /policy request body; kind "" lets the controller infer it from NAME."""
+    kind = words[0] if words[0] in POLICY_KINDS else ""
+    rest = words[1:] if kind else words
+    if not rest or "=" in rest[0]:
+        raise CliError("policy set: expected [KIND] NAME [k=v ...], e.g. `policy set eviction lru`")
+    try:
+        params = dict(param_arg(word) for word in rest[1:])
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(f"policy set: {exc}") from None
+    return {"kind": kind, "name": rest[0], "params": params}
 
 
 def existing_file(text: str) -> Path:

@@ -77,3 +77,15 @@ def replace_policy(pool: PoolManager, spec: PolicySpec, factory: PolicyFactory |
             policies.admission.record(entry.info, now)
             policies.eviction.on_insert(entry.info, now)
     return policies
+
+
+def infer_kind(name: str) -> str:
+    """The kind of a registered policy name, when only one kind has it (`lru` → eviction)."""
+    from policies import registry
+
+    kinds = [kind for kind, names in registry.names().items() if name in names]
+    if len(kinds) == 1:
+        return kinds[0]
+    if not kinds:
+        raise ValueError(f"no policy named {name!r}; known: {registry.names()}")
+    raise ValueError(f"{name!r} is a {' and a '.join(kinds)} policy: say which, e.g. `policy set {kinds[0]} {name}`")

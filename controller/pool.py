@@ -229,21 +229,31 @@ class PoolManager:
             return None
 
     def poll_hits(self, now: float | None = None, only_pending: bool = False) -> int:
-        """Read per-slot hit counters; feed hits to the policies; time first hits. Returns slots with new hits."""
+        """Read per-slot hit counters; feed hits to the policies; time first hits. Returns slots with new hits.
+
+        The counter reads (P4Runtime RPCs) run without the pool lock, so digests and punts are never held up
+        by a poll; a slot whose owner changed meanwhile is skipped (its counts may be the old owner's).
+        """
+        with self.lock:
+            if only_pending:
+                owners = {s: (k, self.tracked[k].admitted_at) for k in self._pending_first_hit
+                          if (s := self.slots.slot_of(k)) is not None and k in self.tracked}
+                if not owners:
+                    return 0
+            else:
+                owners = {s: (k, self.tracked[k].admitted_at) for k, s in self.slots.items() if k in self.tracked}
+        counts = self.dataplane.slot_hits(sorted(owners) if only_pending else None)
+        totals = None if only_pending else self.dataplane.hit_counts()
         with self.lock:
             now = self.clock() if now is None else now
-            wanted = None
-            if only_pending:
-                wanted = [s for k in self._pending_first_hit if (s := self.slots.slot_of(k)) is not None]
-                if not wanted:
-                    return 0
-            counts = self.dataplane.slot_hits(wanted)
             changed = 0
             for slot, total in counts.items():
                 key = self.slots.key_at(slot)
-                if key is None:
+                if key is None or slot not in owners or owners[slot][0] != key:
                     continue
                 entry = self._track(key, now)
+                if entry.admitted_at != owners[slot][1]:
+                    continue  # evicted and re-admitted while we were reading
                 if total < entry.hit_baseline + entry.switch_hits:  # the switch's counters restarted from zero
                     entry.hit_baseline = -entry.switch_hits
                 delta = total - entry.hit_baseline - entry.switch_hits
@@ -259,8 +269,8 @@ class PoolManager:
                     self._pending_first_hit.discard(key)
                     if entry.first_digest_at is not None:
                         self.metrics.latency("hot_to_first_hit", now - entry.first_digest_at)
-            if not only_pending:
-                self.metrics.hits = self.dataplane.hit_counts()
+            if totals is not None:
+                self.metrics.hits = totals
             return changed
 
     # ---- admission ---------------------------------------------------------------------------------------
@@ -459,7 +469,7 @@ class PoolManager:
                 if self.state is not None:
                     self.state.drop_pin(pin.key)
                 self._log("expire", pin.key, "soft pin TTL ran out", now=now)
-            self.poll_hits(now)
+        self.poll_hits(now)  # outside the lock: counter reads are RPCs
 
     # ---- restart: reconcile with the switch --------------------------------------------------------------
 
@@ -592,10 +602,23 @@ class PoolManager:
             }
             return row
 
-    def residents(self, now: float | None = None) -> list[dict]:
+    def residents(self, now: float | None = None, batch: int = 256) -> list[dict]:
+        """Rows of every resident chunk, by slot; the lock is taken per batch so a 10k-row `ls` never holds
+        up digests and punts for long (a chunk evicted meanwhile is left out)."""
         with self.lock:
             now = self.clock() if now is None else now
-            return [self.describe(key, now) for key, _ in sorted(self.slots.items(), key=lambda kv: kv[1])]
+            keys = [key for key, _ in sorted(self.slots.items(), key=lambda kv: kv[1])]
+        return self.describe_many(keys, now, batch)
+
+    def describe_many(self, keys: list[ChunkKey], now: float | None = None, batch: int = 256) -> list[dict]:
+        now = self.clock() if now is None else now
+        rows = []
+        for start in range(0, len(keys), batch):
+            with self.lock:
+                for key in keys[start:start + batch]:
+                    if key in self.slots or key in self.tracked:
+                        rows.append(self.describe(key, now))
+        return rows
 
     def recent_decisions(self, limit: int = 50) -> list[dict]:
         with self.lock:

@@ -21,7 +21,7 @@ from controller.hosts import Host, load_hosts
 from controller.metrics import Metrics, serve_prometheus
 from controller.p4dataplane import DetectorOptions, P4RuntimeDataPlane, PipelineNames
 from controller.p4info import P4Info
-from controller.policy import PolicyFactory, PolicySpec, build_policies, replace_policy
+from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_kind, replace_policy
 from controller.pool import PoolManager, PoolOptions
 from controller.state import StateStore
 from controller.storage import StorageOptions, UdpStorageNode, parse_address
@@ -56,6 +56,8 @@ class ServeOptions:
     election_id: int = 1
     tick_seconds: float = 0.5
     """Period of the full counter poll, pin expiry and pipeline check."""
+    check_seconds: float = 5.0
+    """Period of the check that the switch still has our pipeline and index entries."""
     first_hit_poll_seconds: float = 0.002
     """Period of the fast poll of newly admitted slots' counters (times the first switch hit)."""
     detector: DetectorOptions = field(default_factory=DetectorOptions)
@@ -219,15 +221,31 @@ class Controller:
             self._guarded("tick", self.pool.tick)
             if time.monotonic() - self._epoch_started >= self.options.detector.epoch_seconds:
                 self._guarded("new epoch", self._new_epoch)
-            if time.monotonic() - last_check >= 5.0:
+            if time.monotonic() - last_check >= self.options.check_seconds:
                 last_check = time.monotonic()
                 self._guarded("pipeline check", self._check_pipeline)
 
     def _check_pipeline(self) -> None:
-        """A switch restarted behind a proxy keeps our stream; its cookie tells. Re-populate if lost."""
+        """Pipeline replaced or entries deleted behind our back (the stream survived): re-populate."""
         if self.switch.pipeline_cookie() != self.cookie:
             log.warning("switch lost its pipeline: re-installing")
             self._on_connect(self.switch)
+            return
+        self.pool.resync()
+
+    def move_tier(self, key, tier_name: str) -> dict:
+        """Promote/demote a chunk between the storage node's DRAM and disk (TIER_MOVE)."""
+        from policies.base import Tier
+
+        tiers = {"dram": Tier.STORAGE_DRAM, "disk": Tier.STORAGE_DISK}
+        if tier_name not in tiers:
+            raise ValueError(f"tier must be one of {', '.join(tiers)}, got {tier_name!r}")
+        with self.pool.lock:
+            moved = self.pool.mover.move(key, tiers[tier_name])
+        if not moved:
+            raise ValueError(f"the storage node did not move {key} to {tier_name} (unknown chunk, no disk tier, "
+                             f"full, or no --storage)")
+        return {"key": str(key), "tiers": sorted(t.name for t in self.pool.tiers.tiers(key))}
 
     def _first_hit_loop(self) -> None:
         while not self._stop.wait(self.options.first_hit_poll_seconds):
@@ -268,6 +286,8 @@ class Controller:
                 "params": p.params}
 
     def set_policy(self, kind: str, name: str, params: dict[str, str]) -> dict:
+        if not kind:
+            kind = infer_kind(name)
         spec = self.policy_spec.with_policy(kind, name, params)
         with self.pool.lock:
             self.pool.policies = replace_policy(self.pool, spec, self.policy_factory)

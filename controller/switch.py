@@ -218,7 +218,10 @@ class SwitchConnection:
         fields = {p.id: p.name for p in self.p4info.packet_metadata("packet_in")}
         metadata = {fields.get(m.metadata_id, str(m.metadata_id)): decode(m.value) for m in packet.metadata}
         if self.on_packet_in is not None:
-            self.on_packet_in(PacketIn(bytes(packet.payload), metadata))
+            try:
+                self.on_packet_in(PacketIn(bytes(packet.payload), metadata))
+            except Exception:  # one bad packet must not cost us the stream (and the primary role)
+                log.exception("switch %s: packet-in handler failed", self.options.address)
 
     def _on_digest_list(self, digest) -> None:
         name = self.p4info.name_of(digest.digest_id)
@@ -232,7 +235,10 @@ class SwitchConnection:
             values = [decode(m.bitstring) for m in data.struct.members]
             members.append(dict(zip(fields, values, strict=False)))
         if self.on_digest is not None:
-            self.on_digest(DigestList(name, digest.list_id, tuple(members)))
+            try:
+                self.on_digest(DigestList(name, digest.list_id, tuple(members)))
+            except Exception:
+                log.exception("switch %s: digest handler failed", self.options.address)
 
     def _send(self, request: p4runtime_pb2.StreamMessageRequest) -> None:
         requests = self._requests
@@ -424,12 +430,13 @@ class SwitchConnection:
     def packet_out(self, payload: bytes, metadata: Mapping[str, int]) -> None:
         """Send `payload` through the CPU port with the `packet_out` controller header fields set by name."""
         fields = {p.name: p for p in self.p4info.packet_metadata("packet_out")}
+        unknown = sorted(set(metadata) - set(fields))
+        if unknown:
+            raise KeyError(f"packet_out header has no field {', '.join(unknown)}; known: {', '.join(fields)}")
         request = p4runtime_pb2.StreamMessageRequest()
         request.packet.payload = payload
-        for name, value in metadata.items():
-            if name not in fields:
-                raise KeyError(f"packet_out header has no field {name!r}; known: {', '.join(fields)}")
-            request.packet.metadata.add(metadata_id=fields[name].id, value=encode(value, fields[name].bitwidth))
+        for name, field in fields.items():  # every field, unnamed ones 0: BMv2 wants the whole header
+            request.packet.metadata.add(metadata_id=field.id, value=encode(metadata.get(name, 0), field.bitwidth))
         self._send(request)
 
 

@@ -47,6 +47,25 @@ def q1_section(q1: dict) -> str:
     ])
 
 
+def headline(results: dict) -> str:
+    """Best policy against LRU, MIN and the ideal at every pool size (block / prefix hit ratio)."""
+    q1 = results["q1"]
+    fractions = list(q1["capacities"])
+    best = results["best_policy"]
+    rows = []
+    for policy in dict.fromkeys([best, "lru"]):
+        runs = {str(r["fraction"]): r for r in q1["runs"] if r["policy"] == policy}
+        if len(runs) == len(fractions):
+            label = f"{policy} (best)" if policy == best else policy
+            rows.append([label] + [f"{_pct(runs[f]['block_hit_ratio'])} / {_pct(runs[f]['prefix_hit_ratio'])}"
+                                   for f in fractions])
+    rows.append(["MIN"] + [f"{_pct(q1['min'][f]['block_hit_ratio'])} / {_pct(q1['min'][f]['prefix_hit_ratio'])}"
+                           for f in fractions])
+    rows.append(["infinite cache"] + [_pct(q1["ideal"]["block_hit_ratio"])] * len(fractions))
+    header = ["switch pool hit ratio (block / prefix)"] + [f"{100 * float(f):g}%" for f in fractions]
+    return "\n".join(["## Headline", "", _table(header, rows)])
+
+
 def q2_section(q2: dict) -> str:
     header = ["cluster", "prefix hit", "HBM", "node DRAM", "switch", "remote pool", "prefilled",
               "TTFT mean ms", "p99 ms", "saved ms", "max fan-in"]
@@ -136,6 +155,8 @@ def render(results: dict) -> str:
         f"({meta['block_bytes']:,} bytes per {meta['block_tokens']}-token block), GPU `{meta['gpu']}`, "
         f"{meta['nodes']} nodes, routing `{meta['routing']}`. Best policy (prefix-level, at "
         f"{100 * meta['switch_fraction']:g}%): **{results['best_policy']}**.",
+        "",
+        headline(results),
         "",
         q1_section(results["q1"]),
         "",

@@ -52,6 +52,9 @@ register<bit<8>>(SLOT_COUNT) slot_chunk_idx;
 register<bit<32>>(SLOT_COUNT) slot_value_csum;
 /* Meaningful bytes of the stored value, <= 128.                        */
 register<bit<16>>(SLOT_COUNT) slot_value_len;
+/* Chunks of the block the stored chunk belongs to (returned on a hit,  */
+/* so a reader that asked with chunk_count 1 learns the block's size).  */
+register<bit<8>>(SLOT_COUNT) slot_chunk_count;
 
 /* GETs answered from each slot (packets, bytes of the requests).       */
 counter(SLOT_COUNT, CounterType.packets_and_bytes) slot_hits;
@@ -104,6 +107,7 @@ action serve_slot() {
     slot_min_version.read(min_version, meta.slot);
     slot_value_csum.read(meta.slot_value_csum, meta.slot);
     slot_value_len.read(meta.slot_value_len, meta.slot);
+    slot_chunk_count.read(meta.slot_chunk_count, meta.slot);
     meta.served = valid == 1
         && tenant == hdr.kvp.tenant
         && prefix_hash == hdr.kvp.prefix_hash
@@ -154,6 +158,7 @@ action build_get_reply() {
     hdr.kvp.version = meta.slot_version;
     hdr.kvp.value_csum = meta.slot_value_csum;
     hdr.kvp.value_len = meta.slot_value_len;
+    hdr.kvp.chunk_count = meta.slot_chunk_count;
     hdr.kvp.aux = 0;
     std_meta.egress_spec = std_meta.ingress_port;
     slot_hits.count(meta.slot);
@@ -211,6 +216,7 @@ action fill_slot() {
         slot_min_version.write(meta.slot, hdr.kvp.version);
         slot_value_csum.write(meta.slot, hdr.kvp.value_csum);
         slot_value_len.write(meta.slot, hdr.kvp.value_len);
+        slot_chunk_count.write(meta.slot, hdr.kvp.chunk_count);
         slot_valid.write(meta.slot, 1);
         meta.filled = true;
     }
@@ -290,6 +296,7 @@ action write_slot() {
         slot_min_version.write(meta.slot, hdr.kvp.version);
         slot_value_csum.write(meta.slot, hdr.kvp.value_csum);
         slot_value_len.write(meta.slot, hdr.kvp.value_len);
+        slot_chunk_count.write(meta.slot, hdr.kvp.chunk_count);
         slot_valid.write(meta.slot, 1);
         meta.slot_status = kvp_status_t.OK;
     }
@@ -306,6 +313,7 @@ action read_slot() {
     slot_version.read(hdr.kvp.version, meta.slot);
     slot_value_csum.read(hdr.kvp.value_csum, meta.slot);
     slot_value_len.read(hdr.kvp.value_len, meta.slot);
+    slot_chunk_count.read(hdr.kvp.chunk_count, meta.slot);
     hdr.kvp_value.setValid();
     slot_value_w0.read(hdr.kvp_value.w0, meta.slot);
     slot_value_w1.read(hdr.kvp_value.w1, meta.slot);

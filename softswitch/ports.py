@@ -7,6 +7,7 @@ transmissions echoed back on the socket; they are skipped so the switch never se
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23
+"""Linux >= 4.20: the kernel stops echoing our own transmissions to the socket (we also check pkttype)."""
 MAX_FRAME = 65535
 """Receive buffer per frame: veth may hand us GRO-merged frames larger than the MTU."""
 
@@ -64,6 +68,7 @@ class PortSet:
         self._captures: dict[int, PortCapture] = {}
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
+        self._buf = memoryview(bytearray(MAX_FRAME))
         self.received = 0
         self.sent = 0
         self.send_errors = 0
@@ -81,6 +86,8 @@ class PortSet:
                     raise PortError(f"cannot open port {spec.number} on interface {spec.interface}: {reason}") \
                         from None
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
                 sock.setblocking(False)
                 self._socks[spec.number] = sock
                 if self._pcap_dir is not None:
@@ -127,9 +134,11 @@ class PortSet:
             sel.close()
 
     def _drain(self, port: int, sock: socket.socket) -> None:
+        buf = self._buf
         for _ in range(64):  # bounded, so one busy port cannot starve the others
             try:
-                frame, addr = sock.recvfrom(MAX_FRAME)
+                n, addr = sock.recvfrom_into(buf)
+                frame = bytes(buf[:n])
             except BlockingIOError:
                 return
             except OSError as e:

@@ -159,6 +159,7 @@ struct metadata_t {
     bit<32> slot_version;       /* version read from the slot            */
     bit<32> slot_value_csum;    /* value checksum read from the slot     */
     bit<16> slot_value_len;     /* value length read from the slot       */
+    bit<8> slot_chunk_count;    /* chunk count read from the slot        */
     kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
 
     /* sketch */

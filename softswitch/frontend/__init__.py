@@ -11,7 +11,7 @@ import os
 
 from softswitch.frontend.checker import Checker
 from softswitch.frontend.errors import P4Error
-from softswitch.frontend.ir import Program
+from softswitch.frontend.ir import Program, SourceLoc
 from softswitch.frontend.parser import parse
 from softswitch.frontend.preprocess import Preprocessed, preprocess_file, preprocess_source
 
@@ -19,7 +19,10 @@ __all__ = ["P4Error", "Program", "load_program", "load_source"]
 
 
 def _check(pre: Preprocessed) -> Program:
-    return Checker(pre.files).check(parse(pre))
+    try:
+        return Checker(pre.files).check(parse(pre))
+    except RecursionError:
+        raise P4Error(SourceLoc(pre.files[0], 1, 1), "program nested too deeply to load") from None
 
 
 def load_program(path: str | os.PathLike[str], include_dirs: tuple[str, ...] | list[str] = ()) -> Program:

@@ -177,6 +177,12 @@ FUNCTIONS: dict[str, tuple[Signature, ...]] = {
 }
 
 PARSER_ONLY_FUNCTIONS = frozenset({"verify"})
+CONTROL_ONLY_FUNCTIONS = frozenset({
+    "mark_to_drop", "digest", "clone", "clone_preserving_field_list", "resubmit_preserving_field_list",
+    "recirculate_preserving_field_list", "truncate", "verify_checksum", "update_checksum",
+    "verify_checksum_with_payload", "update_checksum_with_payload",
+})
+"""v1model functions that act on the packet's fate or checksums: meaningless in a parser state."""
 EGRESS_ONLY_FUNCTIONS = frozenset({"recirculate_preserving_field_list"})
 
 NO_ACTION = ir.Action("NoAction", "NoAction", (), ir.Block(()), (), ir.NO_LOC)

@@ -161,6 +161,7 @@ class Checker:
         self.controller_headers: list[tuple[str, ir.HeaderType]] = []
         self.main: ir.PackageInstance | None = None
         self.block_calls: dict[str, list[tuple[str, SourceLoc]]] = {}
+        self.warnings: list[ir.Diagnostic] = []
 
     # ==== program ========================================================================================
 
@@ -171,12 +172,13 @@ class Checker:
             loc = SourceLoc(self.files[0] if self.files else "<input>", 1, 1)
             raise P4Error(loc, "no package instantiation: expected 'V1Switch(...) main;'")
         self._check_egress_only_calls()
+        self._check_unique_control_plane_names()
         return ir.Program(
             types=tuple(self.type_decls), constants=tuple(self.constants), errors=tuple(self.errors),
             match_kinds=tuple(self.match_kinds), actions=tuple(self.actions), functions=tuple(self.functions),
             parsers=tuple(self.parsers), controls=tuple(self.controls), instances=tuple(self.instances),
             digests=tuple(self.digests.values()), main=self.main,
-            controller_headers=tuple(self.controller_headers), files=self.files)
+            controller_headers=tuple(self.controller_headers), files=self.files, warnings=tuple(self.warnings))
 
     def _declaration(self, d: A.Node) -> None:
         if isinstance(d, A.ConstDeclA):
@@ -508,6 +510,9 @@ class Checker:
         elif isinstance(t, A.GotoA):
             if t.state not in targets:
                 raise P4Error(t.loc, f"undeclared state '{t.state}'")
+            if t.state == "reject":
+                self.warnings.append(ir.Diagnostic(t.loc, "explicit transition to reject: p4c warns that "
+                                                          "BMv2 does not support it"))
             transition = ir.Goto(t.state, t.loc)
         else:
             transition = self._select(t, ctx, targets)
@@ -684,9 +689,9 @@ class Checker:
             else:
                 raise P4Error(prop.loc, f"unknown table property '{prop.name}'")
         if default is None:
+            # As p4c does: the default is NoAction, added to the actions as @defaultonly if not listed.
             if "NoAction" not in listed:
-                # p4c makes NoAction the default; it must then be callable, which it is.
-                pass
+                actions.append(ir.ActionRef("NoAction", (), (ir.Annotation("defaultonly"),), ir.NO_LOC))
             default = ir.ActionRef("NoAction", (), (), ir.NO_LOC)
         elif default.action not in listed:
             raise P4Error(default.loc, f"default action '{default.action}' is not in the table's actions list")
@@ -802,6 +807,20 @@ class Checker:
             if not ok:
                 raise P4Error(c.loc, f"control '{c.name}' does not have the parameters V1Switch expects for "
                                      f"slot '{slot}' (headers {h}, metadata {m})")
+
+    def _check_unique_control_plane_names(self) -> None:
+        """Tables, actions and extern instances get P4Info names; two objects must not share one."""
+        seen: dict[str, SourceLoc] = {}
+        objects = [(t.qualified_name, t.loc) for c in self.controls for t in c.tables]
+        objects += [(a.qualified_name, a.loc) for a in self.actions[1:]]
+        objects += [(a.qualified_name, a.loc) for c in self.controls for a in c.actions]
+        objects += [(i.qualified_name, i.loc) for i in self.instances]
+        objects += [(i.qualified_name, i.loc) for b in (*self.parsers, *self.controls) for i in b.instances]
+        for name, loc in objects:
+            if name in seen:
+                first = seen[name]
+                raise P4Error(loc, f"duplicate control-plane name '{name}' (also at {first})")
+            seen[name] = loc
 
     def _check_egress_only_calls(self) -> None:
         assert self.main is not None
@@ -1410,8 +1429,7 @@ class Checker:
         sig = next((s for s in sigs if len(s.params) == len(n.args)), sigs[0])
         if name in B.PARSER_ONLY_FUNCTIONS and ctx.block_kind != "parser":
             raise P4Error(n.loc, f"{name}() may only be called in a parser")
-        if ctx.block_kind == "parser" and name not in B.PARSER_ONLY_FUNCTIONS and name not in ("log_msg",
-                                                                                               "assert", "assume"):
+        if ctx.block_kind == "parser" and name in B.CONTROL_ONLY_FUNCTIONS:
             raise P4Error(n.loc, f"{name}() cannot be called in a parser")
         if type_args and len(type_args) != len(sig.type_params):
             raise P4Error(n.loc, f"{name} takes {len(sig.type_params)} type argument(s), got {len(type_args)}")
@@ -1498,6 +1516,9 @@ class Checker:
         if s == t:
             return e
         if isinstance(e, Constant) and isinstance(s, IntType) and isinstance(t, BitType):
+            fits = t.min <= e.value <= t.max if t.signed else -(1 << t.width) <= e.value < (1 << t.width)
+            if not fits:
+                raise P4Error(e.loc, f"value {e.value} does not fit in {t}")
             return Constant(wrap(e.value, t), t, e.loc)
         if isinstance(s, ir.EnumType) and s.underlying is not None and s.underlying == t:
             folded = fold_cast(e, t, e.loc)  # type: ignore[attr-defined]

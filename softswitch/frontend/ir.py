@@ -13,7 +13,7 @@ Locations
 Types
     * `BitType(width, signed)`: `bit<W>` is `signed=False`, `int<W>` is `signed=True`. Typedefs are resolved
       away (`typedef bit<32> ip4_t` becomes `BitType(32, False)`; the typedef's name is lost in the IR, but
-      `Field.type_name` keeps a typedef name written for a header/struct field, for P4Info's `type_name`).
+      `Field.type_name` / `Param.type_name` keep the type name as written, for information).
     * `IntType()` is P4's arbitrary-precision `int`. After checking it appears only on `Constant`s in places
       where P4 keeps it: shift amounts, and `const int` declarations in `Program.constants`.
       Everywhere else int literals are implicitly cast to the width of the other operand / the target.
@@ -36,15 +36,21 @@ Values
     * Arithmetic `+ - *` and shifts wrap modulo 2**W (two's complement for int<W>); `|+| |-|` saturate;
       `/ %` appear only with a constant right operand (v1model rejects the rest); `++` concatenates (result width
       is the sum, signedness of the left operand); comparisons of int<W> are signed.
-    * Casts are explicit `Cast(expr, type)` nodes; the checker inserts them for implicit conversions of
-      literals only (folded), so an executor can assume both operands of a binary op have the same type,
-      except shifts (right operand any bit<W> or IntType Constant) and `++`.
+    * Casts are explicit `Cast(expr, type)` nodes. The checker adds them for P4's implicit conversions
+      (int literals: folded into the Constant; a serializable enum value used as its underlying bit<W>:
+      a `Cast`), so an executor can assume both operands of a binary op have the same type, except shifts
+      (right operand any unsigned bit<W> or a non-negative IntType Constant) and `++`.
+      `==`/`!=` compare any two values of one type (bit, bool, enum, error, header, struct); `< <= > >=`
+      only bit<W>/int<W>; `&& || !` only bool.
+    * `stack.size` is folded to a bit<32> Constant; `for` loops (constant bounds only) are unrolled into
+      consecutive `Block`s with the loop variable folded to a Constant in each.
 
 Names
     * Every name is resolved. `VarRef(name, kind, type)`: `kind` tells locals (`LOCAL`), parser/control
       parameters (`BLOCK_PARAM`), action parameters (`ACTION_PARAM`, with their direction on the `Action`)
-      and function parameters (`FUNCTION_PARAM`) apart. Within one parser, control or function every local
-      variable's `name` is unique: the checker renames a shadowing declaration to `name__N`.
+      and function parameters (`FUNCTION_PARAM`) apart. Within one parser, control, function or top-level
+      action, every `LOCAL` name is unique and differs from the block's parameter names: the checker renames
+      a shadowing declaration to `name__N` (action parameters keep their names; they live per call).
     * `hdr.kvp.opcode` is `Member(Member(VarRef("hdr"), "kvp"), "opcode")`, each node typed.
     * Parser/control/table/action/extern-instance references use *qualified names* as P4Info needs them:
       objects declared inside a control/parser are `Control.local` (`MyIngress.kv_index`); top-level objects keep
@@ -873,7 +879,8 @@ class Table:
     keys: tuple[TableKey, ...]
     actions: tuple[ActionRef, ...]
     default_action: ActionRef
-    """`NoAction` with loc NO_LOC when the program gives none (p4c's default)."""
+    """`NoAction` with loc NO_LOC when the program gives none (p4c's default); NoAction is then also in
+    `actions` (appended with a synthetic `@defaultonly` annotation if the program did not list it)."""
     default_action_const: bool = False
     size: int | None = None
     entries: tuple[TableConstEntry, ...] = ()
@@ -1004,6 +1011,17 @@ V1SWITCH_SLOTS = ("p", "vr", "ig", "eg", "ck", "dep")
 
 
 @dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """A warning about a program that loads (p4c would warn too), e.g. an explicit `transition reject`."""
+
+    loc: SourceLoc
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.loc}: warning: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class Program:
     types: tuple[NamedType, ...]
     """Every named type, declaration order, built-ins (standard_metadata_t, CounterType, ...) included."""
@@ -1024,6 +1042,8 @@ class Program:
     """("packet_in" | "packet_out", header type) for each `@controller_header(...)` header."""
     files: tuple[str, ...] = field(default=())
     """The source files read, main file first."""
+    warnings: tuple[Diagnostic, ...] = ()
+    """What p4c for BMv2 would warn about; the program still loads."""
 
     # -- look-ups (linear; programs are small)
     def type(self, name: str) -> NamedType | None:

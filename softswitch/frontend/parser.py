@@ -106,7 +106,7 @@ def parse(pre: Preprocessed) -> A.ProgramA:
     try:
         return _Builder(pre).transform(tree)
     except VisitError as e:
-        if isinstance(e.orig_exc, P4Error):
+        if isinstance(e.orig_exc, P4Error | RecursionError):
             raise e.orig_exc from None
         raise
 

@@ -56,12 +56,17 @@ class _State:
 
 
 def preprocess_file(path: str, include_dirs: tuple[str, ...] | list[str] = ()) -> Preprocessed:
+    return preprocess_source(_read(path, SourceLoc(path, 0, 0), "file"), path, include_dirs)
+
+
+def _read(path: str, loc: SourceLoc, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise P4Error(loc, f"{what} '{path}' is not UTF-8 text (byte {e.start})") from None
     except OSError as e:
-        raise P4Error(SourceLoc(path, 0, 0), f"cannot read file: {e.strerror}") from None
-    return preprocess_source(text, path, include_dirs)
+        raise P4Error(loc, f"cannot read {what}: {e.strerror}") from None
 
 
 def preprocess_source(text: str, filename: str, include_dirs: tuple[str, ...] | list[str] = ()) -> Preprocessed:
@@ -215,12 +220,7 @@ def _directive(st: _State, directive: str, rest: str, loc: SourceLoc, cond: list
         path = _find_include(st, name, m.group(3) is not None, filename, loc)
         if path in st.once:
             return
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise P4Error(loc, f"cannot read include file '{name}': {e.strerror}") from None
-        _process(st, text, path)
+        _process(st, _read(path, loc, "include file"), path)
     elif directive == "pragma":
         if rest.strip() == "once":
             st.once.add(filename)

@@ -91,7 +91,14 @@ def target_for(program, cpu_port: int | None) -> Loaded:
     except ImportError:  # the package may not re-export it
         from softswitch.runtime.switch import SoftSwitch
 
-    return Loaded(SoftSwitch.load(program, cpu_port=cpu_port), program)
+    from softswitch.frontend.errors import P4Error
+
+    try:
+        return Loaded(SoftSwitch.load(program, cpu_port=cpu_port), program)
+    except P4Error as e:  # a construct the executor refuses, with its location
+        raise DeviceConfigError(str(e)) from None
+    except Exception as e:  # the executor's own limits: reported, never a crash of the server
+        raise DeviceConfigError(f"the executor cannot run this program: {type(e).__name__}: {e}") from None
 
 
 def load_bundle(data: bytes, cpu_port: int | None) -> Loaded:

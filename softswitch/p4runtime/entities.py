@@ -199,9 +199,17 @@ def write_table_entry(p: Pipeline, utype: int, tw: TableWrite) -> None:
         raise _denied(f"{t.name} is a const table (const entries)")
     match = decode_match(t, tw.matches)
     _check_priority(t, tw.priority)
+    key = _entry_key(t.name, match, tw.priority)
     if utype == DELETE:
         _call(p.target.table_delete, t.name, match, tw.priority)
+        p.entry_metadata.pop(key, None)
         return
+    if tw.idle_timeout_ns:
+        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, f"{t.name}: idle timeouts are not supported")
+    if tw.has_meter_config:
+        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, f"{t.name}: direct meters are not supported")
+    if tw.counter_data is not None and not t.direct_counter_id:
+        raise invalid(f"{t.name} has no direct counter: counter_data not allowed")
     name, params = decode_action(p, t, tw)
     entry = tg.TableEntry(t.name, match, name, params, tw.priority)
     if utype == INSERT:
@@ -210,6 +218,22 @@ def write_table_entry(p: Pipeline, utype: int, tw: TableWrite) -> None:
         _call(p.target.table_modify, entry)
     else:
         raise invalid(f"unknown update type {utype}")
+    if tw.counter_data is not None:
+        write = getattr(p.target, "direct_counter_write", None)
+        if write is not None:
+            _call(write, t.name, match, *tw.counter_data, priority=tw.priority)
+    if tw.controller_metadata or tw.metadata:
+        p.entry_metadata[key] = (tw.controller_metadata, tw.metadata)
+    elif utype == MODIFY or p.entry_metadata:
+        p.entry_metadata.pop(key, None)
+
+
+def _entry_key(table: str, match, priority: int) -> tuple:
+    """Identifies an entry whichever way the target spells its wildcards (omitted, /0, mask 0)."""
+    items = frozenset((k, m) for k, m in match.items()
+                      if not (isinstance(m, tg.Lpm) and m.prefix_len == 0)
+                      and not (isinstance(m, tg.Ternary) and m.mask == 0))
+    return (table, items, priority)
 
 
 def _entry_proto(p: Pipeline, t: TableInfo, e: tg.TableEntry, with_counters: bool) -> p4runtime_pb2.TableEntry:
@@ -220,6 +244,10 @@ def _entry_proto(p: Pipeline, t: TableInfo, e: tg.TableEntry, with_counters: boo
         packets, bytes_ = _call(p.target.direct_counter_read, t.name, e.match, e.priority)
         te.counter_data.packet_count, te.counter_data.byte_count = packets, bytes_
     te.is_const = t.is_const
+    if p.entry_metadata:
+        stored = p.entry_metadata.get(_entry_key(t.name, e.match, e.priority))
+        if stored is not None:
+            te.controller_metadata, te.metadata = stored
     return te
 
 

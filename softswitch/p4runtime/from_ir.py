@@ -69,6 +69,9 @@ def program_schema(program: ir.Program) -> schema.Program:
                               k.match_kind, _id_of(k.annotations))
             for k in t.keys if k.match_kind != "selector")
         refs = tuple(schema.ActionRef(r.action, _scope(r)) for r in t.actions)
+        if t.default_action.action not in {r.action for r in t.actions}:
+            # p4c lists an implicit default (NoAction) as a default-only action of the table
+            refs += (schema.ActionRef(t.default_action.action, "DEFAULT_ONLY"),)
         for name in [r.action for r in t.actions] + [t.default_action.action]:
             if name not in used_actions:
                 used_actions.append(name)

@@ -25,6 +25,8 @@ class Pipeline:
     multicast_groups: dict[int, p4runtime_pb2.MulticastGroupEntry] = field(default_factory=dict)
     clone_sessions: dict[int, p4runtime_pb2.CloneSessionEntry] = field(default_factory=dict)
     digest_configs: dict[int, p4runtime_pb2.DigestEntry.Config] = field(default_factory=dict)
+    entry_metadata: dict[tuple, tuple[int, bytes]] = field(default_factory=dict)
+    """(table, match items, priority) → (controller_metadata, metadata) the controller stored with an entry."""
     meter_configs: dict[tuple[int, int], p4runtime_pb2.MeterConfig] = field(default_factory=dict)
     """(meter id, index) → config as written; absent means unconfigured (every packet green)."""
 

@@ -66,10 +66,15 @@ def check_p4info_against(p4info: p4info_pb2.P4Info, program_p4info: p4info_pb2.P
                 [(m.name, m.bitwidth, m.match_type) for m in mine.match_fields]:
             raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
                                  f"P4Info table {t.preamble.name}: match fields differ from the program's")
-    for a in p4info.actions:
-        if a.preamble.name not in have_actions:
-            raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
-                                 f"P4Info action {a.preamble.name} is not in the program")
+    # only actions that tables can run must exist: P4Info from another compiler may list a few more
+    action_names = {a.preamble.id: a.preamble.name for a in p4info.actions}
+    for t in p4info.tables:
+        for ref in t.action_refs:
+            name = action_names.get(ref.id)
+            if name is None or name not in have_actions:
+                raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
+                                     f"P4Info table {t.preamble.name}: action {name or hex(ref.id)} "
+                                     "is not in the program")
 
 
 class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
@@ -241,6 +246,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     continue
                 for e in old.target.table_entries(t.name):
                     entities._call(new.target.table_insert, e)
+            new.entry_metadata.update({k: v for k, v in old.entry_metadata.items() if k[0] in new_tables})
             for gid, g in old.multicast_groups.items():
                 up = p4runtime_pb2.PacketReplicationEngineEntry(multicast_group_entry=g)
                 entities.write_pre_entry(new, entities.INSERT, up)

@@ -34,6 +34,13 @@ class TableWrite:
     params: list[tuple[int, bytes]] = field(default_factory=list)
     priority: int = 0
     is_default: bool = False
+    controller_metadata: int = 0
+    metadata: bytes = b""
+    """Opaque controller data the switch stores with the entry and returns on Read (spec: TableEntry)."""
+    idle_timeout_ns: int = 0
+    counter_data: tuple[int, int] | None = None
+    """(packets, bytes) to start the entry's direct counter from."""
+    has_meter_config: bool = False
 
 
 @dataclass(slots=True)
@@ -239,7 +246,11 @@ def from_proto(req: p4runtime_pb2.WriteRequest) -> DecodedWrite:
 
 
 def table_write_from_proto(te: p4runtime_pb2.TableEntry) -> TableWrite:
-    tw = TableWrite(table_id=te.table_id, priority=te.priority, is_default=te.is_default_action)
+    tw = TableWrite(table_id=te.table_id, priority=te.priority, is_default=te.is_default_action,
+                    controller_metadata=te.controller_metadata, metadata=te.metadata,
+                    idle_timeout_ns=te.idle_timeout_ns, has_meter_config=te.HasField("meter_config"))
+    if te.HasField("counter_data"):
+        tw.counter_data = (te.counter_data.packet_count, te.counter_data.byte_count)
     for fm in te.match:
         kind = fm.WhichOneof("field_match_type")
         if kind == "exact":

@@ -10,11 +10,13 @@ from rich.console import Console
 
 from controller.__main__ import build_parser, main
 from controller.api import ApiServer, handle
-from controller.cli import run
+from controller.cli import CliError, run
 from controller.keys import ChunkKey
 from controller.metrics import Metrics
+from controller.policy import infer_kind
 from controller.pool import PoolManager
 from controller.tiers import TierMap, TierMover
+from policies.base import Tier
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 
 K0, K1 = ChunkKey(1, 0xABC, 0), ChunkKey(2, 0xDEF, 3)
@@ -42,6 +44,10 @@ class Backend:
         self.policy_sets.append((kind, name, params))
         return {kind: name}
 
+    def move_tier(self, key: ChunkKey, tier_name: str) -> dict:
+        moved = self.pool.mover.move(key, {"dram": Tier.STORAGE_DRAM, "disk": Tier.STORAGE_DISK}[tier_name])
+        return {"key": str(key), "tiers": sorted(t.name for t in self.pool.tiers.tiers(key)), "moved": moved}
+
     def read_slot(self, slot: int) -> dict:
         if slot >= self.dataplane.capacity:
             raise ValueError(f"slot {slot} outside the pool")
@@ -68,8 +74,7 @@ def cli(address: str, *argv: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     "argv",
     [["pin", "nokey"], ["pin", "1:xyz:0"], ["pin", "1:ab:0", "--ttl", "-3"], ["read-slot", "seven"],
-     ["policy", "set", "admission"], ["policy", "set", "cache", "lru"], ["ls", "--sort", "colour"], ["frobnicate"],
-     ["policy", "set", "eviction", "lru", "novalue"], []],
+     ["policy", "set"], ["ls", "--sort", "colour"], ["frobnicate"], []],
     ids=lambda a: " ".join(a) or "no-command",
 )
 def test_bad_arguments_print_usage_and_exit_2(argv, capsys):
@@ -133,10 +138,28 @@ def test_unknown_key_and_bad_policy_are_reported_not_crashed(api):
         cli(address, "read-slot", "99")
 
 
-def test_policy_set_passes_parameters(api):
+def test_policy_set_passes_kind_name_and_parameters(api):
     backend, address = api
     cli(address, "policy", "set", "eviction", "lru", "a=1", "b=x")
-    assert backend.policy_sets == [("eviction", "lru", {"a": "1", "b": "x"})]
+    cli(address, "policy", "set", "s3fifo")
+    assert backend.policy_sets == [("eviction", "lru", {"a": "1", "b": "x"}), ("", "s3fifo", {})]
+
+
+@pytest.mark.parametrize("words", [["admission"], ["eviction", "lru", "novalue"], ["k=v"]])
+def test_policy_set_with_bad_words_is_a_clear_error(api, words):
+    _, address = api
+    with pytest.raises(CliError, match="policy set"):
+        cli(address, "policy", "set", *words)
+
+
+@pytest.mark.parametrize(("name", "kind"), [("lru", "eviction"), ("tinylfu", "admission"), ("drop", "recycling")])
+def test_unambiguous_policy_names_imply_their_kind(name, kind):
+    assert infer_kind(name) == kind
+
+
+def test_ambiguous_policy_name_asks_for_the_kind():
+    with pytest.raises(ValueError, match="say which"):
+        infer_kind("value")
 
 
 def test_stats_reports_admissions(api):
@@ -189,3 +212,10 @@ def test_serve_accepts_the_testbeds_flags_in_its_order():
          "--storage", "10.0.0.100:7420", "--state", "s.sqlite", "--api", "127.0.0.1:9091", "--hosts-file", __file__,
          "--metrics-port", "9100", "--admission", "value", "--eviction", "value", "--recycling", "residual"])
     assert (args.api, args.device_id, args.storage, args.metrics_port) == ("127.0.0.1:9091", 1, "10.0.0.100:7420", 9100)
+
+
+def test_tier_command_moves_a_chunk_to_disk(api):
+    backend, address = api
+    code, text = cli(address, "tier", str(K0), "disk")
+    assert code == 0 and "STORAGE_DISK" in text
+    assert backend.pool.mover.storage.moves[-1][:2] == (K0, Tier.STORAGE_DISK)

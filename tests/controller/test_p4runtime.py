@@ -279,3 +279,37 @@ def test_multicast_group_is_created_then_replaced(fake, p4info):
         assert [(r.egress_port, r.instance) for r in group.replicas] == [(3, 0)]
     finally:
         switch.close()
+
+
+def test_packet_out_carries_every_header_field_and_rejects_unknown_ones(fake, p4info):
+    server, address = fake
+    switch = connect(address, p4info)
+    try:
+        switch.packet_out(b"frame", {"egress_port": 3})
+        sent = server.servicer.packet_outs.get(timeout=1)
+        assert {m.metadata_id: m.value for m in sent.metadata} == {1: b"\x03", 2: b"\x00"}
+        with pytest.raises(KeyError, match="no field colour"):
+            switch.packet_out(b"frame", {"colour": 1})
+    finally:
+        switch.close()
+
+
+def test_a_failing_packet_in_handler_does_not_drop_the_stream(fake, p4info):
+    server, address = fake
+    seen = []
+
+    def handler(packet):
+        seen.append(packet.payload)
+        if packet.payload == b"bad":
+            raise RuntimeError("handler bug")
+
+    switch = connect(address, p4info, on_packet_in=handler)
+    try:
+        for payload in (b"bad", b"good"):
+            response = p4runtime_pb2.StreamMessageResponse()
+            response.packet.payload = payload
+            server.servicer.push(response)
+        assert wait_for(lambda: seen == [b"bad", b"good"])
+        assert switch.connections == 1 and switch.is_primary
+    finally:
+        switch.close()

@@ -33,7 +33,7 @@ def setup(tmp_path):
     hosts.write_text(json.dumps([{"name": "h1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "port": 1}]))
     options = ServeOptions(switch=address, p4info=P4INFO_PATH, device_config=device_config,
                            state=tmp_path / "state.sqlite", api="127.0.0.1:0", hosts_file=hosts,
-                           tick_seconds=0.05)
+                           tick_seconds=0.05, check_seconds=0.1)
     started = []
 
     def start() -> Controller:
@@ -141,3 +141,14 @@ def test_restarted_switch_gets_pipeline_and_pool_back(setup):
     assert wait_for(lambda: index_of(server.servicer) == {k: i for i, k in enumerate(keys)}, timeout=10)
     assert server.servicer.pipeline_sets == 1
     assert controller.switch.connections == 2
+
+
+def test_index_entries_deleted_behind_our_back_are_restored(setup):
+    server, start = setup
+    controller = start()
+    key = ChunkKey(5, 0x55, 0)
+    controller.pool.on_hot_key(key)
+    table = P4INFO.table_id("kv_index")
+    for match in [k for k, e in server.servicer.tables.items() if e.table_id == table]:
+        del server.servicer.tables[match]
+    assert wait_for(lambda: index_of(server.servicer) == {key: 0})

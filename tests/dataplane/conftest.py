@@ -1,4 +1,14 @@
-"""Fixtures for the data-plane tests (helpers in kvnet.py): a fresh switch per test, the program parsed once."""
+"""Fixtures for the data-plane tests (helpers in kvnet.py): every test runs on every available target.
+
+    inproc               a fresh in-process SoftSwitch per test (default, fast)
+    softswitch-process   one `python -m softswitch` process for the session, driven over P4Runtime and veth
+                         pairs (slow, root; runs in CI)
+    bmv2-process         the same with p4c + simple_switch_grpc (slow, root, bmv2; skipped when not on PATH)
+
+`pytest tests/dataplane -m "not slow"` runs the in-process variant only; `-k softswitch-process` the process
+one. A shared process is brought back to a fresh switch's state before each test (tests/targets/
+kvswitch_reset.py: tables deleted, counters zeroed, touched slots scrubbed, a new block of sketch epochs).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +16,7 @@ import pytest
 
 from softswitch.target import Target
 from tests.dataplane.kvnet import CPU_PORT, P4_MAIN, KvNet
+from tests.targets.kinds import INPROC, SharedSwitches, kind_of, target_params
 
 # ---- fixtures -------------------------------------------------------------------------------------------
 
@@ -28,17 +39,31 @@ def enums(program) -> dict[str, dict[str, int]]:
     return out
 
 
-@pytest.fixture
-def target(program) -> Target:
-    """A fresh switch running kvswitch.p4 (the in-process softswitch)."""
-    from softswitch.runtime import SoftSwitch
+@pytest.fixture(scope="session")
+def dataplane_switches(tmp_path_factory):
+    """The switch processes shared by this directory's tests (started on first use)."""
+    switches = SharedSwitches(tmp_path_factory.mktemp("dataplane-switches"))
+    yield switches
+    switches.close()
 
-    return SoftSwitch.load(program, cpu_port=CPU_PORT)
+
+@pytest.fixture(params=target_params())
+def target(request, program) -> Target:
+    """kvswitch.p4 on one target, in a fresh switch's state."""
+    if request.param == INPROC:
+        from softswitch.runtime import SoftSwitch
+
+        yield SoftSwitch.load(program, cpu_port=CPU_PORT)
+        return
+    switches: SharedSwitches = request.getfixturevalue("dataplane_switches")
+    kind = kind_of(request.param)
+    yield switches.for_test(kind)
+    switches.after_test(kind)
 
 
 @pytest.fixture
 def net(target, enums) -> KvNet:
     """The two-host network with its host routes installed, sketch off."""
-    n = KvNet(target, enums)
+    n = KvNet(target, enums, epoch_offset=getattr(target, "epoch_offset", 0))
     n.install_routes()
     return n

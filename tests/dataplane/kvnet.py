@@ -70,6 +70,9 @@ class KvNet:
 
     target: Target
     enums: dict[str, dict[str, int]]
+    epoch_offset: int = 0
+    """Added to the epoch `sketch` sets: a switch shared between tests (a switch process) gets a new block of
+    epoch numbers per test, so cells a previous test tagged with "its" epoch 1 never count again."""
 
     # -- controller-style configuration
     def install_routes(self) -> None:
@@ -87,7 +90,7 @@ class KvNet:
 
     def sketch(self, hot_threshold: int, epoch: int) -> None:
         self.target.table_set_default("MyIngress.sketch_config", "MyIngress.set_sketch_config",
-                                      {"hot_threshold": hot_threshold, "epoch": epoch})
+                                      {"hot_threshold": hot_threshold, "epoch": epoch + self.epoch_offset})
 
     # -- hosts
     def send(self, port: int, frame: Ether | bytes) -> list[tuple[int, bytes]]:

@@ -61,6 +61,10 @@ CASES = [
     ("bool_condition_required", program(apply="        if ($Emeta.a) { }"), "type mismatch: expected bool, got bit<8>"),
     ("action_data_is_read_only", program(
         ingress="    action set(bit<8> v) { $Ev = 1; }"), "cannot write to action data parameter 'v'"),
+    ("duplicate_p4info_name", program(
+        ingress='    @name("t") table t1 { actions = { NoAction; } }\n    @name("t") table $Et2 { actions = { NoAction; } }'),
+     "duplicate control-plane name 'MyIngress.t'"),
+    ("implicit_literal_too_wide", program(apply="        if (meta.a == $E300) { }"), "value 300 does not fit in bit<8>"),
     ("literal_too_wide", program(apply="        meta.a = $E8w256;"), "value of '8w256' does not fit in bit<8>"),
 ]
 
@@ -107,3 +111,23 @@ def test_unknown_type_of_a_local_variable_is_reported_as_undeclared_type() -> No
         load_source(source, "bad.p4")
     assert (info.value.loc.line, info.value.loc.col) == (line, col)
     assert info.value.message == "undeclared type 'cookie_t'"
+
+
+def test_file_that_is_not_utf8_is_a_p4error(tmp_path) -> None:
+    path = tmp_path / "latin1.p4"
+    path.write_bytes(b"// caf\xe9\n")
+    with pytest.raises(P4Error, match="is not UTF-8 text"):
+        load_program(str(path))
+
+
+def test_absurdly_deep_nesting_is_a_p4error_not_a_crash() -> None:
+    depth = 1500
+    source = program(apply=f"        meta.a = {'(meta.a + ' * depth}1{')' * depth};")
+    with pytest.raises(P4Error, match="nested too deeply"):
+        load_source(source, "deep.p4")
+
+
+def test_empty_program_has_no_package() -> None:
+    with pytest.raises(P4Error, match="no package instantiation") as info:
+        load_source("", "empty.p4")
+    assert str(info.value).startswith("empty.p4:1:1: ")

@@ -121,3 +121,10 @@ def test_parser_without_start_state_is_rejected() -> None:
     text = program().replace("state start", "state begin")
     with pytest.raises(P4Error, match="has no 'start' state"):
         load_source(text, "t.p4")
+
+
+def test_explicit_transition_to_reject_loads_with_a_warning() -> None:
+    prog = load_source(program(start="        transition reject;"), "t.p4")
+    (warning,) = prog.warnings
+    assert (warning.loc.line, warning.loc.col) == (24, 20) and "transition to reject" in warning.message
+    assert str(warning).startswith("t.p4:24:20: warning: ")

@@ -96,11 +96,13 @@ def test_const_entries_have_keysets_per_key_and_folded_action_data(ingress: ir.C
     assert second.action.args[0] == ir.Constant(0xFFF, ir.BitType(12), second.action.args[0].loc)
 
 
-def test_table_without_default_action_defaults_to_no_action() -> None:
-    ingress = "    table t { key = { meta.a: exact; } actions = { NoAction; } }"
+def test_table_without_default_action_defaults_to_no_action_as_defaultonly() -> None:
+    ingress = "    action a() { }\n    table t { key = { meta.a: exact; } actions = { a; } }"
     prog = load_source(program(ingress=ingress, apply="        t.apply();"), "t.p4")
     t = prog.table("MyIngress.t")
     assert t is not None and t.default_action.action == "NoAction" and not t.default_action_const
+    assert [r.action for r in t.actions] == ["MyIngress.a", "NoAction"]
+    assert ir.find_annotation(t.actions[1].annotations, "defaultonly") is not None
     assert t.size is None and t.entries == ()
 
 

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -59,12 +60,18 @@ def build(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def switch(net, build):
+def pcap_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("pcap")
+
+
+@pytest.fixture(scope="module")
+def switch(net, build, pcap_dir):
     """The switch process, with p4runtime-shell connected as primary and the pipeline pushed."""
     import p4runtime_sh.shell as sh
 
     port = _free_port()
-    args = [sys.executable, "-m", "softswitch", "--no-p4", "--device-id", "0", "--thrift-port", "9090"]
+    args = [sys.executable, "-m", "softswitch", "--no-p4", "--device-id", "0", "--thrift-port", "9090",
+            "--pcap", str(pcap_dir)]
     for number, (a, _) in enumerate(net.pairs, start=1):
         args += ["-i", f"{number}@{a}"]
     args += ["--", "--grpc-server-addr", f"127.0.0.1:{port}", "--cpu-port", str(CPU_PORT)]
@@ -74,6 +81,8 @@ def switch(net, build):
         while line and not line.startswith("softswitch: device"):
             line = proc.stderr.readline()
         assert line, "switch exited during start-up"
+        # keep reading its log so a chatty switch never blocks on a full pipe
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
         sh.setup(device_id=0, grpc_addr=f"127.0.0.1:{port}", election_id=(0, 10),
                  config=sh.FwdPipeConfig(str(build[0]), str(build[1])), verbose=False)
         yield {"proc": proc, "addr": f"127.0.0.1:{port}", "sh": sh}
@@ -84,7 +93,6 @@ def switch(net, build):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        proc.stderr.close()
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +131,18 @@ def test_routed_packet_leaves_the_right_port_rewritten(routed, net, taps):
     expected = bytes(Ether(bytes(want)))  # checksums filled in by scapy
     got = taps[1].receive(want=lambda f: f[6:12] == bytes.fromhex(ROUTER.replace(":", "")))
     assert got == expected
+
+
+def test_pcap_files_hold_what_crossed_each_port(routed, net, taps, pcap_dir):
+    from scapy.utils import rdpcap
+
+    pkt = Ether(dst=ROUTER, src=HOST1) / IP(src="10.0.1.1", dst="10.0.2.8") / UDP() / b"hi"
+    sendp(pkt, iface=net.pairs[0][1], verbose=False)
+    assert taps[1].receive(want=lambda f: f[-2:] == b"hi") is not None
+    sent_out = [bytes(p) for p in rdpcap(str(pcap_dir / f"{net.pairs[1][0]}_out.pcap"))]
+    came_in = [bytes(p) for p in rdpcap(str(pcap_dir / f"{net.pairs[0][0]}_in.pcap"))]
+    assert any(f[6:12] == bytes.fromhex(ROUTER.replace(":", "")) and f[-2:] == b"hi" for f in sent_out)
+    assert any(f[:6] == bytes.fromhex(ROUTER.replace(":", "")) and f[-2:] == b"hi" for f in came_in)
 
 
 def test_entries_and_counters_read_back_through_the_shell(routed):

@@ -126,3 +126,38 @@ def test_p4info_of_a_real_program_describes_its_control_plane():
     members = info.type_info.structs["learn_t"].members
     assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [("src_mac", 48), ("ingress_port", 9)]
     assert info.digests[0].preamble.id >> 24 == 0x17
+
+
+@pytest.mark.slow  # runs the real front end
+def test_annotations_and_implicit_default_action_reach_p4info():
+    from softswitch.frontend import load_source
+    from softswitch.p4runtime.from_ir import program_schema
+
+    src = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in pk, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { pk.extract(hdr.h); transition accept; } }
+control V(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    @id(0x77) action set(bit<9> port) { sm.egress_spec = port; }
+    @brief("the only table") @name("renamed") table t {
+        key = { hdr.h.a: ternary @name("a_key"); }
+        actions = { set; }
+    }
+    apply { t.apply(); } }
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control C(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out pk, in hs_t hdr) { apply { pk.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    info = p4info.build_p4info(program_schema(load_source(src, "ann.p4")))
+    [t] = info.tables
+    assert (t.preamble.name, t.preamble.doc.brief, t.match_fields[0].name) == ("I.renamed", "the only table", "a_key")
+    actions = {a.preamble.name: a.preamble.id for a in info.actions}
+    assert actions["I.set"] == 0x01000077
+    refs = {r.id: r.scope for r in t.action_refs}
+    assert refs == {actions["I.set"]: p4info_pb2.ActionRef.TABLE_AND_DEFAULT,
+                    actions["NoAction"]: p4info_pb2.ActionRef.DEFAULT_ONLY}

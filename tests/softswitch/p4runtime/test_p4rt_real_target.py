@@ -155,3 +155,16 @@ def test_packet_out_is_sent_where_its_header_says(real):
     while not real.sent and time.monotonic() < deadline:
         time.sleep(0.01)
     assert real.sent == [(3, frame)]
+
+
+def test_entry_metadata_round_trips_through_the_real_target(real):
+    te = p4runtime_pb2.TableEntry(table_id=real.tables["MyIngress.ipv4_lpm"].preamble.id, metadata=b"m1")
+    fm = te.match.add(field_id=1)
+    fm.lpm.value, fm.lpm.prefix_len = bytes([10, 0, 2, 0]), 24
+    te.action.action.action_id = real.actions["MyIngress.drop"]
+    real.write((INSERT, p4runtime_pb2.Entity(table_entry=te)))
+    want = p4runtime_pb2.TableEntry(table_id=te.table_id)
+    [resp] = real.stub.Read(p4runtime_pb2.ReadRequest(device_id=0, entities=[p4runtime_pb2.Entity(table_entry=want)]))
+    [got] = resp.entities
+    assert got.table_entry.metadata == b"m1"
+    assert got.table_entry.match[0].lpm.value == bytes([10, 0, 2, 0])

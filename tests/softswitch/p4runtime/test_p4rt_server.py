@@ -166,6 +166,31 @@ def test_insert_read_modify_delete_round_trip_with_canonical_bytes(ready):
     assert read(ready, p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry())) == []
 
 
+def test_entry_metadata_is_kept_and_returned(ready):
+    ent = route(ready, b"\x0a\x00\x00\x00", 8)
+    ent.table_entry.controller_metadata = 42
+    ent.table_entry.metadata = b"cookie"
+    write(ready, (INSERT, ent))
+    [e] = read(ready, p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry()))
+    assert (e.table_entry.controller_metadata, e.table_entry.metadata) == (42, b"cookie")
+
+
+def test_insert_with_counter_data_starts_the_direct_counter(ready):
+    ent = route(ready, b"\x0a\x00\x00\x00", 8)
+    ent.table_entry.counter_data.packet_count = 5
+    ent.table_entry.counter_data.byte_count = 500
+    write(ready, (INSERT, ent))
+    assert list(ready.fake.direct.values()) == [(5, 500)]
+
+
+def test_idle_timeout_is_unimplemented(ready):
+    ent = route(ready, b"\x0a\x00\x00\x00", 8)
+    ent.table_entry.idle_timeout_ns = 10**9
+    with pytest.raises(grpc.RpcError) as e:
+        write(ready, (INSERT, ent))
+    assert update_errors(e.value) == [code_pb2.UNIMPLEMENTED]
+
+
 def test_ternary_range_optional_entry_reaches_the_target(ready):
     te = p4runtime_pb2.TableEntry(table_id=ready.ids("tables")["MyIngress.acl"], priority=10)
     te.match.add(field_id=1).ternary.CopyFrom(p4runtime_pb2.FieldMatch.Ternary(value=b"\x0a\x00\x00\x00", mask=b"\xff\x00\x00\x00"))
@@ -187,6 +212,23 @@ def test_default_entry_modify_and_read(ready):
     want = p4runtime_pb2.TableEntry(table_id=te.table_id, is_default_action=True)
     [got] = read(ready, p4runtime_pb2.Entity(table_entry=want))
     assert got.table_entry.action.action.action_id == te.action.action.action_id
+
+
+def test_const_default_action_cannot_be_changed(ready):
+    te = p4runtime_pb2.TableEntry(table_id=ready.ids("tables")["MyIngress.fixed"], is_default_action=True)
+    te.action.action.action_id = ready.ids("actions")["MyIngress.drop"]
+    with pytest.raises(grpc.RpcError) as e:
+        write(ready, (MODIFY, p4runtime_pb2.Entity(table_entry=te)))
+    assert update_errors(e.value) == [code_pb2.PERMISSION_DENIED]
+
+
+def test_default_only_action_is_refused_in_an_entry(ready):
+    ent = route(ready, b"\x0a\x00\x00\x00", 8)
+    ent.table_entry.action.action.action_id = ready.ids("actions")["NoAction"]
+    del ent.table_entry.action.action.params[:]
+    with pytest.raises(grpc.RpcError) as e:
+        write(ready, (INSERT, ent))
+    assert update_errors(e.value) == [code_pb2.INVALID_ARGUMENT]
 
 
 def test_direct_counter_comes_with_the_entry_when_asked(ready):

@@ -1,0 +1,294 @@
+"""Packet vectors through kvswitch.p4: built here, recorded from the in-process softswitch, replayed anywhere.
+
+A vector file is one sequence of steps on one fresh switch (state carries from step to step), grouped in
+named cases; each step is something the `Target` interface does, with what it gave when recorded:
+
+    {"case": ..., "op": "insert",  "table": ..., "match": {field: [kind, ...]}, "action": ..., "params": {...}}
+    {"case": ..., "op": "default", "table": ..., "action": ..., "params": {...}}
+    {"case": ..., "op": "packet",  "port": P, "in": HEX, "out": [[port, HEX], ...]}
+    {"case": ..., "op": "digests", "out": [[name, [[field, value], ...]], ...]}
+    {"case": ..., "op": "counter", "name": ..., "index": I, "out": [packets, bytes]}
+
+Regenerate the golden file (after a deliberate change of the program's behaviour, reviewing the diff):
+
+    .venv/bin/python -m tests.targets.kvswitch_vectors --write tests/targets/golden/kvswitch_vectors.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import struct
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import ARP, Ether
+from scapy.packet import Raw
+
+from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
+from kvpool.protocol import KVP, KVPValue
+from softswitch.target import Exact, Lpm, Match, TableEntry, Target, Ternary
+from tests.dataplane.kvnet import (
+    CLIENT_IP,
+    CLIENT_MAC,
+    CLIENT_PORT,
+    CPU_PORT,
+    P4_MAIN,
+    STORAGE_IP,
+    STORAGE_MAC,
+    STORAGE_PORT,
+    SWITCH_MAC,
+    BlockKey,
+    _ip,
+    _mac,
+    crc,
+    kvp_frame,
+    value_chunk,
+)
+
+GOLDEN = pathlib.Path(__file__).resolve().parent / "golden" / "kvswitch_vectors.json"
+Step = dict[str, Any]
+
+KEY = BlockKey(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=0)
+HOT = BlockKey(tenant=3, prefix_hash=0xAAAABBBBCCCCDDDD, chunk_idx=2)
+OTHER = BlockKey(tenant=9, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
+
+
+def _key_match(key: BlockKey) -> dict[str, list]:
+    return {"hdr.kvp.tenant": ["exact", key.tenant], "hdr.kvp.prefix_hash": ["exact", key.prefix_hash],
+            "hdr.kvp.chunk_idx": ["exact", key.chunk_idx]}
+
+
+def _kvp(key: BlockKey = KEY, **kw) -> KVP:
+    return KVP(**({"opcode": Opcode.GET, "tenant": key.tenant, "prefix_hash": key.prefix_hash,
+                   "chunk_idx": key.chunk_idx, "chunk_count": 4} | kw))
+
+
+def _udp_to_storage(payload: bytes, dport: int = KVP_UDP_PORT) -> Ether:
+    return (Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP)
+            / UDP(sport=40001, dport=dport) / Raw(payload))
+
+
+def _reply(key: BlockKey, value: bytes, version: int, **kw) -> Ether:
+    return kvp_frame(_kvp(key, opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, version=version, **kw)
+                     / KVPValue.from_bytes(value), to_storage=False)
+
+
+def _out(egress: int, frame) -> bytes:
+    return struct.pack("!HH", egress, 0) + bytes(frame)
+
+
+def build_steps() -> Iterator[Step]:
+    """The vectors' inputs, in order (outputs are filled in by recording)."""
+    def packet(case: str, port: int, frame) -> Step:
+        return {"case": case, "op": "packet", "port": port, "in": bytes(frame).hex()}
+
+    def counters(case: str) -> Iterator[Step]:
+        for name, size in (("MyIngress.drop_reason", 15), ("MyIngress.kvp_events", 10)):
+            for i in range(size):
+                yield {"case": case, "op": "counter", "name": name, "index": i}
+
+    # -- plain L3 before any route: dropped
+    yield packet("l3_no_route_yet", CLIENT_PORT, Ether(dst=SWITCH_MAC, src=CLIENT_MAC)
+                 / IP(src=CLIENT_IP, dst=STORAGE_IP) / UDP(dport=53) / b"early")
+    for ip, mac, port in ((CLIENT_IP, CLIENT_MAC, CLIENT_PORT), (STORAGE_IP, STORAGE_MAC, STORAGE_PORT)):
+        yield {"case": "routes", "op": "insert", "table": "MyIngress.ipv4_lpm",
+               "match": {"hdr.ipv4.dst_addr": ["lpm", _ip(ip), 32]}, "action": "MyIngress.ipv4_forward",
+               "params": {"dst_mac": _mac(mac), "port": port}}
+    yield {"case": "routes", "op": "insert", "table": "MyIngress.ipv4_lpm",
+           "match": {"hdr.ipv4.dst_addr": ["lpm", _ip("10.1.0.0"), 16]}, "action": "MyIngress.ipv4_forward",
+           "params": {"dst_mac": 0x0000000000AA, "port": 3}}
+
+    # -- L3
+    base = Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP)
+    yield packet("l3_routed", CLIENT_PORT, base / UDP(sport=1234, dport=53) / b"hello")
+    yield packet("l3_routed_other_protocol", CLIENT_PORT, Ether(dst=SWITCH_MAC, src=CLIENT_MAC)
+                 / IP(src=CLIENT_IP, dst=STORAGE_IP, proto=6) / Raw(bytes(40)))
+    yield packet("l3_lpm_/16", CLIENT_PORT, Ether(dst=SWITCH_MAC, src=CLIENT_MAC)
+                 / IP(src=CLIENT_IP, dst="10.1.2.3", ttl=5) / UDP(dport=9) / b"x")
+    yield packet("l3_no_route", CLIENT_PORT, Ether(dst=SWITCH_MAC, src=CLIENT_MAC)
+                 / IP(src=CLIENT_IP, dst="192.0.2.9") / UDP(dport=53))
+    yield packet("l3_ttl_1", CLIENT_PORT, Ether(dst=SWITCH_MAC, src=CLIENT_MAC)
+                 / IP(src=CLIENT_IP, dst=STORAGE_IP, ttl=1) / UDP(dport=53))
+    yield packet("l3_ttl_2", CLIENT_PORT, Ether(dst=SWITCH_MAC, src=CLIENT_MAC)
+                 / IP(src=CLIENT_IP, dst=STORAGE_IP, ttl=2) / UDP(dport=53))
+    yield packet("l3_ip_options", CLIENT_PORT, Ether(dst=SWITCH_MAC, src=CLIENT_MAC)
+                 / IP(src=CLIENT_IP, dst=STORAGE_IP, options=b"\x01\x01\x01\x01") / UDP(dport=53) / b"opt")
+    yield packet("not_ipv4_arp", CLIENT_PORT, Ether(dst="ff:ff:ff:ff:ff:ff", src=CLIENT_MAC)
+                 / ARP(psrc=CLIENT_IP, pdst=STORAGE_IP))
+    yield packet("runt_ethernet_only", CLIENT_PORT, bytes(Ether(dst=SWITCH_MAC, src=CLIENT_MAC, type=0x0800)))
+    yield packet("truncated_ipv4", CLIENT_PORT, bytes(base / UDP(dport=53))[:24])
+    yield packet("truncated_udp", CLIENT_PORT, bytes(base / UDP(dport=KVP_UDP_PORT))[:38])
+
+    # -- GET miss, index, fill, hit
+    yield packet("get_miss_unindexed", CLIENT_PORT, kvp_frame(_kvp(req_id=1)))
+    yield {"case": "index", "op": "insert", "table": "MyIngress.kv_index", "match": _key_match(KEY),
+           "action": "MyIngress.set_slot", "params": {"slot": 5, "min_version": 0}}
+    yield packet("get_miss_indexed_unfilled", CLIENT_PORT, kvp_frame(_kvp(req_id=2)))
+    yield packet("fill", STORAGE_PORT, _reply(KEY, value_chunk(1), version=3))
+    yield packet("get_hit", CLIENT_PORT, kvp_frame(_kvp(req_id=3)))
+    yield packet("get_hit_version_ok", CLIENT_PORT, kvp_frame(_kvp(req_id=4, version=3)))
+    yield packet("get_newer_version_misses", CLIENT_PORT, kvp_frame(_kvp(req_id=5, version=4)))
+    yield packet("get_bypass", CLIENT_PORT, kvp_frame(_kvp(req_id=6, flags=int(Flag.BYPASS))))
+    yield packet("refill_of_valid_slot", STORAGE_PORT, _reply(KEY, value_chunk(2), version=3))
+
+    # -- PUT, stale fill, new fill, short value
+    yield packet("put_invalidates", CLIENT_PORT, kvp_frame(_kvp(opcode=Opcode.PUT, version=4)
+                                                           / KVPValue.from_bytes(value_chunk(7))))
+    yield packet("get_after_put", CLIENT_PORT, kvp_frame(_kvp(req_id=7)))
+    yield packet("stale_fill", STORAGE_PORT, _reply(KEY, value_chunk(1), version=3))
+    yield packet("fill_bad_checksum", STORAGE_PORT, _reply(KEY, value_chunk(2), version=4,
+                                                            value_csum=crc(value_chunk(2)) ^ 1))
+    yield packet("fill_bypass", STORAGE_PORT, _reply(KEY, value_chunk(2), version=4,
+                                                      flags=int(Flag.VALUE | Flag.BYPASS)))
+    short = value_chunk(3)[:100].ljust(128, b"\0")
+    yield packet("fill_short_value", STORAGE_PORT, _reply(KEY, short, version=4, value_len=100))
+    yield packet("get_hit_short_value", CLIENT_PORT, kvp_frame(_kvp(req_id=8)))
+    yield {"case": "index_other_same_slot", "op": "insert", "table": "MyIngress.kv_index",
+           "match": _key_match(OTHER), "action": "MyIngress.set_slot", "params": {"slot": 5, "min_version": 0}}
+    yield packet("get_other_key_same_slot", CLIENT_PORT, kvp_frame(_kvp(OTHER, req_id=9)))
+    yield {"case": "index_min_version", "op": "insert", "table": "MyIngress.kv_index",
+           "match": _key_match(HOT), "action": "MyIngress.set_slot", "params": {"slot": 6, "min_version": 5}}
+    yield packet("fill_below_index_min_version", STORAGE_PORT, _reply(HOT, value_chunk(4), version=4))
+    yield packet("fill_at_index_min_version", STORAGE_PORT, _reply(HOT, value_chunk(4), version=5))
+    yield packet("get_hit_hot", CLIENT_PORT, kvp_frame(_kvp(HOT, req_id=10)))
+
+    # -- client ops punted, packet-out, other opcodes from hosts
+    for op in (Opcode.INSERT, Opcode.LOOKUP_META):
+        yield packet(f"punt_{op.name.lower()}", CLIENT_PORT, kvp_frame(_kvp(opcode=op, aux=(3 << 16) | 512)))
+    yield packet("packet_out_to_client", CPU_PORT, _out(CLIENT_PORT, kvp_frame(
+        KVP(opcode=Opcode.INSERT_ACK, tenant=KEY.tenant, aux=2), to_storage=False)))
+    yield packet("packet_out_to_port_3", CPU_PORT, _out(3, Ether(dst="00:00:00:00:00:aa", src=SWITCH_MAC)
+                                                        / IP(dst="10.1.0.1") / UDP(dport=7) / b"po"))
+    yield packet("slot_write_from_host_dropped", CLIENT_PORT, kvp_frame(
+        _kvp(opcode=Opcode.SLOT_WRITE, aux=4) / KVPValue.from_bytes(value_chunk(1))))
+    yield packet("get_reply_opcode_from_client", CLIENT_PORT, kvp_frame(_kvp(opcode=Opcode.SLOT_WRITE_ACK)))
+
+    # -- SLOT_WRITE / SLOT_READ through the CPU port
+    def slot_op(kvp) -> bytes:
+        return _out(0, kvp_frame(kvp))
+    yield packet("slot_read_never_written", CPU_PORT, slot_op(KVP(opcode=Opcode.SLOT_READ, aux=3, req_id=99)))
+    yield packet("slot_write_ok", CPU_PORT, slot_op(_kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=6, aux=17)
+                                                  / KVPValue.from_bytes(value_chunk(9))))
+    yield packet("slot_read_ok", CPU_PORT, slot_op(KVP(opcode=Opcode.SLOT_READ, aux=17, req_id=98)))
+    yield packet("slot_write_bad_checksum", CPU_PORT, slot_op(
+        _kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=7, aux=18, value_csum=1) / KVPValue.from_bytes(value_chunk(9))))
+    yield packet("slot_write_stale", CPU_PORT, slot_op(_kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=5, aux=17)
+                                                     / KVPValue.from_bytes(value_chunk(9))))
+    yield packet("slot_write_out_of_range", CPU_PORT, slot_op(
+        _kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=1, aux=1 << 20) / KVPValue.from_bytes(value_chunk(9))))
+    yield packet("slot_read_out_of_range", CPU_PORT, slot_op(KVP(opcode=Opcode.SLOT_READ, aux=4096)))
+    yield packet("slot_read_after_put", CPU_PORT, slot_op(KVP(opcode=Opcode.SLOT_READ, aux=5)))
+
+    # -- malformed KVP: counted, forwarded as plain UDP
+    malformed = {
+        "short": bytes(_kvp())[:20],
+        "bad_magic": bytes(_kvp(magic=0x1234)),
+        "bad_version": bytes(_kvp(ver=2)),
+        "unknown_op": bytes(_kvp(opcode=0x7F)),
+        "value_truncated": bytes(_kvp(flags=1)) + bytes(50),
+        "put_without_value": bytes(_kvp(opcode=Opcode.PUT, flags=0)),
+        "chunk_count_0": bytes(_kvp(chunk_count=0)),
+        "chunk_idx_too_big": bytes(_kvp(chunk_idx=4, chunk_count=4)),
+        "value_len_129": bytes(_kvp(opcode=Opcode.PUT, value_len=129) / KVPValue.from_bytes(value_chunk(1))),
+        "empty": b"",
+    }
+    for name, payload in malformed.items():
+        yield packet(f"malformed_{name}", CLIENT_PORT, _udp_to_storage(payload))
+    yield packet("malformed_reply_no_fill", STORAGE_PORT, _reply(KEY, value_chunk(1), version=9, chunk_idx=9))
+
+    # -- hot-key sketch and digest
+    yield {"case": "sketch_on", "op": "default", "table": "MyIngress.sketch_config",
+           "action": "MyIngress.set_sketch_config", "params": {"hot_threshold": 2, "epoch": 1}}
+    for i in range(3):
+        yield packet(f"hot_get_{i}", CLIENT_PORT, kvp_frame(_kvp(OTHER, req_id=20 + i)))
+    yield {"case": "hot_digest", "op": "digests"}
+    yield {"case": "sketch_new_epoch", "op": "default", "table": "MyIngress.sketch_config",
+           "action": "MyIngress.set_sketch_config", "params": {"hot_threshold": 2, "epoch": 2}}
+    yield packet("hot_get_new_epoch_0", CLIENT_PORT, kvp_frame(_kvp(OTHER, req_id=30)))
+    yield {"case": "no_digest_yet", "op": "digests"}
+    yield packet("hot_get_new_epoch_1", CLIENT_PORT, kvp_frame(_kvp(OTHER, req_id=31)))
+    yield {"case": "hot_digest_again", "op": "digests"}
+
+    # -- what the counters say at the end
+    yield from counters("final_counters")
+    for slot in (5, 6, 17):
+        yield {"case": "final_slot_hits", "op": "counter", "name": "MyIngress.slot_hits", "index": slot}
+
+
+# ---- replay ----------------------------------------------------------------------------------------------
+
+def _match(spec: dict[str, list]) -> dict[str, Match]:
+    out: dict[str, Match] = {}
+    for field, (kind, *args) in spec.items():
+        out[field] = {"exact": Exact, "lpm": Lpm, "ternary": Ternary}[kind](*args)
+    return out
+
+
+def run_step(target: Target, step: Step) -> Any:
+    """Do one step; returns its result in the JSON form the golden file stores (None for control steps)."""
+    op = step["op"]
+    if op == "insert":
+        target.table_insert(TableEntry(step["table"], _match(step["match"]), step["action"], step["params"]))
+        return None
+    if op == "default":
+        target.table_set_default(step["table"], step["action"], step["params"])
+        return None
+    if op == "packet":
+        return [[port, data.hex()] for port, data in target.process(step["port"], bytes.fromhex(step["in"]))]
+    if op == "digests":
+        return [[m.name, [list(f) for f in m.fields]] for m in target.drain_digests()]
+    if op == "counter":
+        return list(target.counter_read(step["name"], step["index"]))
+    raise ValueError(f"unknown step {op!r}")
+
+
+def record(target: Target) -> list[Step]:
+    steps = []
+    for step in build_steps():
+        result = run_step(target, step)
+        if result is not None:
+            step["out"] = result
+        steps.append(step)
+    return steps
+
+
+def replay(target: Target, steps: list[Step]) -> list[str]:
+    """Every step whose result differs from the recorded one, described (empty: identical)."""
+    diffs = []
+    for i, step in enumerate(steps):
+        got = run_step(target, step)
+        if "out" in step and got != step["out"]:
+            diffs.append(f"step {i} ({step['case']}, {step['op']}): expected {step['out']}, got {got}")
+    return diffs
+
+
+def load(path: pathlib.Path = GOLDEN) -> list[Step]:
+    return json.loads(path.read_text())["steps"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.targets.kvswitch_vectors",
+                                 description="Record kvswitch.p4's golden packet vectors from the in-process softswitch.")
+    ap.add_argument("--write", type=pathlib.Path, metavar="FILE", help=f"where to write them (e.g. {GOLDEN})")
+    args = ap.parse_args(argv)
+    from softswitch.frontend import load_program
+    from softswitch.runtime import SoftSwitch
+
+    steps = record(SoftSwitch.load(load_program(str(P4_MAIN)), cpu_port=CPU_PORT))
+    text = json.dumps({"program": "p4src/kvswitch.p4", "recorded_with": "softswitch.runtime.SoftSwitch (in-process)",
+                       "regenerate": "python -m tests.targets.kvswitch_vectors --write " + str(GOLDEN.relative_to(
+                           GOLDEN.parents[3])), "steps": steps}, indent=1) + "\n"
+    if args.write:
+        args.write.write_text(text)
+        print(f"{args.write}: {sum(s['op'] == 'packet' for s in steps)} packets, {len(steps)} steps")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""A small P4Runtime client for driving a switch process from the tests: names from P4Info, one stream.
+
+Only what BMv2's P4Runtime server offers: pipeline config, Write/Read of table entries, indirect and direct
+counters, PRE entries and digest configs; the StreamChannel for arbitration, packet-out, packet-in and digest
+lists. No globals: one `P4RuntimeSession` per switch, closed explicitly. Write errors become `TargetError`
+with the canonical code of the first failed update (BMv2 and the softswitch both report per-update codes in
+the `grpc-status-details-bin` trailer of an UNKNOWN status), so tests see the codes the in-process target
+raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import text_format
+from google.rpc import code_pb2, status_pb2
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from softswitch.target import TargetError
+
+Update = p4runtime_pb2.Update
+
+
+def canonical(value: int) -> bytes:
+    """P4Runtime's canonical bytestring: shortest big-endian form, at least one byte."""
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
+def target_error(e: grpc.RpcError) -> TargetError:
+    """The `TargetError` an RPC failure stands for: the first failed update's code, else the call's code."""
+    if e.code() == grpc.StatusCode.UNKNOWN:
+        for key, value in e.trailing_metadata() or ():
+            if key != "grpc-status-details-bin":
+                continue
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                err = p4runtime_pb2.Error()
+                if detail.Unpack(err) and err.canonical_code != code_pb2.OK:
+                    return TargetError(code_pb2.Code.Name(err.canonical_code), err.message)
+    return TargetError(e.code().name, e.details() or "")
+
+
+# ---- names from P4Info -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Field:
+    id: int
+    name: str
+    bitwidth: int
+
+
+@dataclass(frozen=True)
+class MatchField(Field):
+    match_type: int
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    id: int
+    name: str
+    fields: tuple[MatchField, ...]
+    is_const: bool
+    direct_counter: bool
+
+    def field(self, name: str) -> MatchField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise TargetError("INVALID_ARGUMENT", f"table {self.name} has no match field {name!r}")
+
+
+class P4InfoNames:
+    """Look-ups between the fully qualified names the `Target` interface uses and P4Info ids."""
+
+    def __init__(self, info: p4info_pb2.P4Info) -> None:
+        self.info = info
+        self.tables = {t.preamble.name: TableInfo(
+            t.preamble.id, t.preamble.name,
+            tuple(MatchField(m.id, m.name, m.bitwidth, m.match_type) for m in t.match_fields),
+            t.is_const_table, any(r for r in t.direct_resource_ids
+                                  if any(d.preamble.id == r for d in info.direct_counters)))
+            for t in info.tables}
+        self.table_by_id = {t.id: t for t in self.tables.values()}
+        self.actions = {a.preamble.name: a for a in info.actions}
+        self.action_by_id = {a.preamble.id: a for a in info.actions}
+        self.counters = {c.preamble.name: c for c in info.counters}
+        self.counter_by_id = {c.preamble.id: c for c in info.counters}
+        self.digests = {d.preamble.name: d for d in info.digests}
+        self.digest_by_id = {d.preamble.id: d for d in info.digests}
+        self.controller_headers = {h.preamble.name: tuple(Field(m.id, m.name, m.bitwidth)
+                                                          for m in sorted(h.metadata, key=lambda m: m.id))
+                                   for h in info.controller_packet_metadata}
+
+    @classmethod
+    def from_text(cls, text: str) -> P4InfoNames:
+        info = p4info_pb2.P4Info()
+        text_format.Parse(text, info, allow_unknown_field=True)
+        return cls(info)
+
+    def table(self, name: str) -> TableInfo:
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise TargetError("NOT_FOUND", f"no table {name!r} in P4Info") from None
+
+    def action(self, name: str) -> p4info_pb2.Action:
+        if name not in self.actions:
+            raise TargetError("NOT_FOUND", f"no action {name!r} in P4Info")
+        return self.actions[name]
+
+    def counter(self, name: str) -> p4info_pb2.Counter:
+        if name not in self.counters:
+            raise TargetError("NOT_FOUND", f"no counter {name!r} in P4Info")
+        return self.counters[name]
+
+    def digest_fields(self, digest: p4info_pb2.Digest) -> tuple[Field, ...]:
+        """(name, width) of the digest's struct members, in declaration order (from type_info)."""
+        struct = self.info.type_info.structs[digest.type_spec.struct.name]
+        return tuple(Field(i + 1, m.name, m.type_spec.bitstring.bit.bitwidth) for i, m in enumerate(struct.members))
+
+
+def pack_header(fields: Sequence[Field], values: dict[int, int]) -> bytes:
+    """A `@controller_header` as the program sees it: fields MSB first, padded to whole bytes."""
+    acc, bits = 0, 0
+    for f in fields:
+        acc = (acc << f.bitwidth) | values.get(f.id, 0)
+        bits += f.bitwidth
+    pad = -bits % 8
+    return (acc << pad).to_bytes((bits + pad) // 8, "big")
+
+
+def unpack_header(fields: Sequence[Field], data: bytes) -> dict[int, int]:
+    """The inverse of `pack_header` on the first bytes of `data`."""
+    bits = sum(f.bitwidth for f in fields)
+    n = (bits + 7) // 8
+    acc = int.from_bytes(data[:n], "big") >> (n * 8 - bits)
+    out = {}
+    for f in reversed(fields):
+        out[f.id] = acc & ((1 << f.bitwidth) - 1)
+        acc >>= f.bitwidth
+    return out
+
+
+def header_len(fields: Sequence[Field]) -> int:
+    return (sum(f.bitwidth for f in fields) + 7) // 8
+
+
+# ---- the session -----------------------------------------------------------------------------------------
+
+class P4RuntimeSession:
+    """One primary connection to one device: unary RPCs plus a StreamChannel read by a background thread.
+
+    Packet-ins land in `packet_ins` (a queue of `PacketIn`), digest lists are acknowledged at once and land in
+    `digest_lists`; each arrival also writes a byte to `wake_fd`, so a caller can poll it with packet sockets.
+    """
+
+    def __init__(self, address: str, device_id: int, election_id: int = 1, timeout: float = 30.0) -> None:
+        self.device_id = device_id
+        self.election_id = p4runtime_pb2.Uint128(high=0, low=election_id)
+        self.channel = grpc.insecure_channel(address)
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+        self.packet_ins: queue.SimpleQueue[p4runtime_pb2.PacketIn] = queue.SimpleQueue()
+        self.digest_lists: queue.SimpleQueue[p4runtime_pb2.DigestList] = queue.SimpleQueue()
+        self.stream_errors: list[p4runtime_pb2.StreamError] = []
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._out: queue.SimpleQueue[p4runtime_pb2.StreamMessageRequest | None] = queue.SimpleQueue()
+        self._arbitrated = threading.Event()
+        self._arbitration: p4runtime_pb2.MasterArbitrationUpdate | None = None
+        self._stream = self.stub.StreamChannel(iter(self._out.get, None))
+        self._reader = threading.Thread(target=self._read_stream, name="p4rt-stream", daemon=True)
+        self._reader.start()
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = device_id
+        req.arbitration.election_id.CopyFrom(self.election_id)
+        self._out.put(req)
+        if not self._arbitrated.wait(timeout):
+            self.close()
+            raise TargetError("UNAVAILABLE", f"no arbitration answer from {address} within {timeout} s")
+        assert self._arbitration is not None
+        if self._arbitration.status.code != code_pb2.OK:
+            self.close()
+            raise TargetError("PERMISSION_DENIED", f"not primary on {address}: {self._arbitration.status.message}")
+
+    @property
+    def wake_fd(self) -> int:
+        return self._wake_r
+
+    def clear_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _read_stream(self) -> None:
+        try:
+            for msg in self._stream:
+                kind = msg.WhichOneof("update")
+                if kind == "arbitration":
+                    self._arbitration = msg.arbitration
+                    self._arbitrated.set()
+                elif kind == "packet":
+                    self.packet_ins.put(msg.packet)
+                    os.write(self._wake_w, b"p")
+                elif kind == "digest":
+                    ack = p4runtime_pb2.StreamMessageRequest()
+                    ack.digest_ack.digest_id = msg.digest.digest_id
+                    ack.digest_ack.list_id = msg.digest.list_id
+                    self._out.put(ack)
+                    self.digest_lists.put(msg.digest)
+                    os.write(self._wake_w, b"d")
+                elif kind == "error":
+                    self.stream_errors.append(msg.error)
+        except grpc.RpcError:
+            pass  # the switch went away or we closed the stream
+        except OSError:
+            pass  # wake pipe closed during shutdown
+
+    def close(self) -> None:
+        self._out.put(None)
+        self._stream.cancel()
+        self._reader.join(timeout=2)
+        self.channel.close()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # -- unary RPCs
+    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id, election_id=self.election_id,
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        req.config.p4info.CopyFrom(p4info)
+        req.config.p4_device_config = device_config
+        try:
+            self.stub.SetForwardingPipelineConfig(req)
+        except grpc.RpcError as e:
+            raise target_error(e) from None
+
+    def write(self, updates: Iterable[Update]) -> None:
+        req = p4runtime_pb2.WriteRequest(device_id=self.device_id, election_id=self.election_id)
+        req.updates.extend(updates)
+        if not req.updates:
+            return
+        try:
+            self.stub.Write(req)
+        except grpc.RpcError as e:
+            raise target_error(e) from None
+
+    def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        req.entities.extend(entities)
+        try:
+            return [e for resp in self.stub.Read(req) for e in resp.entities]
+        except grpc.RpcError as e:
+            raise target_error(e) from None
+
+    def packet_out(self, payload: bytes, metadata: dict[int, int]) -> None:
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.packet.payload = payload
+        for mid, value in sorted(metadata.items()):
+            req.packet.metadata.add(metadata_id=mid, value=canonical(value))
+        self._out.put(req)
