@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--block-bytes", type=int, default=256, help="bytes per KV block in the demo (default 256)")
     demo.add_argument("--duration", type=float, default=20.0,
                       help="seconds the excerpt's arrival times are squeezed into (default 20)")
-    demo.add_argument("--no-announce", action="store_true", help="do not send INSERT for stored blocks")
+    demo.add_argument("--announce", action="store_true",
+                      help="also send INSERT for every stored block (admission on INSERT; heavy on the controller)")
     comp = sub.add_parser("compile", help="compile p4src/ for a target")
     comp.add_argument("--target", choices=("soft", "bmv2"), default="soft")
     comp.add_argument("--out", type=Path, default=REPO / "build")
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
         report = run_demo(_options(args), DemoOptions(trace=args.trace, out=args.out, requests=args.requests,
                                                       block_bytes=args.block_bytes, duration=args.duration,
-                                                      announce=not args.no_announce))
+                                                      announce=args.announce))
         print(report)
         return 0
     raise AssertionError(args.command)

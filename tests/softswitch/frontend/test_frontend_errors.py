@@ -65,6 +65,10 @@ CASES = [
         ingress='    @name("t") table t1 { actions = { NoAction; } }\n    @name("t") table $Et2 { actions = { NoAction; } }'),
      "duplicate control-plane name 'MyIngress.t'"),
     ("implicit_literal_too_wide", program(apply="        if (meta.a == $E300) { }"), "value 300 does not fit in bit<8>"),
+    ("defaultonly_action_in_entry", program(
+        ingress="    action a() { }\n    table t { key = { meta.a: exact; } actions = { @defaultonly a; }\n"
+                "        const entries = { $E1: a(); } }"),
+     "action 'MyIngress.a' is @defaultonly and cannot be used in an entry"),
     ("literal_too_wide", program(apply="        meta.a = $E8w256;"), "value of '8w256' does not fit in bit<8>"),
 ]
 
