@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from controller.errors import P4RuntimeError
 from controller.keys import ChunkKey
 from controller.metrics import Metrics
 from controller.pool import PinError, PoolManager
@@ -135,6 +136,8 @@ def handle(backend: Backend, method: str, target: str, body: bytes = b"") -> tup
         return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
     except TimeoutError as exc:
         return HTTPStatus.GATEWAY_TIMEOUT, {"error": str(exc)}
+    except P4RuntimeError as exc:
+        return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"switch: {exc}"}
     except Exception as exc:  # the API thread must answer, whatever broke underneath
         log.exception("API %s %s failed", method, target)
         return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"}

@@ -29,6 +29,9 @@ from policies.base import AdmissionPolicy, BlockInfo, EvictionPolicy, RecyclingP
 
 log = logging.getLogger(__name__)
 
+SLOT_BYTES = 128
+"""What one chunk occupies in the switch pool whatever its value_len: one slot of 16 × 64-bit words."""
+
 
 @dataclass(frozen=True)
 class PoolOptions:
@@ -137,7 +140,7 @@ class PoolManager:
     def _track(self, key: ChunkKey, now: float, info: BlockInfo | None = None) -> Tracked:
         entry = self.tracked.get(key)
         if entry is None:
-            entry = Tracked(key, info or BlockInfo(key), now, now)
+            entry = Tracked(key, info or BlockInfo(key, size_bytes=SLOT_BYTES), now, now)
             self.tracked[key] = entry
             if len(self.tracked) > self.options.max_tracked:
                 self._forget_coldest()
@@ -183,7 +186,10 @@ class PoolManager:
         """INSERT: register the chunk as a candidate, admit it now if its value warrants; returns the tier bitmap."""
         with self.lock:
             now = self.clock() if now is None else now
-            info = BlockInfo(key, depth=depth, tokens=tokens, size_bytes=len(value) if value else 128, parent=parent)
+            known = self.tracked.get(key)
+            if parent is None and known is not None:
+                parent = known.info.parent  # another client's INSERT may not know the chain
+            info = BlockInfo(key, depth=depth, tokens=tokens, size_bytes=SLOT_BYTES, parent=parent)
             entry = self._track(key, now, info)
             if value is not None and version >= entry.version:
                 entry.value, entry.version = value, version
@@ -242,7 +248,7 @@ class PoolManager:
                     return 0
             else:
                 owners = {s: (k, self.tracked[k].admitted_at) for k, s in self.slots.items() if k in self.tracked}
-        counts = self.dataplane.slot_hits(sorted(owners) if only_pending else None)
+        counts = self.dataplane.slot_hits(sorted(owners))
         totals = None if only_pending else self.dataplane.hit_counts()
         with self.lock:
             now = self.clock() if now is None else now
@@ -461,15 +467,16 @@ class PoolManager:
 
     # ---- periodic work -----------------------------------------------------------------------------------
 
-    def tick(self, now: float | None = None) -> None:
-        """Expire soft pins and read the slot counters; called every second or so."""
+    def tick(self, now: float | None = None, poll: bool = True) -> None:
+        """Expire soft pins and (when `poll`) read the slot counters; called every second or so."""
         with self.lock:
             now = self.clock() if now is None else now
             for pin in self.pins.expire(now):
                 if self.state is not None:
                     self.state.drop_pin(pin.key)
                 self._log("expire", pin.key, "soft pin TTL ran out", now=now)
-        self.poll_hits(now)  # outside the lock: counter reads are RPCs
+        if poll:
+            self.poll_hits(now)  # outside the lock: counter reads are RPCs
 
     # ---- restart: reconcile with the switch --------------------------------------------------------------
 

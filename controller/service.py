@@ -55,7 +55,10 @@ class ServeOptions:
     policy_params: dict[str, dict[str, str]] = field(default_factory=dict)
     election_id: int = 1
     tick_seconds: float = 0.5
-    """Period of the full counter poll, pin expiry and pipeline check."""
+    """Period of pin expiry and sketch-epoch checks."""
+    poll_seconds: float = 1.0
+    """Period of the full slot-counter poll (hits for the policies, hit ratio); on softswitch a Read costs
+    about half a millisecond per counter cell, so a full pool's poll takes a few hundred ms."""
     check_seconds: float = 5.0
     """Period of the check that the switch still has our pipeline and index entries."""
     first_hit_poll_seconds: float = 0.002
@@ -214,11 +217,14 @@ class Controller:
             log.exception("%s failed", what)
 
     def _tick_loop(self) -> None:
-        last_check = time.monotonic()
+        last_check = last_poll = time.monotonic()
         while not self._stop.wait(self.options.tick_seconds):
             if not self.switch.wait_ready(0):
                 continue
-            self._guarded("tick", self.pool.tick)
+            poll = time.monotonic() - last_poll >= self.options.poll_seconds
+            if poll:
+                last_poll = time.monotonic()
+            self._guarded("tick", lambda poll=poll: self.pool.tick(poll=poll))
             if time.monotonic() - self._epoch_started >= self.options.detector.epoch_seconds:
                 self._guarded("new epoch", self._new_epoch)
             if time.monotonic() - last_check >= self.options.check_seconds:

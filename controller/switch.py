@@ -385,14 +385,19 @@ class SwitchConnection:
 
     # ---- counters, digests, multicast, packet-out --------------------------------------------------------
 
-    def read_counter(self, name: str, index: int | None = None) -> dict[int, tuple[int, int]]:
-        """Indirect counter cells as {index: (packets, bytes)}: one cell, or all of them when index is None."""
-        entity = p4runtime_pb2.Entity()
-        entity.counter_entry.counter_id = self.p4info.counter_id(name)
-        if index is not None:
-            entity.counter_entry.index.index = index
+    def read_counter(self, name: str, index: int | Sequence[int] | None = None) -> dict[int, tuple[int, int]]:
+        """Indirect counter cells as {index: (packets, bytes)}: one cell, several (one Read RPC), or all (None)."""
+        counter_id = self.p4info.counter_id(name)
+        indices = [None] if index is None else [index] if isinstance(index, int) else list(index)
+        entities = []
+        for cell in indices:
+            entity = p4runtime_pb2.Entity()
+            entity.counter_entry.counter_id = counter_id
+            if cell is not None:
+                entity.counter_entry.index.index = cell
+            entities.append(entity)
         cells = {}
-        for found in self.read([entity]):
+        for found in self.read(entities) if entities else ():
             if found.HasField("counter_entry"):
                 data = found.counter_entry.data
                 cells[found.counter_entry.index.index] = (data.packet_count, data.byte_count)

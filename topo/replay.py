@@ -5,8 +5,9 @@
 Each request looks up its prompt's blocks in prefix order, as a prefix cache does: GET block 0, 1, ... until
 the first miss; the blocks from there on are "computed" and stored (PUT, version 1; a concurrent writer's
 ERR_STALE means someone else stored it first) and, when the work says so, announced with INSERT so the
-controller can admit them. Block contents are derived from the prefix hash, so every read is checked against what was
-written. One JSON line per request goes to --out as soon as it is done (the demo's progress bar counts them).
+controller can admit them. Block contents are derived from the prefix hash, so every read is checked against
+what was written. One JSON line per request goes to --out as soon as it is done (the demo's progress bar
+counts them).
 
 WORK.json: {"start_at": UNIX_TIME, "block_bytes": 256, "announce": false, "tenant": 0,
             "requests": [{"i": 0, "t": 0.0, "blocks": [PREFIX_HASH, ...], "tokens": [512, ...]}, ...]}

@@ -22,8 +22,8 @@ Admission is not part of the paper's policy: pair this eviction with any admissi
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from policies.base import BlockInfo, BlockKey, Params, Victim
@@ -63,8 +63,9 @@ class KVCacheWildEviction:
         self._accesses: dict[WorkloadType, float] = {}
         self._reuses: dict[WorkloadType, float] = {}
         self._reuse_time: dict[WorkloadType, float] = {}
-        self._lists: dict[WorkloadType, OrderedDict[BlockKey, tuple[float, int]]] = {}
-        self._type_of: dict[BlockKey, WorkloadType] = {}
+        self._heaps: dict[WorkloadType, list[tuple[float, int, int, BlockKey]]] = {}
+        self._entry: dict[BlockKey, tuple[WorkloadType, tuple[float, int, int, BlockKey]]] = {}
+        self._seq = 0
 
     # ------------------------------------------------------------ profiling (every access)
     def record(self, block: BlockInfo, now: float) -> None:
@@ -93,14 +94,14 @@ class KVCacheWildEviction:
         return survive / (survive + 1.0 - probability) * (1.0 - math.exp(-rate * p.window_s))
 
     # ------------------------------------------------------------ resident set
+    # Per type, a heap ordered by (last access, deeper first): within a type the priority only falls with
+    # age, so the head is the type's victim. Re-read blocks push a new entry; stale ones are skipped.
     def _place(self, block: BlockInfo, now: float) -> None:
-        key = block.key
-        old = self._type_of.get(key)
-        if old is not None:
-            del self._lists[old][key]
         kind = self._type(block)
-        self._type_of[key] = kind
-        self._lists.setdefault(kind, OrderedDict())[key] = (now, block.depth)
+        self._seq += 1
+        entry = (now, -block.depth, self._seq, block.key)
+        self._entry[block.key] = (kind, entry)
+        heapq.heappush(self._heaps.setdefault(kind, []), entry)
 
     def on_insert(self, block: BlockInfo, now: float) -> None:
         self._place(block, now)
@@ -109,27 +110,35 @@ class KVCacheWildEviction:
         self._place(block, now)
 
     def on_remove(self, key: BlockKey) -> None:
-        kind = self._type_of.pop(key, None)
-        if kind is not None:
-            del self._lists[kind][key]
+        self._entry.pop(key, None)
+
+    def _head(self, kind: WorkloadType, protected: frozenset[BlockKey]) -> tuple[float, int, int, BlockKey] | None:
+        heap = self._heaps[kind]
+        skipped = []
+        found = None
+        while heap:
+            entry = heap[0]
+            current = self._entry.get(entry[3])
+            if current is None or current[1] is not entry:
+                heapq.heappop(heap)
+                continue
+            if entry[3] in protected:
+                skipped.append(heapq.heappop(heap))
+                continue
+            found = entry
+            break
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        return found
 
     def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
         best: tuple[float, int, BlockKey] | None = None  # (priority, -offset, key): smallest leaves
-        for kind, blocks in self._lists.items():
-            head_time: float | None = None
-            deepest: tuple[int, BlockKey] | None = None
-            for key, (then, depth) in blocks.items():
-                if key in protected:
-                    continue
-                if head_time is None:
-                    head_time = then
-                elif then != head_time:
-                    break  # only the oldest access batch of a type can hold its lowest priority
-                if deepest is None or depth > deepest[0]:
-                    deepest = (depth, key)
-            if head_time is None or deepest is None:
+        for kind in self._heaps:
+            head = self._head(kind, protected)
+            if head is None:
                 continue
-            candidate = (self.priority(kind, now - head_time), -deepest[0], deepest[1])
+            then, negative_depth, _, key = head
+            candidate = (self.priority(kind, now - then), negative_depth, key)
             if best is None or candidate[:2] < best[:2]:
                 best = candidate
         if best is None:

@@ -2,7 +2,10 @@
 
     program = load_program("p4src/kvswitch.p4")      # ir.Program, or raises P4Error("file:line:col: ...")
 
-`ir.py` documents the IR's conventions for the executor and the P4Info generator.
+`ir.py` documents the IR's conventions for the executor and the P4Info generator. The passes, one module
+each: `preprocess` (includes, #define, guards; file:line kept) → `parser` with the grammar `p4.lark` (AST in
+`ast`) → `checker` + `expressions` (+ `scopes`, `constfold`, `bmv2_rules`, the v1model declarations in
+`builtins`) → `ir.Program`. Every mistake in a program is one `errors.P4Error` ("file:line:col: message").
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 One pass over the declarations in order (P4 declares before use). Every expression gets its type, int
 literals take the width of their context, constant expressions are folded, and anything outside the
 supported subset or refused by p4c for BMv2 raises a located `P4Error`.
+
+This module checks declarations and statements; `expressions.py` checks expressions and calls,
+`scopes.py` holds the symbols and scopes, `bmv2_rules.py` the path rules p4c applies for BMv2.
 """
 
 from __future__ import annotations

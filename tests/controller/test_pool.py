@@ -236,3 +236,25 @@ def test_every_eviction_is_logged_with_a_reason():
     evict = next(d for d in pool.decisions if d.action == "evict")
     assert evict.key == K[0] and "make room for" in evict.reason and "fewest hits" in evict.reason
     assert pool.metrics.evictions["capacity"] == 1
+
+
+def test_default_value_policies_drive_the_pool_end_to_end():
+    """The project default (value admission + value eviction sharing one reuse model, residual recycling)."""
+    from controller.policy import PolicySpec, build_policies
+
+    clock = Clock()
+    dp, storage = FakeDataPlane(2), FakeStorage()
+    pool = PoolManager(dp, build_policies(PolicySpec(), dp.capacity), mover=TierMover(TierMap(), storage), clock=clock)
+    pool.on_hot_key(K[0], estimate=3)
+    pool.on_hot_key(K[1], estimate=3)
+    for _ in range(5):  # K[0] keeps being read from the switch
+        clock.now += 1
+        dp.hit(K[0], 4)
+        pool.poll_hits()
+    clock.now += 1
+    for _ in range(4):
+        pool.on_hot_key(K[2], estimate=50)
+    assert dp.index == {K[0]: 0, K[2]: 1}  # the busy chunk stays, the idle one made room for the hot newcomer
+    assert actions(pool, K[1]) == ["admit", "evict", "drop"]  # residual below residual's 0.05: dropped
+    assert "lowest value" in next(d.reason for d in pool.decisions if d.action == "evict")
+    assert storage.moves == []

@@ -38,7 +38,10 @@ def test_annotator_numbers_turns_by_shared_prefix_and_sizes_the_partial_tail() -
 def test_annotator_rejects_a_length_that_does_not_fit_the_block_count() -> None:
     with pytest.raises(ValueError, match="needs 1 blocks"):
         RequestAnnotator().blocks([0, 1], input_length=100)
-    assert RequestAnnotator(AnnotatorOptions(min_shared_blocks=1)).blocks([5]) == chain([5])
+    annotator = RequestAnnotator(AnnotatorOptions(min_shared_blocks=1))
+    annotator.blocks([5], now=0.0)
+    (again,) = annotator.blocks([5], now=30.0)
+    assert (again.turn, again.turn_gap_s, again.request_blocks) == (2, 30.0, 1)
 
 
 # ------------------------------------------------------------------ eviction

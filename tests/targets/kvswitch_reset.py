@@ -4,7 +4,8 @@ Tables and counters are easy (delete, write 0). The store's registers are not re
 slot a test may have written is scrubbed with the program's own operations: a SLOT_WRITE of key (0, 0, 0),
 version 0 and a zero value, then a PUT of that key through a temporary index entry, which leaves the slot
 invalid with version and min-version 0. The scrubbed slot differs from a never-written one only in
-`slot_value_csum` (CRC-32 of 128 zero bytes instead of 0), visible solely to a SLOT_READ of that slot.
+`slot_value_csum` (CRC-32 of 128 zero bytes instead of 0) and `slot_chunk_count` (1 instead of 0: a
+SLOT_WRITE needs chunk_count >= 1), visible solely to a SLOT_READ of that slot.
 The sketch and Bloom filter need no scrubbing: a new epoch number resets them (`KvNet.epoch_offset`).
 
 Which slots need it is learned by `SlotTracker`, a `Target` wrapper that notes the slot of every

@@ -130,6 +130,7 @@ def build_steps() -> Iterator[Step]:
     yield packet("get_miss_indexed_unfilled", CLIENT_PORT, kvp_frame(_kvp(req_id=2)))
     yield packet("fill", STORAGE_PORT, _reply(KEY, value_chunk(1), version=3))
     yield packet("get_hit", CLIENT_PORT, kvp_frame(_kvp(req_id=3)))
+    yield packet("get_hit_reader_asks_chunk_count_1", CLIENT_PORT, kvp_frame(_kvp(req_id=11, chunk_count=1)))
     yield packet("get_hit_version_ok", CLIENT_PORT, kvp_frame(_kvp(req_id=4, version=3)))
     yield packet("get_newer_version_misses", CLIENT_PORT, kvp_frame(_kvp(req_id=5, version=4)))
     yield packet("get_bypass", CLIENT_PORT, kvp_frame(_kvp(req_id=6, flags=int(Flag.BYPASS))))

@@ -73,3 +73,15 @@ def test_golden_vectors_cover_every_opcode_and_outcome(golden) -> None:
 def test_target_reproduces_golden_vectors_byte_for_byte(fresh_target, golden) -> None:
     diffs = vectors.replay(fresh_target, golden)
     assert diffs == [], "\n".join(diffs[:20])
+
+
+def test_replay_names_the_step_whose_bytes_differ(golden) -> None:
+    from softswitch.frontend import load_program
+    from softswitch.runtime import SoftSwitch
+
+    changed = [dict(step) for step in golden]
+    i = next(i for i, s in enumerate(changed) if s["op"] == "packet" and s["case"] == "get_hit")
+    port, data = changed[i]["out"][0]
+    changed[i]["out"] = [[port, data[:-2] + f"{int(data[-2:], 16) ^ 1:02x}"]]
+    diffs = vectors.replay(SoftSwitch.load(load_program(str(vectors.P4_MAIN)), cpu_port=CPU_PORT), changed)
+    assert len(diffs) == 1 and diffs[0].startswith(f"step {i} (get_hit, packet)")

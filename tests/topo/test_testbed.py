@@ -7,6 +7,7 @@ folders are per test so nothing collides with a testbed someone runs by hand.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -98,3 +99,24 @@ def test_get_through_the_p4_switch_is_served_by_the_switch_once_the_block_is_hot
     assert served[0] == "HIT_SERVER" and served[-1] == "HIT_SWITCH", served
     out = host_run(bed, "h1", "lookup", "0x1234")  # punted to the controller, answered in st1's name
     assert "rc=0" in out and "SWITCH" in out, out
+
+
+def test_demo_over_a_bridge_replays_the_trace_and_writes_report_and_plot(tmp_path, request):
+    request.addfinalizer(lambda: subprocess.run(["mn", "-c"], capture_output=True))
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(
+        json.dumps({"timestamp": i * 1000, "input_length": 1500, "output_length": 1, "hash_ids": [0, 100 + i, 200 + i]})
+        + "\n" for i in range(12)))
+    out = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "topo", "demo", "--target", "bridge", "--hosts", "3", "--trace", str(trace),
+         "--out", str(out), "--state", str(tmp_path / "state"), "--duration", "1",
+         "--grpc-base", str(free_port()), "--api-base", str(free_port())],
+        capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["requests"] == 12 and results["wrong_blocks"] == 0 and results["errors"] == 0
+    assert results["outcomes"] == {"MISS": 12 + 0, "HIT_SERVER": 11} or results["outcomes"]["MISS"] >= 12
+    first_block = results["hot_blocks"][0]
+    assert first_block["client_gets"] == 12 and first_block["storage_gets"] == 12  # a bridge absorbs nothing
+    assert (out / "demo.png").stat().st_size > 10_000 and "switch hit ratio: 0.000" in (out / "report.md").read_text()
