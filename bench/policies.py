@@ -58,7 +58,9 @@ def load_stream(path: pathlib.Path, limit: int | None = None) -> list[tuple[Bloc
     stream: list[tuple[BlockInfo, float]] = []
     for request in requests:
         now = request["timestamp"] / 1000.0
-        stream.extend((block, now) for block in annotator.blocks(request["hash_ids"], request["input_length"]))
+        stream.extend(
+            (block, now) for block in annotator.blocks(request["hash_ids"], request["input_length"], now=now)
+        )
     return stream
 
 
@@ -111,7 +113,33 @@ def run(out_dir: pathlib.Path, quick: bool = False) -> dict[str, Any]:
     result["best"] = best
     (out_dir / "policies.json").write_text(json.dumps(result, indent=1))
     (out_dir / "policies.md").write_text(_markdown(result))
+    _plot(result, out_dir / "policies.png")
     return result
+
+
+def _plot(result: dict[str, Any], path: pathlib.Path) -> None:
+    """Bar chart of hit ratios per pool size, MIN and LRU drawn as reference lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(result["capacities"])
+    names = list(result["policies"])
+    fig, axes = plt.subplots(1, len(labels), figsize=(6 * len(labels), 4.5), sharey=True)
+    for ax, label in zip(axes if len(labels) > 1 else [axes], labels, strict=True):
+        ratios = [result["policies"][name][label]["hit_ratio"] for name in names]
+        ax.barh(names, ratios, color="tab:blue")
+        for name, style in (("belady", "k--"), ("lru", "r:")):
+            value = result["reference"][name][label]["hit_ratio"]
+            ax.axvline(value, linestyle=style[1:], color=style[0], label=f"libCacheSim {name} {value:.3f}")
+        ax.set_title(f"pool = {label} of unique blocks ({result['capacities'][label]:,})")
+        ax.set_xlabel("block hit ratio")
+        ax.legend(loc="lower right", fontsize=8)
+    fig.suptitle("Mooncake conversation trace: online policies vs MIN (offline) and LRU")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _markdown(result: dict[str, Any]) -> str:
@@ -123,7 +151,8 @@ def _markdown(result: dict[str, Any]) -> str:
         "",
         "Pool sizes: " + ", ".join(f"{k} = {v:,} blocks" for k, v in result["capacities"].items()) + ".",
         "",
-        "| policy (admission+eviction) | " + " | ".join(f"hit {k} | ×MIN {k}" for k in labels)
+        "| policy (admission+eviction) | "
+        + " | ".join(f"hit {k} | ×MIN {k}" for k in labels)
         + " | refs/s | ×libCacheSim |",
         "|---|" + "---:|" * (2 * len(labels) + 2),
     ]
@@ -133,12 +162,16 @@ def _markdown(result: dict[str, Any]) -> str:
             for k in labels
         )
         speed = ref[name][labels[0]]["refs_per_s"]
-        lines.append(f"| libCacheSim {name}{' (MIN, offline)' if name == 'belady' else ''} | {cells} | "
-                     f"{speed:,.0f} | 1.00 |")
+        lines.append(
+            f"| libCacheSim {name}{' (MIN, offline)' if name == 'belady' else ''} | {cells} | "
+            f"{speed:,.0f} | 1.00 |"
+        )
     for name, runs in result["policies"].items():
         cells = " | ".join(f"{runs[k]['hit_ratio']:.4f} | {runs[k]['of_min']:.2f}" for k in labels)
         first = runs[labels[0]]
-        lines.append(f"| {name} | {cells} | {first['refs_per_s']:,.0f} | "
-                     f"{first['speed_ratio']:.2f} (vs {first['libcachesim_baseline']}) |")
+        lines.append(
+            f"| {name} | {cells} | {first['refs_per_s']:,.0f} | "
+            f"{first['speed_ratio']:.2f} (vs {first['libcachesim_baseline']}) |"
+        )
     lines += ["", "Best online policy: " + ", ".join(f"{k}: {v}" for k, v in result["best"].items()) + "."]
     return "\n".join(lines) + "\n"

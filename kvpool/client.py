@@ -191,7 +191,7 @@ class KVPClient:
     def _one(self, request: KVP) -> KVP:
         reply = self.exchange([request])[0][0]
         if reply.status in (Status.ERR_MALFORMED, Status.ERR_UNKNOWN_OP, Status.ERR_DENIED):
-            raise KVPError(f"{request.summary()} refused: {Status(reply.status).name}", Status(reply.status))
+            raise KVPError(f"{request.summary()} refused: {_name(reply.status)}", _status(reply.status))
         return reply
 
     # ---- blocks -------------------------------------------------------------------------------------
@@ -209,17 +209,17 @@ class KVPClient:
         while todo:
             requests = [self._request(Opcode.GET, prefix_hash, i, count, version=version) for i in todo]
             for request, (reply, latency, attempts) in zip(requests, self.exchange(requests), strict=True):
-                status = Status(reply.status) if reply.status in Status._value2member_map_ else reply.status
+                status = _status(reply.status)
                 if status == Status.MISS:
                     raise BlockNotFound(f"block {prefix_hash:#018x} chunk {request.chunk_idx}: MISS", Status.MISS)
                 if status not in (Status.HIT_SWITCH, Status.HIT_SERVER) or not isinstance(reply.payload, KVPValue):
                     raise KVPError(f"GET {prefix_hash:#018x} chunk {request.chunk_idx}: unexpected reply "
-                                   f"{reply.summary()}", status if isinstance(status, Status) else None)
+                                   f"{reply.summary()}", status)
                 try:
                     assembly.add(reply.chunk_idx, reply.chunk_count, reply.value_len,
                                  reply.payload.value_bytes, reply.version, reply.value_csum)
                 except BlockError as exc:
-                    raise KVPError(f"GET {prefix_hash:#018x}: {exc} (from {status.name})",
+                    raise KVPError(f"GET {prefix_hash:#018x}: {exc} (from {_name(reply.status)})",
                                    Status.ERR_CHECKSUM) from None
                 served[reply.chunk_idx] = ChunkReply(reply.chunk_idx, status, latency, attempts)
             count = assembly.count or 1
@@ -239,10 +239,9 @@ class KVPClient:
                     for c in chunks]
         for request, (reply, _, _) in zip(requests, self.exchange(requests), strict=True):
             if reply.status != Status.OK:
-                name = Status(reply.status).name if reply.status in Status._value2member_map_ else reply.status
-                raise KVPError(f"PUT {prefix_hash:#018x} chunk {request.chunk_idx} v{version}: {name}"
+                raise KVPError(f"PUT {prefix_hash:#018x} chunk {request.chunk_idx} v{version}: {_name(reply.status)}"
                                + (f" (stored v{reply.version})" if reply.status == Status.ERR_STALE else ""),
-                               Status(reply.status) if reply.status in Status._value2member_map_ else None)
+                               _status(reply.status))
 
     # ---- metadata -----------------------------------------------------------------------------------
 
@@ -254,12 +253,12 @@ class KVPClient:
         request = self._request(Opcode.INSERT, prefix_hash, chunk_idx, chunk_count, value, version=version,
                                 aux=depth << 16 | tokens, flags=Flag.PIN if pin else 0)
         reply = self._one(request)
-        return Meta(Status(reply.status), tiers_of(reply.aux), reply.version)
+        return _meta(reply)
 
     def lookup(self, prefix_hash: int, chunk_idx: int = 0) -> Meta:
         """Where a chunk lives (tier set) and its newest known version."""
         reply = self._one(self._request(Opcode.LOOKUP_META, prefix_hash, chunk_idx, chunk_idx + 1))
-        return Meta(Status(reply.status), tiers_of(reply.aux), reply.version)
+        return _meta(reply)
 
     def stat(self, prefix_hash: int, chunk_idx: int = 0) -> int:
         """GETs the storage node received for a chunk."""
@@ -269,7 +268,31 @@ class KVPClient:
         """Ask the storage node to move (or keep, with a score) a chunk; (status, tier it is in now)."""
         aux = int(tier) | min(int(score * 1000), (1 << 24) - 1) << 8
         reply = self.exchange([self._request(Opcode.TIER_MOVE, prefix_hash, chunk_idx, chunk_idx + 1, aux=aux)])[0][0]
-        return Status(reply.status), Tier(reply.aux & 0xFF)
+        status = _status(reply.status)
+        if status is None:
+            raise KVPError(f"TIER_MOVE: unknown status {reply.status:#04x} in the reply")
+        tier = reply.aux & 0xFF
+        return status, Tier(tier) if tier in {int(t) for t in Tier} else Tier.ABSENT
+
+
+def _status(code: int) -> Status | None:
+    """The Status of a reply's code, None for a code the protocol does not define."""
+    try:
+        return Status(code)
+    except ValueError:
+        return None
+
+
+def _meta(reply: KVP) -> Meta:
+    status = _status(reply.status)
+    if status is None:
+        raise KVPError(f"unknown status {reply.status:#04x} in {reply.summary()}")
+    return Meta(status, tiers_of(reply.aux), reply.version)
+
+
+def _name(code: int) -> str:
+    status = _status(code)
+    return status.name if status is not None else f"status {code:#04x}"
 
 
 # ---- command line ---------------------------------------------------------------------------------------

@@ -129,8 +129,7 @@ class AccessObserver(Protocol):
     pool calls `record` on any eviction policy that has it, before `on_hit`/`victim`/`on_insert`.
     """
 
-    def record(self, block: BlockInfo, now: float) -> None:
-        ...
+    def record(self, block: BlockInfo, now: float) -> None: ...
 
 
 @runtime_checkable
@@ -139,8 +138,7 @@ class RecyclingPolicy(Protocol):
 
     name: str
 
-    def decide(self, victim: Victim, from_tier: Tier, now: float) -> Recycle:
-        ...
+    def decide(self, victim: Victim, from_tier: Tier, now: float) -> Recycle: ...
 
 
 @dataclass(frozen=True)

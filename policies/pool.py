@@ -61,6 +61,7 @@ class Pool:
         self.stats: Counter[str] = Counter()
         self._resident: dict[BlockKey, BlockInfo] = {}
         self._pins: Counter[BlockKey] = Counter()
+        self._pinned: frozenset[BlockKey] = frozenset()  # snapshot of the pinned keys, rebuilt on change
         observer = eviction if isinstance(eviction, AccessObserver) else None
         self._observe = observer.record if observer is not None else None
         # Optional flags of an admission policy: its score is in the unit of `Victim.residual` (the value
@@ -85,20 +86,26 @@ class Pool:
             self._bypass(key, "admission refused")
             return False
         if len(self._resident) >= self.capacity:
-            score = self.admission.score(block, now) if self._compares_residual or self._compares_victim else 0.0
+            score = (
+                self.admission.score(block, now) if self._compares_residual or self._compares_victim else 0.0
+            )
             while len(self._resident) >= self.capacity:
                 try:
-                    victim = self.eviction.victim(now, frozenset(self._pins))
+                    victim = self.eviction.victim(now, self._pinned)
                 except LookupError:
                     self._bypass(key, "every resident block is pinned")
                     return False
                 if self._compares_residual and score < victim.residual:
-                    self._bypass(key, f"worth {score:.3g}, less than victim {victim.key!r} ({victim.residual:.3g})")
+                    self._bypass(
+                        key, f"worth {score:.3g}, less than victim {victim.key!r} ({victim.residual:.3g})"
+                    )
                     return False
                 if self._compares_victim:
                     rival = self.admission.score(self._resident[victim.key], now)
                     if score <= rival:
-                        self._bypass(key, f"not more popular ({score:g}) than victim {victim.key!r} ({rival:g})")
+                        self._bypass(
+                            key, f"not more popular ({score:g}) than victim {victim.key!r} ({rival:g})"
+                        )
                         return False
                 self._remove(victim.key, victim.reason)
                 recycle = self.recycling.decide(victim, self.tier, now)
@@ -126,6 +133,7 @@ class Pool:
         if key not in self._resident:
             raise KeyError(f"cannot pin {key!r}: not resident")
         self._pins[key] += 1
+        self._pinned = frozenset(self._pins)
 
     def unpin(self, key: BlockKey) -> None:
         """Undo one `pin`."""
@@ -135,9 +143,10 @@ class Pool:
         self._pins[key] -= 1
         if not self._pins[key]:
             del self._pins[key]
+            self._pinned = frozenset(self._pins)
 
     def pinned(self) -> frozenset[BlockKey]:
-        return frozenset(self._pins)
+        return self._pinned
 
     def evict(self, key: BlockKey, reason: str = "explicit") -> bool:
         """Remove a block now (invalidation, operator); no recycling. False if it was not resident."""

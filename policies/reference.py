@@ -84,7 +84,9 @@ class ReferenceTrace:
 
     def run(self, policy_name: str, capacity: int) -> ReferenceRun:
         if policy_name not in POLICIES:
-            raise ValueError(f"unknown libCacheSim policy {policy_name!r}; known: {', '.join(sorted(POLICIES))}")
+            raise ValueError(
+                f"unknown libCacheSim policy {policy_name!r}; known: {', '.join(sorted(POLICIES))}"
+            )
         if capacity < 1:
             raise ValueError(f"capacity must be ≥ 1 block, got {capacity}")
         if self.requests == 0:

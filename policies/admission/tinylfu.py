@@ -49,7 +49,9 @@ class TinyLFUAdmission:
         self._key = p.seed.to_bytes(8, "little", signed=True)
 
     def _hashes(self, key: BlockKey) -> list[int]:
-        digest = hashlib.blake2b(repr(key).encode(), digest_size=8 * (self.params.depth + 2), key=self._key).digest()
+        digest = hashlib.blake2b(
+            repr(key).encode(), digest_size=8 * (self.params.depth + 2), key=self._key
+        ).digest()
         return [int.from_bytes(digest[i : i + 8], "little") for i in range(0, len(digest), 8)]
 
     def _door_bits(self, hashes: list[int]) -> tuple[int, int]:

@@ -17,7 +17,9 @@ What we simplified: the paper profiles each type offline from past traces and re
 we keep the profile online from the accesses seen so far (counts and summed reuse times per type,
 with a weak prior), which uses only the past. The Mooncake traces carry no request category, so the
 type is (`BlockInfo.category`, turn) with turn inferred from prefix sharing (`policies.request`).
-Admission is not part of the paper's policy: pair this eviction with any admission policy.
+Admission is not part of the paper's policy: pair this eviction with any admission policy. Within a
+type the priority only falls with age, so each type keeps a heap by (last access, deeper first) and an
+eviction compares one head per type. `Victim.residual` is the probability, not a `value` score.
 """
 
 from __future__ import annotations
@@ -112,7 +114,9 @@ class KVCacheWildEviction:
     def on_remove(self, key: BlockKey) -> None:
         self._entry.pop(key, None)
 
-    def _head(self, kind: WorkloadType, protected: frozenset[BlockKey]) -> tuple[float, int, int, BlockKey] | None:
+    def _head(
+        self, kind: WorkloadType, protected: frozenset[BlockKey]
+    ) -> tuple[float, int, int, BlockKey] | None:
         heap = self._heaps[kind]
         skipped = []
         found = None
@@ -144,4 +148,6 @@ class KVCacheWildEviction:
         if best is None:
             raise LookupError("kvcache_wild: every resident block is pinned")
         probability, offset, key = best
-        return Victim(key, probability, f"reuse probability {probability:.3g} within window, offset {-offset}")
+        return Victim(
+            key, probability, f"reuse probability {probability:.3g} within window, offset {-offset}"
+        )

@@ -27,6 +27,7 @@ class LFUEviction:
         self.params = params or LFUParams()
         self._count: dict[BlockKey, int] = {}
         self._buckets: dict[int, OrderedDict[BlockKey, None]] = {}
+        self._min = 1  # the lowest count with a non-empty bucket (when any block is resident)
 
     def _put(self, key: BlockKey, count: int) -> None:
         self._count[key] = count
@@ -38,19 +39,27 @@ class LFUEviction:
         del bucket[key]
         if not bucket:
             del self._buckets[count]
+            if count == self._min and self._buckets:
+                self._min = min(self._buckets)
         return count
 
     def on_insert(self, block: BlockInfo, now: float) -> None:
         self._put(block.key, 1)
+        self._min = 1
 
     def on_hit(self, block: BlockInfo, now: float) -> None:
-        self._put(block.key, self._take(block.key) + 1)
+        count = self._take(block.key) + 1
+        self._put(block.key, count)
+        self._min = min(self._min, count) if self._min in self._buckets else count
 
     def on_remove(self, key: BlockKey) -> None:
         if key in self._count:
             self._take(key)
 
     def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+        if not protected and self._min in self._buckets:
+            key = next(iter(self._buckets[self._min]))
+            return Victim(key, 0.0, f"least frequently used ({self._min} reads while resident)")
         for count in sorted(self._buckets):
             for key in self._buckets[count]:
                 if key not in protected:

@@ -26,7 +26,9 @@ class ValueEvictionParams(Params):
     """Extra prefill cost per block of prefix in front (attention over the prefix), relative to the block's own."""
 
 
-def block_value(model: ReuseModel, block: BlockInfo, cls: ReuseClass, age: float, depth_weight: float) -> float:
+def block_value(
+    model: ReuseModel, block: BlockInfo, cls: ReuseClass, age: float, depth_weight: float
+) -> float:
     """Expected prefill token-equivalents saved per second per byte of slot, for a block of `cls` and `age`."""
     return model.reuse_rate(cls, age) * recompute_weight(block, depth_weight) / max(1, block.size_bytes)
 

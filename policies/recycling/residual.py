@@ -29,5 +29,7 @@ class ResidualRecycling:
     def decide(self, victim: Victim, from_tier: Tier, now: float) -> Recycle:
         below = NEXT_TIER_DOWN[from_tier]
         if below is Tier.ABSENT or victim.residual < self.params.threshold:
-            return Recycle(Tier.ABSENT, f"residual {victim.residual:.3g} < {self.params.threshold:g}: dropped")
+            return Recycle(
+                Tier.ABSENT, f"residual {victim.residual:.3g} < {self.params.threshold:g}: dropped"
+            )
         return Recycle(below, f"residual {victim.residual:.3g} ≥ {self.params.threshold:g}: to {below.name}")

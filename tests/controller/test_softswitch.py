@@ -116,3 +116,16 @@ def test_controller_restart_reconciles_with_what_the_switch_holds(testbed):
     second = start_controller()
     assert second.last_reconcile == {"kept": 3, "adopted": 0, "reinstalled": 0, "pins": 1, "dropped": 0}
     assert second.dataplane.installed() == {k: i for i, k in enumerate(keys)}
+
+
+def test_a_second_controller_with_a_lower_election_id_stays_backup(testbed, program):
+    from controller.errors import P4RuntimeError
+    from controller.p4info import P4Info
+    from controller.switch import SwitchConnection, SwitchOptions
+
+    switch, start_controller = testbed
+    controller = start_controller()
+    rival = SwitchConnection(SwitchOptions(switch.address, election_id=0), P4Info.load(program[0]))
+    with pytest.raises(P4RuntimeError, match="not primary"):
+        rival.open(timeout=2)
+    assert controller.switch.is_primary

@@ -40,7 +40,9 @@ def test_generic_policy_matches_libcachesim_on_zipf_stream(eviction: str, capaci
 
 @pytest.mark.parametrize("capacity", SIZES)
 @pytest.mark.parametrize("eviction", GENERIC)
-def test_generic_policy_matches_libcachesim_on_conversation_excerpt(excerpt_stream, eviction: str, capacity: int) -> None:
+def test_generic_policy_matches_libcachesim_on_conversation_excerpt(
+    excerpt_stream, eviction: str, capacity: int
+) -> None:
     keys = [block.key for block, _ in excerpt_stream]
     assert our_hits(eviction, keys, capacity) == libcachesim_hit_count(eviction, keys, capacity)
 

@@ -4,8 +4,10 @@
     softswitch-process   `python -m softswitch` behind P4Runtime and veth pairs (slow, root; runs in CI)
     bmv2-process         `simple_switch_grpc` from p4c's output, the same harness (slow, root, bmv2)
 
-Select with `-m "not slow"` (in-process only) or `-k softswitch-process` / `-k bmv2-process`. Whether BMv2 runs
-is decided by a check (`shutil.which`), never by catching a failure.
+Select with `-m "not slow"` (in-process only) or `-k softswitch-process` / `-k bmv2-process`. Whether BMv2
+runs is decided by a check (`shutil.which`), never by catching a failure. A busy machine can lengthen the
+process targets' waits with `KVSWITCH_REMOTE_WAIT_S=FIRST,QUIET` (seconds; default 0.25,0.04, see
+`remote.Quiescence`).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import os
 import pathlib
 import warnings
+from collections.abc import Mapping
 
 import pytest
 
 from tests.dataplane.kvnet import CPU_PORT, P4_MAIN
 from tests.targets.kvswitch_reset import SlotTracker, reset_kvswitch
+from tests.targets.remote import Quiescence
 from tests.targets.switch_process import (
     BMV2,
     KINDS,
@@ -46,6 +50,19 @@ def target_params() -> list:
     ]
 
 
+def quiescence_from_env(env: Mapping[str, str]) -> Quiescence:
+    """`KVSWITCH_REMOTE_WAIT_S=first,quiet` (seconds) lengthens the waits on a slow or busy machine."""
+    text = env.get("KVSWITCH_REMOTE_WAIT_S")
+    if not text:
+        return Quiescence()
+    try:
+        first, quiet = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"KVSWITCH_REMOTE_WAIT_S={text!r}: expected FIRST,QUIET in seconds, e.g. 0.5,0.1") \
+            from None
+    return Quiescence(first_frame_s=first, quiet_s=quiet)
+
+
 def kind_of(param: str) -> str:
     """`softswitch-process` → `softswitch` (a `switch_process.KINDS` key)."""
     assert param.endswith(PROCESS_SUFFIX), param
@@ -70,7 +87,8 @@ class SharedSwitches:
     def start(self, kind: str, tag: str) -> SwitchProcess:
         """A new process of `kind` (the caller closes it); `tag` keeps its interface names apart."""
         proc = SwitchProcess(KINDS[kind], self.compiled(kind), self.work_dir,
-                             ProcessOptions(cpu_port=CPU_PORT, veth_tag=f"{os.getpid() % 1000:03d}{tag}"))
+                             ProcessOptions(cpu_port=CPU_PORT, quiescence=quiescence_from_env(os.environ),
+                                            veth_tag=f"{os.getpid() % 1000:03d}{tag}"))
         proc.start()
         return proc
 

@@ -8,10 +8,15 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2
 
+from kvpool.constants import Status
+from kvpool.protocol import KVPValue
 from softswitch.target import Exact, Lpm, TableEntry, TargetError
-from tests.dataplane.kvnet import CPU_PORT, P4_MAIN
-from tests.targets.kinds import INPROC, SharedSwitches, kind_of, target_params
+from tests.dataplane.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN, STORAGE_PORT, BlockKey, KvNet, value_chunk
+from tests.targets.kinds import INPROC, SharedSwitches, kind_of, quiescence_from_env, target_params
 from tests.targets.p4rt import Field, pack_header, target_error, unpack_header
+from tests.targets.remote import Quiescence
+from tests.targets.switch_process import BMV2, SOFTSWITCH, Compiled
+from tests.targets.veth import VethPairs
 
 PACKET_IN = (Field(1, "ingress_port", 16), Field(2, "reason", 8), Field(3, "pad", 8))
 ODD = (Field(1, "port", 9), Field(2, "flag", 1), Field(3, "rest", 6))
@@ -127,3 +132,64 @@ def test_counter_write_then_read(target) -> None:
     assert target.counter_read("MyIngress.kvp_events", 4) == (0, 0)
     with pytest.raises(TargetError):
         target.counter_read("MyIngress.kvp_events", 1 << 20)
+
+
+# ---- the harness itself ----------------------------------------------------------------------------------
+
+def test_bmv2_is_started_with_the_documented_command_lines(tmp_path) -> None:
+    p4info = tmp_path / "kvswitch.p4info.txtpb"
+    assert BMV2.compile_command(P4_MAIN, tmp_path) == [
+        "p4c", "--target", "bmv2", "--arch", "v1model", "-o", str(tmp_path), "--p4runtime-files", str(p4info),
+        str(P4_MAIN)]
+    compiled = Compiled(p4info, tmp_path / "kvswitch.json")
+    assert BMV2.switch_command(compiled, VethPairs([1, 2], tag="x"), "127.0.0.1:9559", 255) == [
+        "simple_switch_grpc", "--no-p4", "-i", "1@rtgxs1", "-i", "2@rtgxs2", "--device-id", "1",
+        "--", "--grpc-server-addr", "127.0.0.1:9559", "--cpu-port", "255"]
+
+
+def test_bmv2_counts_as_available_only_with_both_tools_on_path(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert BMV2.missing_tools() == ["p4c", "simple_switch_grpc"]
+    for tool in ("p4c", "simple_switch_grpc"):
+        (tmp_path / tool).write_text("#!/bin/sh\n")
+        (tmp_path / tool).chmod(0o755)
+    assert BMV2.available() and SOFTSWITCH.available()
+
+
+def test_waits_can_be_lengthened_from_the_environment() -> None:
+    assert quiescence_from_env({}) == Quiescence()
+    got = quiescence_from_env({"KVSWITCH_REMOTE_WAIT_S": "0.5,0.1"})
+    assert (got.first_frame_s, got.quiet_s) == (0.5, 0.1)
+    with pytest.raises(ValueError, match="KVSWITCH_REMOTE_WAIT_S"):
+        quiescence_from_env({"KVSWITCH_REMOTE_WAIT_S": "slow"})
+
+
+@pytest.fixture(scope="module")
+def enums() -> dict[str, dict[str, int]]:
+    from softswitch.frontend import load_program
+
+    program = load_program(str(P4_MAIN))
+    return {n: {m: program.type(n).value_of(m) for m in program.type(n).members}
+            for n in ("punt_reason_t", "drop_reason_t", "kvp_event_t")}
+
+
+@pytest.mark.parametrize("param", target_params()[1:])
+def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> None:
+    kind = kind_of(param.values[0])
+    net = KvNet(switches.for_test(kind), enums)
+    net.install_routes()
+    net.index(BlockKey(), 40)
+    assert net.slot_write(BlockKey(), 40, value_chunk(3), version=9).status == Status.OK
+    assert [p for p, _ in net.get(BlockKey())] == [CLIENT_PORT]
+
+    net = KvNet(switches.for_test(kind), enums)  # what the next test gets
+    assert net.target.table_entries("MyIngress.kv_index") == []
+    assert (net.slot_hits(40), net.events("GET_HIT"), net.events("SLOT_WRITE")) == (0, 0, 0)
+    got = net.slot_read(40)
+    assert (got.status, got.tenant, got.prefix_hash, got.version) == (Status.MISS, 0, 0, 0)
+    assert got[KVPValue].value_bytes == bytes(128)
+    net.install_routes()
+    net.index(BlockKey(), 40)
+    assert [p for p, _ in net.get(BlockKey())] == [STORAGE_PORT], "nothing of the old value is served"
+    net.server_reply(BlockKey(), value_chunk(4), version=1)  # older than the scrubbed key's 9: still fills
+    assert [p for p, _ in net.get(BlockKey())] == [CLIENT_PORT]

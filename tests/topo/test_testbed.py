@@ -116,7 +116,8 @@ def test_demo_over_a_bridge_replays_the_trace_and_writes_report_and_plot(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     assert results["requests"] == 12 and results["wrong_blocks"] == 0 and results["errors"] == 0
-    assert results["outcomes"] == {"MISS": 12 + 0, "HIT_SERVER": 11} or results["outcomes"]["MISS"] >= 12
+    # every request ends at its first miss (its own block 100+i at the latest); block 0 hits once stored
+    assert results["outcomes"]["MISS"] == 12 and 1 <= results["outcomes"]["HIT_SERVER"] <= 11
     first_block = results["hot_blocks"][0]
     assert first_block["client_gets"] == 12 and first_block["storage_gets"] == 12  # a bridge absorbs nothing
     assert (out / "demo.png").stat().st_size > 10_000 and "switch hit ratio: 0.000" in (out / "report.md").read_text()
