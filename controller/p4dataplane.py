@@ -67,6 +67,18 @@ CONTROLLER_IP = "169.254.0.1"
 """Source IP of SLOT_* packet-outs (link-local: never routed)."""
 
 
+@dataclass(frozen=True, slots=True)
+class IndexSwap:
+    """What one batched index change (`P4RuntimeDataPlane.swap`) did, update by update."""
+
+    remove_error: P4RuntimeError | None = None
+    """Why the victim's entry could not be deleted (None: deleted, already gone, or no victim)."""
+    install_error: P4RuntimeError | None = None
+    """Why the newcomer could not be indexed (None: its entry is on the switch)."""
+    counter_reset: bool = False
+    """The slot's hit counter was zeroed in the same write: the newcomer's hits count from 0."""
+
+
 class P4RuntimeDataPlane:
     """The pool index and slots of one switch running kvswitch.p4."""
 
@@ -111,6 +123,35 @@ class P4RuntimeDataPlane:
         except P4RuntimeError as exc:
             if not exc.only("NOT_FOUND"):
                 raise
+
+    def swap(self, victim: ChunkKey | None, key: ChunkKey, slot: int, min_version: int = 0) -> IndexSwap:
+        """Delete `victim`'s entry, zero `slot`'s hit counter and index `key` at `slot`: one Write RPC.
+
+        The updates succeed or fail one by one (a victim already gone does not stop the newcomer); a newcomer
+        whose entry exists already is modified instead, as `install` does. Order in the batch: delete, reset,
+        insert, so no hit of the victim lands in the newcomer's count (softswitch applies a batch atomically
+        with respect to packets; BMv2 in this order).
+        """
+        names = self.names
+        entry = self._index_entry(key, slot, min_version)
+        updates = [self.switch.table_update("DELETE", self._index_entry(victim))] if victim is not None else []
+        updates.append(self.switch.counter_update(names.slot_hits_counter, slot))
+        updates.append(self.switch.table_update("INSERT", entry))
+        try:
+            outcomes = self.switch.write_each(updates)
+        except P4RuntimeError as exc:  # nothing applied
+            return IndexSwap(exc if victim is not None else None, exc, False)
+        removed = outcomes[0] if victim is not None else None
+        if removed is not None and removed.only("NOT_FOUND"):
+            removed = None
+        installed = outcomes[-1]
+        if installed is not None and installed.only("ALREADY_EXISTS"):
+            try:
+                self.switch.modify(entry)
+                installed = None
+            except P4RuntimeError as exc:
+                installed = exc
+        return IndexSwap(removed, installed, outcomes[-2] is None)
 
     def installed(self) -> dict[ChunkKey, int]:
         tenant, prefix_hash, chunk = self.names.index_key

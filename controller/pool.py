@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from controller.dataplane import DataPlane
 from controller.keys import ChunkKey
@@ -81,6 +82,23 @@ class Decision:
     reason: str
     slot: int | None = None
     score: float | None = None
+
+
+class SwapOutcome(Protocol):
+    """What a batched index change did (controller.p4dataplane.IndexSwap)."""
+
+    @property
+    def remove_error(self) -> Exception | None: ...
+    @property
+    def install_error(self) -> Exception | None: ...
+    @property
+    def counter_reset(self) -> bool: ...
+
+
+class IndexSwapper(Protocol):
+    """Optional batching capability of a `DataPlane`: evict, reset the slot's counter and admit in one write."""
+
+    def swap(self, victim: ChunkKey | None, key: ChunkKey, slot: int, min_version: int = 0) -> SwapOutcome: ...
 
 
 class PinError(Exception):
@@ -306,6 +324,7 @@ class PoolManager:
         entry = self._track(key, now)
         if key in self.slots:
             return self.slots.slot_of(key)
+        victim = None
         if self.slots.full:
             victim = self._choose_victim(now, frozenset(protected or ()) | self.pins.protected(now))
             if victim is None:
@@ -317,22 +336,24 @@ class PoolManager:
                 self._log("refuse", key, f"score {entry.score:.3f} not above victim {victim.key} "
                           f"(residual {victim.residual:.3f})", score=entry.score, now=now)
                 return None
-            self._evict_locked(victim.key, now, f"make room for {key}: {victim.reason}", victim, label="capacity")
+            self._evict_locked(victim.key, now, f"make room for {key}: {victim.reason}", victim, label="capacity",
+                               delete_entry=False)
         try:
             slot = self.slots.allocate(key)
         except PoolFull:
+            if victim is not None:
+                self._delete_entry(victim.key)
             return None
-        try:
-            self.dataplane.install(key, slot, min_version=entry.version)
-        except Exception as exc:
+        error, counter_reset = self._index(victim.key if victim is not None else None, key, slot, entry.version)
+        if error is not None:
             self.slots.release(key)
             self.metrics.count("refusals", "switch write failed")
-            self._log("refuse", key, f"index entry write failed: {exc}", now=now)
+            self._log("refuse", key, f"index entry write failed: {error}", now=now)
             return None
         if entry.first_digest_at is not None and entry.first_digest_at == entry.last_digest_at:
             self.metrics.latency("hot_to_installed", self.clock() - entry.first_digest_at)
         entry.admitted_at = now
-        entry.hit_baseline = self._slot_counter(slot)
+        entry.hit_baseline = 0 if counter_reset else self._slot_counter(slot)
         entry.switch_hits = 0
         entry.first_hit_at = None
         self._pending_first_hit.add(key)
@@ -354,6 +375,31 @@ class PoolManager:
         if compares and victim.key in self.tracked:
             bar = max(bar, self.policies.admission.score(self.tracked[victim.key].info, now))
         return not (entry.score < bar or (compares and entry.score == bar))
+
+    def _index(self, victim: ChunkKey | None, key: ChunkKey, slot: int, version: int) -> tuple[Exception | None, bool]:
+        """Index `key` at `slot`, deleting `victim`'s entry first: (why the newcomer failed or None, whether the
+        slot's hit counter was zeroed with it). A data plane that can batch (`IndexSwapper`) does all of it in
+        one write, counter reset included, so an admission costs one RPC and no counter read."""
+        swap = getattr(self.dataplane, "swap", None)
+        if swap is None:
+            if victim is not None:
+                self._delete_entry(victim)
+            try:
+                self.dataplane.install(key, slot, min_version=version)
+            except Exception as exc:
+                return exc, False
+            return None, False
+        outcome: SwapOutcome = swap(victim, key, slot, version)
+        if outcome.remove_error is not None:
+            log.warning("deleting the index entry of %s failed (%s); its slot was freed anyway",
+                        victim, outcome.remove_error)
+        return outcome.install_error, outcome.counter_reset and outcome.install_error is None
+
+    def _delete_entry(self, key: ChunkKey) -> None:
+        try:
+            self.dataplane.remove(key)
+        except Exception as exc:
+            log.warning("deleting the index entry of %s failed (%s); freeing its slot anyway", key, exc)
 
     def _slot_counter(self, slot: int) -> int:
         try:
@@ -389,14 +435,14 @@ class PoolManager:
     # ---- eviction and recycling --------------------------------------------------------------------------
 
     def _evict_locked(self, key: ChunkKey, now: float, reason: str, victim: Victim | None = None,
-                      label: str = "operator") -> Decision:
+                      label: str = "operator", delete_entry: bool = True) -> Decision:
+        """Free `key`'s slot; `delete_entry=False` leaves deleting its index entry to the caller's batched
+        write (an eviction that makes room for a newcomer)."""
         slot = self.slots.slot_of(key)
         if slot is None:
             raise KeyError(f"{key} is not in the switch pool")
-        try:
-            self.dataplane.remove(key)
-        except Exception as exc:
-            log.warning("deleting the index entry of %s failed (%s); freeing its slot anyway", key, exc)
+        if delete_entry:
+            self._delete_entry(key)
         self.slots.release(key)
         self.policies.eviction.on_remove(key)
         self.tiers.remove(key, Tier.SWITCH)

@@ -291,6 +291,23 @@ class SwitchConnection:
         request.updates.extend(updates)
         self._call("Write", request)
 
+    def write_each(self, updates: Sequence[p4runtime_pb2.Update]) -> list[P4RuntimeError | None]:
+        """One Write of several updates; the outcome of each (None: applied), in order.
+
+        The switch applies every update it can (CONTINUE_ON_ERROR) and names the failed ones in the status
+        details, so the caller handles each failure on its own. Raises when the RPC itself failed (no per-update
+        details: switch unreachable, not primary, ...), since then nothing is known to have been applied.
+        """
+        try:
+            self.write(updates)
+        except P4RuntimeError as exc:
+            if not exc.updates:
+                raise
+            failed = {u.index: u for u in exc.updates}
+            return [P4RuntimeError(failed[i].code, failed[i].message, (failed[i],)) if i in failed else None
+                    for i in range(len(updates))]
+        return [None] * len(updates)
+
     def read(self, entities: Sequence[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
         if self._stub is None:
             raise P4RuntimeError("UNAVAILABLE", f"not connected to {self.options.address}")
@@ -402,6 +419,15 @@ class SwitchConnection:
                 data = found.counter_entry.data
                 cells[found.counter_entry.index.index] = (data.packet_count, data.byte_count)
         return cells
+
+    def counter_update(self, name: str, index: int, packets: int = 0, bytes_: int = 0) -> p4runtime_pb2.Update:
+        """A MODIFY setting one indirect counter cell (zero by default), for batching in one write()."""
+        entity = p4runtime_pb2.Entity()
+        entity.counter_entry.counter_id = self.p4info.counter_id(name)
+        entity.counter_entry.index.index = index
+        entity.counter_entry.data.packet_count = packets
+        entity.counter_entry.data.byte_count = bytes_
+        return self._update("MODIFY", entity)
 
     def configure_digest(self, name: str, max_timeout_ns: int = 0, max_list_size: int = 1,
                          ack_timeout_ns: int = 1_000_000) -> None:

@@ -96,16 +96,20 @@ class Pool:
                     self._bypass(key, "every resident block is pinned")
                     return False
                 if self._compares_residual and score < victim.residual:
-                    self._bypass(
-                        key, f"worth {score:.3g}, less than victim {victim.key!r} ({victim.residual:.3g})"
-                    )
+                    if self._log:
+                        self._bypass(
+                            key, f"worth {score:.3g}, less than victim {victim.key!r} ({victim.residual:.3g})"
+                        )
+                    else:
+                        self.stats["bypassed"] += 1
                     return False
                 if self._compares_victim:
                     rival = self.admission.score(self._resident[victim.key], now)
                     if score <= rival:
-                        self._bypass(
-                            key, f"not more popular ({score:g}) than victim {victim.key!r} ({rival:g})"
-                        )
+                        if self._log:
+                            self._bypass(key, f"not more popular ({score:g}) than {victim.key!r} ({rival:g})")
+                        else:
+                            self.stats["bypassed"] += 1
                         return False
                 self._remove(victim.key, victim.reason)
                 recycle = self.recycling.decide(victim, self.tier, now)

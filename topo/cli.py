@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             print(bed.describe())
             print(f"*** try: h1 {sys.executable} -m kvpool.client --server 10.0.0.100 put 0x1 --version 1 --data hi")
+            print(f"***      and (another terminal) {sys.executable} -m controller --api "
+                  f"{bed.api_address(bed.plan.switches[0].device_id)} ls")
             setLogLevel("output")  # the CLI prints command output at this level
             CLI(bed.net)
         finally:

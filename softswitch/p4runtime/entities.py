@@ -13,7 +13,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from softswitch import target as tg
-from softswitch.p4runtime import bytestrings
+from softswitch.p4runtime import bytestrings, read_response
 from softswitch.p4runtime.errors import P4RuntimeError, from_target_code, invalid, not_found
 from softswitch.p4runtime.index import TableInfo
 from softswitch.p4runtime.pipeline import Pipeline
@@ -95,38 +95,6 @@ def decode_match(t: TableInfo, matches) -> dict[str, tg.Match]:
     return out
 
 
-def encode_match(t: TableInfo, match) -> list[p4runtime_pb2.FieldMatch]:
-    by_name = {f.name: f for f in t.fields.values()}
-    out = []
-    for name, m in match.items():
-        f = by_name.get(name)
-        if f is None:  # the target knows a field P4Info does not describe: cannot be expressed
-            continue
-        fm = p4runtime_pb2.FieldMatch(field_id=f.id)
-        if isinstance(m, tg.Exact):
-            fm.exact.value = bytestrings.encode(m.value)
-        elif isinstance(m, tg.Lpm):
-            if m.prefix_len == 0:
-                continue
-            fm.lpm.value = bytestrings.encode(m.value)
-            fm.lpm.prefix_len = m.prefix_len
-        elif isinstance(m, tg.Ternary):
-            if m.mask == 0:
-                continue
-            fm.ternary.value = bytestrings.encode(m.value)
-            fm.ternary.mask = bytestrings.encode(m.mask)
-        elif isinstance(m, tg.Range):
-            if m.low == 0 and m.high == (1 << f.bitwidth) - 1:
-                continue
-            fm.range.low = bytestrings.encode(m.low)
-            fm.range.high = bytestrings.encode(m.high)
-        elif isinstance(m, tg.OptionalMatch):
-            fm.optional.value = bytestrings.encode(m.value)
-        out.append(fm)
-    out.sort(key=lambda fm: fm.field_id)
-    return out
-
-
 def decode_action(p: Pipeline, t: TableInfo, tw: TableWrite) -> tuple[str, dict[str, int]]:
     if tw.action_kind is None:
         raise invalid(f"{t.name}: entry has no action")
@@ -155,17 +123,11 @@ def decode_action(p: Pipeline, t: TableInfo, tw: TableWrite) -> tuple[str, dict[
     return info.name, params
 
 
-def _action_id(p: Pipeline, name: str) -> int:
-    for a in p.index.actions.values():
-        if a.name == name:
-            return a.id
-    raise P4RuntimeError(grpc.StatusCode.INTERNAL, f"target action {name!r} is not in P4Info")
-
-
 def encode_action(p: Pipeline, name: str, params) -> p4runtime_pb2.TableAction:
+    """A default action as a protobuf TableAction (entries go out through `read_response`)."""
+    info = p.index.action_by_name(name)
     ta = p4runtime_pb2.TableAction()
-    ta.action.action_id = _action_id(p, name)
-    info = p.index.actions[ta.action.action_id]
+    ta.action.action_id = info.id
     for pi in sorted(info.params.values(), key=lambda x: x.id):
         ta.action.params.add(param_id=pi.id, value=bytestrings.encode(params.get(pi.name, 0)))
     return ta
@@ -236,36 +198,32 @@ def _entry_key(table: str, match, priority: int) -> tuple:
     return (table, items, priority)
 
 
-def _entry_proto(p: Pipeline, t: TableInfo, e: tg.TableEntry, with_counters: bool) -> p4runtime_pb2.TableEntry:
-    te = p4runtime_pb2.TableEntry(table_id=t.id, priority=e.priority)
-    te.match.extend(encode_match(t, e.match))
-    te.action.CopyFrom(encode_action(p, e.action, e.params))
+def _entry_extras(p: Pipeline, t: TableInfo, e: tg.TableEntry, with_counters: bool):
+    """(direct counter (packets, bytes) or None, stored (controller_metadata, metadata) or None) of an entry."""
+    counter = None
     if with_counters and t.direct_counter_id:
-        packets, bytes_ = _call(p.target.direct_counter_read, t.name, e.match, e.priority)
-        te.counter_data.packet_count, te.counter_data.byte_count = packets, bytes_
-    te.is_const = t.is_const
-    if p.entry_metadata:
-        stored = p.entry_metadata.get(_entry_key(t.name, e.match, e.priority))
-        if stored is not None:
-            te.controller_metadata, te.metadata = stored
-    return te
+        counter = _call(p.target.direct_counter_read, t.name, e.match, e.priority)
+    stored = p.entry_metadata.get(_entry_key(t.name, e.match, e.priority)) if p.entry_metadata else None
+    return counter, stored
 
 
-def read_table_entries(p: Pipeline, want: p4runtime_pb2.TableEntry) -> Iterator[p4runtime_pb2.TableEntry]:
+def read_table_entries(p: Pipeline, want: p4runtime_pb2.TableEntry) -> Iterator[bytes]:
+    """Encoded Entity messages of the table entries `want` selects (wildcards: every table, every entry)."""
     tables = [p.index.table(want.table_id)] if want.table_id else list(p.index.tables.values())
     with_counters = want.HasField("counter_data")
+    encode = p.entry_encoder.entity
     for t in tables:
         if want.is_default_action:
             name, params = _call(p.target.table_get_default, t.name)
             te = p4runtime_pb2.TableEntry(table_id=t.id, is_default_action=True)
             te.action.CopyFrom(encode_action(p, name, params))
-            yield te
+            yield p4runtime_pb2.Entity(table_entry=te).SerializeToString()
             continue
         filt = decode_match(t, table_write_from_proto(want).matches) if want.table_id and want.match else None
         for e in _call(p.target.table_entries, t.name):
             if filt is not None and (dict(e.match) != filt or (want.priority and e.priority != want.priority)):
                 continue
-            yield _entry_proto(p, t, e, with_counters)
+            yield encode(t, e, *_entry_extras(p, t, e, with_counters))
 
 
 # ---- counters and registers ----------------------------------------------------------------------------
@@ -286,7 +244,8 @@ def _check_index(name: str, size: int, index: int) -> None:
         raise P4RuntimeError(grpc.StatusCode.OUT_OF_RANGE, f"{name}: index {index} not in 0..{size - 1}")
 
 
-def read_counter_entries(p: Pipeline, want: p4runtime_pb2.CounterEntry) -> Iterator[p4runtime_pb2.CounterEntry]:
+def read_counter_entries(p: Pipeline, want: p4runtime_pb2.CounterEntry) -> Iterator[bytes]:
+    """Encoded Entity messages of the counter cells `want` selects (no index: every cell)."""
     counters = [p.index.counter(want.counter_id)] if want.counter_id else list(p.index.counters.values())
     for c in counters:
         if want.HasField("index"):
@@ -296,15 +255,10 @@ def read_counter_entries(p: Pipeline, want: p4runtime_pb2.CounterEntry) -> Itera
             indices = range(c.size)
         for i in indices:
             packets, bytes_ = _call(p.target.counter_read, c.name, i)
-            ce = p4runtime_pb2.CounterEntry(counter_id=c.id)
-            ce.index.index = i
-            ce.data.packet_count, ce.data.byte_count = packets, bytes_
-            yield ce
+            yield read_response.counter_entity(c.id, i, packets, bytes_)
 
 
-def read_direct_counter_entries(
-    p: Pipeline, want: p4runtime_pb2.DirectCounterEntry
-) -> Iterator[p4runtime_pb2.DirectCounterEntry]:
+def read_direct_counter_entries(p: Pipeline, want: p4runtime_pb2.DirectCounterEntry) -> Iterator[bytes]:
     te = want.table_entry
     tables = [p.index.table(te.table_id)] if te.table_id else list(p.index.tables.values())
     for t in tables:
@@ -316,11 +270,8 @@ def read_direct_counter_entries(
         for e in _call(p.target.table_entries, t.name):
             if filt is not None and dict(e.match) != filt:
                 continue
-            out = p4runtime_pb2.DirectCounterEntry()
-            out.table_entry.CopyFrom(_entry_proto(p, t, e, with_counters=False))
-            packets, bytes_ = _call(p.target.direct_counter_read, t.name, e.match, e.priority)
-            out.data.packet_count, out.data.byte_count = packets, bytes_
-            yield out
+            counter, stored = _entry_extras(p, t, e, with_counters=True)
+            yield p.entry_encoder.direct_counter_entity(t, e, counter, stored)
 
 
 def write_direct_counter_entry(p: Pipeline, utype: int, dce: p4runtime_pb2.DirectCounterEntry) -> None:
@@ -528,30 +479,32 @@ def write_entity(p: Pipeline, utype: int, entity: p4runtime_pb2.Entity | TableWr
         raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, f"{kind} is not supported by this target")
 
 
-def read_entity(p: Pipeline, entity: p4runtime_pb2.Entity) -> Iterator[p4runtime_pb2.Entity]:
+def read_entity(p: Pipeline, entity: p4runtime_pb2.Entity) -> Iterator[bytes]:
+    """The entities a (possibly wildcard) read entity selects, each a serialised `Entity` message.
+
+    Table entries, counter cells and direct counters are written in wire format by `read_response` (the
+    wildcard reads that return thousands); the rest are built with protobuf and serialised.
+    """
     kind = entity.WhichOneof("entity")
     if kind == "table_entry":
-        for x in read_table_entries(p, entity.table_entry):
-            yield p4runtime_pb2.Entity(table_entry=x)
+        yield from read_table_entries(p, entity.table_entry)
     elif kind == "counter_entry":
-        for x in read_counter_entries(p, entity.counter_entry):
-            yield p4runtime_pb2.Entity(counter_entry=x)
+        yield from read_counter_entries(p, entity.counter_entry)
     elif kind == "direct_counter_entry":
-        for x in read_direct_counter_entries(p, entity.direct_counter_entry):
-            yield p4runtime_pb2.Entity(direct_counter_entry=x)
-    elif kind == "register_entry":
-        for x in read_register_entries(p, entity.register_entry):
-            yield p4runtime_pb2.Entity(register_entry=x)
-    elif kind == "meter_entry":
-        for x in read_meter_entries(p, entity.meter_entry):
-            yield p4runtime_pb2.Entity(meter_entry=x)
-    elif kind == "packet_replication_engine_entry":
-        for x in read_pre_entries(p, entity.packet_replication_engine_entry):
-            yield p4runtime_pb2.Entity(packet_replication_engine_entry=x)
-    elif kind == "digest_entry":
-        for x in read_digest_entries(p, entity.digest_entry):
-            yield p4runtime_pb2.Entity(digest_entry=x)
+        yield from read_direct_counter_entries(p, entity.direct_counter_entry)
+    elif kind in _PROTOBUF_READS:
+        reader = _PROTOBUF_READS[kind]
+        for x in reader(p, getattr(entity, kind)):
+            yield p4runtime_pb2.Entity(**{kind: x}).SerializeToString()
     elif kind is None:
         raise invalid("read of an empty entity")
     else:
         raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, f"reading {kind} is not supported by this target")
+
+
+_PROTOBUF_READS = {
+    "register_entry": read_register_entries,
+    "meter_entry": read_meter_entries,
+    "packet_replication_engine_entry": read_pre_entries,
+    "digest_entry": read_digest_entries,
+}

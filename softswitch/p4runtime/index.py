@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import grpc
 from p4.config.v1 import p4info_pb2
 
-from softswitch.p4runtime.errors import invalid, not_found
+from softswitch.p4runtime.errors import P4RuntimeError, invalid, not_found
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,7 @@ class P4InfoIndex:
                                       {p.id: FieldInfo(p.id, p.name, p.bitwidth) for p in a.params})
             for a in info.actions
         }
+        self._action_by_name = {a.name: a for a in self.actions.values()}
         dc_of = {d.direct_table_id: d.preamble.id for d in info.direct_counters}
         dm_of = {d.direct_table_id: d.preamble.id for d in info.direct_meters}
         self.tables = {
@@ -133,6 +135,13 @@ class P4InfoIndex:
         if ident not in self.actions:
             raise invalid(f"no action with id {ident:#x}")
         return self.actions[ident]
+
+    def action_by_name(self, name: str) -> ActionInfo:
+        """The action a target names in its entries (INTERNAL: a program and its P4Info disagree)."""
+        info = self._action_by_name.get(name)
+        if info is None:
+            raise P4RuntimeError(grpc.StatusCode.INTERNAL, f"target action {name!r} is not in P4Info")
+        return info
 
     def counter(self, ident: int) -> SizedInfo:
         if ident not in self.counters:

@@ -12,6 +12,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from softswitch.p4runtime.index import P4InfoIndex
+from softswitch.p4runtime.read_response import TableEntryEncoder
 from softswitch.target import Target
 
 
@@ -22,6 +23,8 @@ class Pipeline:
     target: Target
     cookie: int = 0
     index: P4InfoIndex = field(init=False)
+    entry_encoder: TableEntryEncoder = field(init=False)
+    """Writes this pipeline's table entries in wire format for Read (keeps per-table look-ups)."""
     multicast_groups: dict[int, p4runtime_pb2.MulticastGroupEntry] = field(default_factory=dict)
     clone_sessions: dict[int, p4runtime_pb2.CloneSessionEntry] = field(default_factory=dict)
     digest_configs: dict[int, p4runtime_pb2.DigestEntry.Config] = field(default_factory=dict)
@@ -32,3 +35,4 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         self.index = P4InfoIndex(self.p4info)
+        self.entry_encoder = TableEntryEncoder(self.index)

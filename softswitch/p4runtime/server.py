@@ -29,6 +29,7 @@ from softswitch.p4runtime.digests import DigestBatcher
 from softswitch.p4runtime.errors import P4RuntimeError
 from softswitch.p4runtime.packet_io import frame_from_packet_out, packet_in_from_frame
 from softswitch.p4runtime.pipeline import Pipeline
+from softswitch.p4runtime.read_response import read_responses
 from softswitch.p4runtime.write_request import decode_write_request, from_proto
 
 log = logging.getLogger(__name__)
@@ -128,8 +129,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self.Write, request_deserializer=decode_write_request,
                 response_serializer=pb.WriteResponse.SerializeToString),
             "Read": grpc.unary_stream_rpc_method_handler(
-                self.Read, request_deserializer=pb.ReadRequest.FromString,
-                response_serializer=pb.ReadResponse.SerializeToString),
+                self.read_serialized, request_deserializer=pb.ReadRequest.FromString,
+                response_serializer=_already_serialized),
             "SetForwardingPipelineConfig": unary(self.SetForwardingPipelineConfig,
                                                  pb.SetForwardingPipelineConfigRequest,
                                                  pb.SetForwardingPipelineConfigResponse),
@@ -307,19 +308,27 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4runtime_pb2.WriteResponse()
 
     def Read(self, request, context):
+        """ReadResponse messages, for in-process callers (gRPC clients get `read_serialized`'s bytes)."""
+        for data in self.read_serialized(request, context):
+            yield p4runtime_pb2.ReadResponse.FromString(data)
+
+    def read_serialized(self, request, context):
+        """Serialised ReadResponses of up to 1,000 entities each (see read_response: protobuf's own message
+        objects cost a millisecond per table entry in the pure-Python runtime).
+
+        Everything is read under the device lock first, so a failing entity aborts the call before any
+        response is sent and the snapshot is consistent; sending happens after the lock is released.
+        """
         self._check_device(request.device_id, context)
         p = self._pipeline(context)
-        out: list[p4runtime_pb2.Entity] = []
+        out: list[bytes] = []
         try:
             with self.device.lock:
                 for want in request.entities:
                     out.extend(entities.read_entity(p, want))
         except P4RuntimeError as e:
             context.abort(e.code, e.message)
-        for chunk in range(0, len(out), 1000):
-            yield p4runtime_pb2.ReadResponse(entities=out[chunk:chunk + 1000])
-        if not out:
-            yield p4runtime_pb2.ReadResponse()
+        yield from read_responses(out)
 
     # ---- stream -----------------------------------------------------------------------------------------
 
@@ -412,6 +421,10 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         primary = self.arbitration.primary()
         if primary is not None:
             primary.notify(p4runtime_pb2.StreamMessageResponse(digest=dl))
+
+
+def _already_serialized(data: bytes) -> bytes:
+    return data
 
 
 def _stream_error(code: int, message: str, req: p4runtime_pb2.StreamMessageRequest):

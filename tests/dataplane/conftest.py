@@ -42,7 +42,7 @@ def enums(program) -> dict[str, dict[str, int]]:
 @pytest.fixture(scope="session")
 def dataplane_switches(tmp_path_factory):
     """The switch processes shared by this directory's tests (started on first use)."""
-    switches = SharedSwitches(tmp_path_factory.mktemp("dataplane-switches"))
+    switches = SharedSwitches(tmp_path_factory.mktemp("dataplane-switches"), "dp")
     yield switches
     switches.close()
 

@@ -72,8 +72,10 @@ def kind_of(param: str) -> str:
 class SharedSwitches:
     """One kvswitch process per kind, started on first use and reset between tests (`for_test`)."""
 
-    def __init__(self, work_dir: pathlib.Path, program: pathlib.Path = P4_MAIN) -> None:
+    def __init__(self, work_dir: pathlib.Path, tag: str, program: pathlib.Path = P4_MAIN) -> None:
         self.work_dir = work_dir
+        self.tag = tag
+        """Two letters, distinct per instance: interface names are `rtg{pid}{tag}{kind}…` (global on the host)."""
         self.program = program
         self._compiled: dict[str, Compiled] = {}
         self._running: dict[str, tuple[SwitchProcess, SlotTracker]] = {}
@@ -85,10 +87,10 @@ class SharedSwitches:
         return self._compiled[kind]
 
     def start(self, kind: str, tag: str) -> SwitchProcess:
-        """A new process of `kind` (the caller closes it); `tag` keeps its interface names apart."""
+        """A new process of `kind` (the caller closes it); `tag` (one letter) keeps its interfaces apart."""
         proc = SwitchProcess(KINDS[kind], self.compiled(kind), self.work_dir,
                              ProcessOptions(cpu_port=CPU_PORT, quiescence=quiescence_from_env(os.environ),
-                                            veth_tag=f"{os.getpid() % 1000:03d}{tag}"))
+                                            veth_tag=f"{os.getpid() % 10000:04d}{self.tag}{tag}"))
         proc.start()
         return proc
 

@@ -238,8 +238,8 @@ def run_step(target: Target, step: Step) -> Any:
     if op == "default":
         target.table_set_default(step["table"], step["action"], step["params"])
         return None
-    if op == "packet":
-        return [[port, data.hex()] for port, data in target.process(step["port"], bytes.fromhex(step["in"]))]
+    if op == "packet":  # sorted: a real switch promises no order between copies on different ports
+        return sorted([port, data.hex()] for port, data in target.process(step["port"], bytes.fromhex(step["in"])))
     if op == "digests":
         return [[m.name, [list(f) for f in m.fields]] for m in target.drain_digests()]
     if op == "counter":

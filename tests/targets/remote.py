@@ -92,6 +92,9 @@ class RemoteTarget:
         self.late_frames.extend(self._collect_ready())
         if ingress_port == self.cpu_port:
             n = header_len(self._packet_out)
+            if len(data) < n:
+                raise ValueError(f"a packet for the CPU port starts with the {n}-byte packet_out header; "
+                                 f"got {len(data)} bytes (P4Runtime cannot send a shorter one)")
             self.session.packet_out(data[n:], unpack_header(self._packet_out, data) if n else {})
         elif ingress_port in self.ports.socks:
             self.ports.send(ingress_port, data)

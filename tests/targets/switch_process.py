@@ -67,13 +67,16 @@ class SwitchKind:
         if self.name == "bmv2":
             return ["simple_switch_grpc", "--no-p4", *veths.switch_args(), "--device-id", str(DEVICE_ID),
                     "--", "--grpc-server-addr", grpc_address, "--cpu-port", str(cpu_port)]
-        return [sys.executable, "-m", "softswitch", str(compiled.device_config), *veths.switch_args(),
+        program = ["--no-p4"] if self.push_pipeline else [str(compiled.device_config)]
+        return [sys.executable, "-m", "softswitch", *program, *veths.switch_args(),
                 "--device-id", str(DEVICE_ID), "--cpu-port", str(cpu_port),
                 "--", "--grpc-server-addr", grpc_address]
 
 
 SOFTSWITCH = SwitchKind("softswitch", tools=(), push_pipeline=False)
 BMV2 = SwitchKind("bmv2", tools=("p4c", "simple_switch_grpc"), push_pipeline=True)
+SOFTSWITCH_NO_P4 = SwitchKind("softswitch", tools=(), push_pipeline=True)
+"""The softswitch started the way BMv2 is (`--no-p4`, pipeline pushed): exercises BMv2's start-up path here."""
 KINDS = {k.name: k for k in (SOFTSWITCH, BMV2)}
 
 

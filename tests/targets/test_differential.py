@@ -15,11 +15,14 @@ Regenerate the golden file only after a deliberate change of behaviour, and revi
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.dataplane.kvnet import CPU_PORT
 from tests.targets import kvswitch_vectors as vectors
 from tests.targets.kinds import INPROC, SharedSwitches, kind_of, target_params
+from tests.targets.switch_process import SOFTSWITCH_NO_P4, ProcessOptions, SwitchProcess
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,7 @@ def golden() -> list[vectors.Step]:
 
 @pytest.fixture(scope="module")
 def switches(tmp_path_factory):
-    s = SharedSwitches(tmp_path_factory.mktemp("differential"))
+    s = SharedSwitches(tmp_path_factory.mktemp("differential"), "df")
     yield s
     s.close()
 
@@ -44,7 +47,8 @@ def fresh_target(request):
         yield SoftSwitch.load(load_program(str(vectors.P4_MAIN)), cpu_port=CPU_PORT)
         return
     switches: SharedSwitches = request.getfixturevalue("switches")
-    proc = switches.start(kind_of(request.param), "d")
+    kind = kind_of(request.param)
+    proc = switches.start(kind, kind[0])
     yield proc.target
     proc.close()
 
@@ -85,3 +89,17 @@ def test_replay_names_the_step_whose_bytes_differ(golden) -> None:
     changed[i]["out"] = [[port, data[:-2] + f"{int(data[-2:], 16) ^ 1:02x}"]]
     diffs = vectors.replay(SoftSwitch.load(load_program(str(vectors.P4_MAIN)), cpu_port=CPU_PORT), changed)
     assert len(diffs) == 1 and diffs[0].startswith(f"step {i} (get_hit, packet)")
+
+
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="veth pairs and raw sockets need root")
+def test_softswitch_started_like_bmv2_reproduces_golden_vectors(switches, golden) -> None:
+    """`--no-p4` and the pipeline pushed over P4Runtime: BMv2's start-up path, checked where BMv2 is absent."""
+    proc = SwitchProcess(SOFTSWITCH_NO_P4, switches.compiled("softswitch"), switches.work_dir,
+                         ProcessOptions(cpu_port=CPU_PORT, veth_tag=f"{os.getpid() % 10000:04d}dfn"))
+    try:
+        diffs = vectors.replay(proc.start(), golden)
+    finally:
+        proc.close()
+    assert diffs == [], "\n".join(diffs[:20])

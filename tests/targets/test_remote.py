@@ -69,7 +69,7 @@ def test_write_error_takes_the_first_failed_updates_code() -> None:
 
 @pytest.fixture(scope="module")
 def switches(tmp_path_factory):
-    s = SharedSwitches(tmp_path_factory.mktemp("remote"))
+    s = SharedSwitches(tmp_path_factory.mktemp("remote"), "rm")
     yield s
     s.close()
 
@@ -175,7 +175,7 @@ def enums() -> dict[str, dict[str, int]]:
 
 @pytest.mark.parametrize("param", target_params()[1:])
 def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> None:
-    kind = kind_of(param.values[0])
+    kind = kind_of(param)
     net = KvNet(switches.for_test(kind), enums)
     net.install_routes()
     net.index(BlockKey(), 40)
