@@ -8,7 +8,7 @@ HOSTS     ?= 4
 TRACE     ?= $(or $(KVSWITCH_TRACES),../shared/traces)/mooncake/conversation_trace.jsonl
 PYTEST_ARGS ?=
 
-.PHONY: help setup run stop demo test test-fast bench eval check compile clean
+.PHONY: help setup run stop demo test test-fast test-bmv2 bench eval check compile clean
 
 help:  ## this menu
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -32,6 +32,9 @@ test: setup  ## the whole suite (Mininet and veth tests need root)
 
 test-fast: setup  ## the suite without slow (process, veth, Mininet) tests
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-bmv2: setup  ## the cross-target checks on BMv2 (needs p4c and simple_switch_grpc on PATH, root)
+	$(PY) -m pytest -m bmv2 tests/dataplane tests/targets $(PYTEST_ARGS)
 
 bench: setup  ## benchmarks; JSON and tables under out/bench
 	$(PY) -m bench all --out out/bench
