@@ -389,7 +389,12 @@ class PoolManager:
             except Exception as exc:
                 return exc, False
             return None, False
-        outcome: SwapOutcome = swap(victim, key, slot, version)
+        try:
+            outcome: SwapOutcome = swap(victim, key, slot, version)
+        except Exception as exc:  # e.g. a key that does not fit the table: nothing was written
+            if victim is not None:
+                self._delete_entry(victim)
+            return exc, False
         if outcome.remove_error is not None:
             log.warning("deleting the index entry of %s failed (%s); its slot was freed anyway",
                         victim, outcome.remove_error)

@@ -84,7 +84,11 @@ class SwitchConnection:
         self.connections = 0
         """How many times a stream was established (1 after open(), more after reconnects)."""
         self.is_primary = False
-        self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
+        self._stub: _Stub | None = None
+        header = p4runtime_pb2.WriteRequest(device_id=options.device_id)
+        header.election_id.low = options.election_id
+        self._write_header = header.SerializeToString()
+        """device_id and election_id of every WriteRequest, serialised once."""
         self._channel: grpc.Channel | None = None
         self._requests: queue.Queue | None = None
         self._closed = threading.Event()
@@ -141,7 +145,7 @@ class SwitchConnection:
 
     def _establish(self):
         self._channel = grpc.insecure_channel(self.options.address)
-        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        self._stub = _Stub(self._channel)
         requests: queue.Queue = queue.Queue()
         self._requests = requests
 
@@ -249,12 +253,20 @@ class SwitchConnection:
     # ---- unary RPCs --------------------------------------------------------------------------------------
 
     def _call(self, method: str, request):
-        if self._stub is None:
+        stub = self._stub
+        if stub is None:
             raise P4RuntimeError("UNAVAILABLE", f"not connected to {self.options.address}")
         try:
-            return getattr(self._stub, method)(request, timeout=self.options.rpc_timeout)
+            return getattr(stub, method)(request, timeout=self.options.rpc_timeout)
         except grpc.RpcError as exc:
             raise P4RuntimeError.from_grpc(exc) from None
+        except ValueError as exc:  # the supervisor closed the channel under us: the stream was lost
+            raise self._closed_channel(exc) from None
+
+    def _closed_channel(self, exc: ValueError) -> Exception:
+        if "closed channel" not in str(exc):
+            return exc
+        return P4RuntimeError("UNAVAILABLE", f"connection to {self.options.address} lost; reconnecting")
 
     def set_pipeline(self, device_config: bytes, cookie: int = 0) -> None:
         """VERIFY_AND_COMMIT our P4Info with the target's device config (softswitch's or BMv2's JSON)."""
@@ -283,13 +295,15 @@ class SwitchConnection:
         return response.config.cookie.cookie
 
     def write(self, updates: Sequence[p4runtime_pb2.Update]) -> None:
-        if not updates:
-            return
-        request = p4runtime_pb2.WriteRequest()
-        request.device_id = self.options.device_id
-        request.election_id.low = self.options.election_id
-        request.updates.extend(updates)
-        self._call("Write", request)
+        """One Write RPC of `updates`. The request is sent as bytes: our header fields followed by each update
+        serialised once (`WriteRequest.updates.extend` would deep-copy every update first, which costs as much
+        as building it in the pure-Python protobuf runtime)."""
+        if updates:
+            self._call("WriteRaw", self.write_request_bytes(updates))
+
+    def write_request_bytes(self, updates: Sequence[p4runtime_pb2.Update]) -> bytes:
+        """The serialised WriteRequest of `updates`: byte for byte what protobuf would produce."""
+        return self._write_header + b"".join(_length_delimited(_UPDATES_TAG, u.SerializeToString()) for u in updates)
 
     def write_each(self, updates: Sequence[p4runtime_pb2.Update]) -> list[P4RuntimeError | None]:
         """One Write of several updates; the outcome of each (None: applied), in order.
@@ -309,25 +323,32 @@ class SwitchConnection:
         return [None] * len(updates)
 
     def read(self, entities: Sequence[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
-        if self._stub is None:
+        stub = self._stub
+        if stub is None:
             raise P4RuntimeError("UNAVAILABLE", f"not connected to {self.options.address}")
         request = p4runtime_pb2.ReadRequest()
         request.device_id = self.options.device_id
         request.entities.extend(entities)
         found = []
         try:
-            for response in self._stub.Read(request, timeout=self.options.rpc_timeout):
+            for response in stub.Read(request, timeout=self.options.rpc_timeout):
                 found.extend(response.entities)
         except grpc.RpcError as exc:
             raise P4RuntimeError.from_grpc(exc) from None
+        except ValueError as exc:
+            raise self._closed_channel(exc) from None
         return found
 
     # ---- tables ------------------------------------------------------------------------------------------
 
     def table_entry(self, entry: TableEntry) -> p4runtime_pb2.TableEntry:
         """The protobuf of `entry`, ids and widths from P4Info."""
-        info = self.p4info
         message = p4runtime_pb2.TableEntry()
+        self._fill_table_entry(message, entry)
+        return message
+
+    def _fill_table_entry(self, message: p4runtime_pb2.TableEntry, entry: TableEntry, with_action: bool = True) -> None:
+        info = self.p4info
         message.table_id = info.table_id(entry.table)
         message.priority = entry.priority
         for name, value in entry.match.items():
@@ -335,12 +356,11 @@ class SwitchConnection:
             match = message.match.add()
             match.field_id = field.id
             _fill_match(match, value, field.bitwidth)
-        if entry.action:
+        if entry.action and with_action:
             message.action.action.action_id = info.action_id(entry.action)
             for name, value in entry.params.items():
                 param = info.param(entry.action, name)
                 message.action.action.params.add(param_id=param.id, value=encode(value, param.bitwidth))
-        return message
 
     def decode_table_entry(self, message: p4runtime_pb2.TableEntry) -> TableEntry:
         info = self.p4info
@@ -374,11 +394,10 @@ class SwitchConnection:
 
     def table_update(self, kind: str, entry: TableEntry) -> p4runtime_pb2.Update:
         """An INSERT, MODIFY or DELETE update of `entry`, for batching several in one write()."""
-        entity = p4runtime_pb2.Entity()
-        entity.table_entry.CopyFrom(self.table_entry(entry))
-        if kind == "DELETE":
-            entity.table_entry.ClearField("action")
-        return self._update(kind, entity)
+        update = p4runtime_pb2.Update()
+        update.type = p4runtime_pb2.Update.Type.Value(kind)
+        self._fill_table_entry(update.entity.table_entry, entry, with_action=kind != "DELETE")
+        return update
 
     def insert(self, entry: TableEntry) -> None:
         self.write([self.table_update("INSERT", entry)])
@@ -422,12 +441,14 @@ class SwitchConnection:
 
     def counter_update(self, name: str, index: int, packets: int = 0, bytes_: int = 0) -> p4runtime_pb2.Update:
         """A MODIFY setting one indirect counter cell (zero by default), for batching in one write()."""
-        entity = p4runtime_pb2.Entity()
-        entity.counter_entry.counter_id = self.p4info.counter_id(name)
-        entity.counter_entry.index.index = index
-        entity.counter_entry.data.packet_count = packets
-        entity.counter_entry.data.byte_count = bytes_
-        return self._update("MODIFY", entity)
+        update = p4runtime_pb2.Update()
+        update.type = p4runtime_pb2.Update.MODIFY
+        cell = update.entity.counter_entry
+        cell.counter_id = self.p4info.counter_id(name)
+        cell.index.index = index
+        cell.data.packet_count = packets
+        cell.data.byte_count = bytes_
+        return update
 
     def configure_digest(self, name: str, max_timeout_ns: int = 0, max_list_size: int = 1,
                          ack_timeout_ns: int = 1_000_000) -> None:
@@ -469,6 +490,28 @@ class SwitchConnection:
         for name, field in fields.items():  # every field, unnamed ones 0: BMv2 wants the whole header
             request.packet.metadata.add(metadata_id=field.id, value=encode(metadata.get(name, 0), field.bitwidth))
         self._send(request)
+
+
+class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
+    """The P4Runtime stub plus `WriteRaw`: Write with the request already serialised."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        super().__init__(channel)
+        self.WriteRaw = channel.unary_unary("/p4.v1.P4Runtime/Write",
+                                            response_deserializer=p4runtime_pb2.WriteResponse.FromString)
+
+
+_UPDATES_TAG = bytes([p4runtime_pb2.WriteRequest.DESCRIPTOR.fields_by_name["updates"].number << 3 | 2])
+
+
+def _length_delimited(tag: bytes, body: bytes) -> bytes:
+    """A protobuf length-delimited field (https://protobuf.dev/programming-guides/encoding/)."""
+    n, length = len(body), bytearray()
+    while n > 0x7F:
+        length.append((n & 0x7F) | 0x80)
+        n >>= 7
+    length.append(n)
+    return tag + bytes(length) + body
 
 
 def _fill_match(match, value: Match, bitwidth: int) -> None:

@@ -154,10 +154,28 @@ def options_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> E
                        scale_requests=args.scale_requests, seed=args.seed)
 
 
+def write_outputs(results: dict, out: Path) -> list[Path]:
+    """results.json, report.md, requests.csv and the PNGs, into `out` (created if missing)."""
+    out.mkdir(parents=True, exist_ok=True)
+    per_request = results["q2"]["configs"][0].pop("per_request")
+    with (out / "requests.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(per_request[0]))
+        writer.writeheader()
+        writer.writerows(per_request)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "report.md").write_text(render(results))
+    return write_all(results, out)
+
+
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     options = options_from(args, parser)
     path = args.trace or default_trace_path()
     started = time.perf_counter()
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)  # fail before a long replay, not after it
+    except OSError as exc:
+        print(f"error: cannot create the output folder {args.out}: {exc}", file=sys.stderr)
+        return 1
     try:
         trace = load_trace(path, args.limit)
     except (TraceError, FileNotFoundError, UnicodeDecodeError) as exc:
@@ -178,15 +196,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "switch_fraction": options.switch_fraction, "policies": [s.name for s in options.policies],
         "seconds": time.perf_counter() - started, "jobs": args.jobs,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    per_request = results["q2"]["configs"][0].pop("per_request")
-    with (args.out / "requests.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(per_request[0]))
-        writer.writeheader()
-        writer.writerows(per_request)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1))
-    (args.out / "report.md").write_text(render(results))
-    pngs = write_all(results, args.out)
+    try:
+        pngs = write_outputs(results, args.out)
+    except OSError as exc:
+        print(f"error: cannot write the report to {args.out}: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {args.out / 'results.json'}, report.md, requests.csv and {len(pngs)} plots "
           f"in {results['meta']['seconds']:.0f} s")
     return 0

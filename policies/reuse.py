@@ -70,6 +70,8 @@ class ReuseModel:
         self._reuse_time: dict[ReuseClass, float] = {}
         self._fit: dict[ReuseClass, tuple[float, float]] = {}
         self._since_fit = 0
+        self.generation = 0
+        """Bumped whenever the fitted (p, λ) may change, so readers can cache values computed from them."""
 
     def observe(self, block: BlockInfo, now: float) -> ReuseClass:
         """Account one read of `block` at `now`; returns the class the block is in until its next read."""
@@ -94,6 +96,7 @@ class ReuseModel:
         if self._since_fit >= p.refresh:
             self._since_fit = 0
             self._fit.clear()
+            self.generation += 1
         return cls
 
     def classify(self, block: BlockInfo, reads: int) -> ReuseClass:

@@ -11,6 +11,7 @@ decide whether the victim deserves a lower tier.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -50,16 +51,24 @@ class ValueEviction:
         self.model = model if model is not None else ReuseModel(model_params)
         self._lists: dict[ReuseClass, OrderedDict[BlockKey, tuple[BlockInfo, float]]] = {}
         self._class_of: dict[BlockKey, ReuseClass] = {}
+        # The last victim, valid while nothing changed: refused newcomers at the same instant (most misses
+        # of a request) then cost a dictionary look-up instead of a scan of the class heads.
+        self._version = 0
+        self._cached: tuple[tuple[float, int, int, frozenset[BlockKey]], Victim] | None = None
 
     def record(self, block: BlockInfo, now: float) -> None:
         if self._owns_model:
             self.model.observe(block, now)
 
     def _place(self, block: BlockInfo, now: float) -> None:
+        self._version += 1
         key = block.key
         old = self._class_of.get(key)
         if old is not None:
-            del self._lists[old][key]
+            blocks = self._lists[old]
+            del blocks[key]
+            if not blocks:
+                del self._lists[old]
         last = self.model.last(key)
         cls = last[0] if last is not None else self.model.classify(block, 0)
         self._class_of[key] = cls
@@ -72,9 +81,13 @@ class ValueEviction:
         self._place(block, now)
 
     def on_remove(self, key: BlockKey) -> None:
+        self._version += 1
         cls = self._class_of.pop(key, None)
         if cls is not None:
-            del self._lists[cls][key]
+            blocks = self._lists[cls]
+            del blocks[key]
+            if not blocks:
+                del self._lists[cls]
 
     def value(self, key: BlockKey, now: float) -> float:
         """Current value of a resident block."""
@@ -83,16 +96,33 @@ class ValueEviction:
         return block_value(self.model, block, cls, now - then, self.params.depth_weight)
 
     def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
-        best: tuple[float, BlockKey] | None = None
+        stamp = (now, self._version, self.model.generation, protected)
+        if self._cached is not None and self._cached[0] == stamp:
+            return self._cached[1]
+        # `block_value` inlined: this loop runs once per admitted block and dominates replay time.
+        best_value = math.inf
+        best_key: BlockKey | None = None
         weight = self.params.depth_weight
+        fit = self.model.fit
         for cls, blocks in self._lists.items():
+            probability, rate = fit(cls)
             for key, (block, then) in blocks.items():
                 if key in protected:
                     continue
-                value = block_value(self.model, block, cls, now - then, weight)
-                if best is None or value < best[0]:
-                    best = (value, key)
+                survive = probability * math.exp(-rate * max(0.0, now - then))
+                value = (
+                    survive
+                    / (survive + 1.0 - probability)
+                    * rate
+                    * block.tokens
+                    * (1.0 + weight * block.depth)
+                    / max(1, block.size_bytes)
+                )
+                if value < best_value:
+                    best_value, best_key = value, key
                 break
-        if best is None:
+        if best_key is None:
             raise LookupError("value: every resident block is pinned")
-        return Victim(best[1], best[0], f"lowest value {best[0]:.3g} (class {self._class_of[best[1]]})")
+        return Victim(
+            best_key, best_value, f"lowest value {best_value:.3g} (class {self._class_of[best_key]})"
+        )

@@ -97,3 +97,10 @@ def test_requests_csv_gives_every_request_its_block_sources_and_ttft(run_dir):
         assert sources + int(row["prefilled_blocks"]) == int(row["blocks"])
         assert float(row["ttft_s"]) > 0
         assert int(row["node_nic_bytes"]) == int(row["switch_port_bytes"]) + int(row["storage_nic_bytes"])
+
+
+def test_an_output_path_that_is_a_file_is_an_error_before_any_replay(tmp_path, capsys):
+    blocker = tmp_path / "taken"
+    blocker.write_text("")
+    assert main(["run", "--trace", str(excerpt_path()), "--out", str(blocker / "eval"), "--no-progress"]) == 1
+    assert "cannot create the output folder" in capsys.readouterr().err
