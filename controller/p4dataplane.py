@@ -128,9 +128,10 @@ class P4RuntimeDataPlane:
         """Delete `victim`'s entry, zero `slot`'s hit counter and index `key` at `slot`: one Write RPC.
 
         The updates succeed or fail one by one (a victim already gone does not stop the newcomer); a newcomer
-        whose entry exists already is modified instead, as `install` does. Order in the batch: delete, reset,
-        insert, so no hit of the victim lands in the newcomer's count (softswitch applies a batch atomically
-        with respect to packets; BMv2 in this order).
+        whose entry exists already is modified instead, as `install` does. The three touch different entities,
+        so none needs another's effect (the P4Runtime spec lets a server reorder a batch); sent as delete, reset,
+        insert, no hit of the victim lands in the newcomer's count where the server keeps that order (softswitch
+        does, under its device lock, so the batch is atomic with respect to packets).
         """
         names = self.names
         entry = self._index_entry(key, slot, min_version)

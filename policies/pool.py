@@ -23,6 +23,7 @@ from policies.base import (
     Recycle,
     RecyclingPolicy,
     Tier,
+    Victim,
 )
 
 
@@ -34,6 +35,25 @@ class PoolEvent(NamedTuple):
     reason: str
     tier: Tier = Tier.ABSENT
     """For `demoted`: the tier the block goes to."""
+
+
+def refusal(
+    admission: AdmissionPolicy, score: float, victim: Victim, victim_block: BlockInfo | None, now: float
+) -> str | None:
+    """Why a newcomer whose admission score is `score` may not displace `victim`, or None if it may.
+
+    The rule `Pool` applies, for drivers that keep their own slots (the controller): an admission
+    policy with `compares_residual` (its score is in the unit of `Victim.residual`) needs score ≥
+    residual; one with `compares_victim` (TinyLFU) needs a score strictly above the victim's own score
+    (`victim_block` is the victim's BlockInfo). Other admission policies never refuse here.
+    """
+    if getattr(admission, "compares_residual", False) and score < victim.residual:
+        return f"worth {score:.3g}, less than victim {victim.key!r} ({victim.residual:.3g})"
+    if getattr(admission, "compares_victim", False) and victim_block is not None:
+        rival = admission.score(victim_block, now)
+        if score <= rival:
+            return f"not more popular ({score:g}) than {victim.key!r} ({rival:g})"
+    return None
 
 
 class Pool:
@@ -95,21 +115,10 @@ class Pool:
                 except LookupError:
                     self._bypass(key, "every resident block is pinned")
                     return False
-                if self._compares_residual and score < victim.residual:
-                    if self._log:
-                        self._bypass(
-                            key, f"worth {score:.3g}, less than victim {victim.key!r} ({victim.residual:.3g})"
-                        )
-                    else:
-                        self.stats["bypassed"] += 1
-                    return False
-                if self._compares_victim:
-                    rival = self.admission.score(self._resident[victim.key], now)
-                    if score <= rival:
-                        if self._log:
-                            self._bypass(key, f"not more popular ({score:g}) than {victim.key!r} ({rival:g})")
-                        else:
-                            self.stats["bypassed"] += 1
+                if self._compares_residual or self._compares_victim:
+                    why = refusal(self.admission, score, victim, self._resident[victim.key], now)
+                    if why is not None:
+                        self._bypass(key, why)
                         return False
                 self._remove(victim.key, victim.reason)
                 recycle = self.recycling.decide(victim, self.tier, now)

@@ -123,6 +123,8 @@ class ValueEviction:
                 break
         if best_key is None:
             raise LookupError("value: every resident block is pinned")
-        return Victim(
+        victim = Victim(
             best_key, best_value, f"lowest value {best_value:.3g} (class {self._class_of[best_key]})"
         )
+        self._cached = (stamp, victim)
+        return victim

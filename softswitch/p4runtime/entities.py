@@ -1,7 +1,8 @@
 """Write and Read of P4Runtime entities against a `Target`: validation per the spec, then one target call.
 
 Each `write_*` takes one Update's entity and raises `P4RuntimeError` with the canonical code the spec names;
-each `read_*` yields the entities a (possibly wildcard) Read asks for. Byte strings go out canonical.
+each `read_*` yields the entities a (possibly wildcard) Read asks for: `read_entity` serialises them, table entries
+and counter cells through `read_response`'s wire encoders. Byte strings go out canonical.
 """
 
 from __future__ import annotations

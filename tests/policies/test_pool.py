@@ -115,3 +115,15 @@ def test_tinylfu_refuses_a_one_off_newcomer_over_a_popular_victim() -> None:
     for t in range(7, 14):
         pool.access(BlockInfo("cold"), float(t))
     assert "cold" in pool
+
+
+def test_refusal_rule_is_exported_for_drivers_with_their_own_slots() -> None:
+    from policies.base import Victim
+    from policies.pool import refusal
+
+    victim = Victim("old", 2.0, "test")
+    assert refusal(make_admission("always"), 0.0, victim, BlockInfo("old"), 0.0) is None
+    assert "less than victim" in refusal(make_admission("value"), 1.0, victim, BlockInfo("old"), 0.0)
+    assert refusal(make_admission("value"), 2.0, victim, BlockInfo("old"), 0.0) is None
+    tinylfu = make_admission("tinylfu")
+    assert "not more popular" in refusal(tinylfu, 0.0, victim, BlockInfo("old"), 0.0)  # ties refuse
