@@ -16,22 +16,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any, Protocol, Self, runtime_checkable
+
+# Tier: the wire codes of `kvp_tier_t`, one definition for the wire, the controller and the evaluator.
+from kvpool.constants import Tier
 
 BlockKey = Hashable
 """A block's identity: an int prefix hash in the evaluator, `(tenant, prefix_hash, chunk)` in the controller."""
-
-
-class Tier(IntEnum):
-    """Where a block can live; values are the wire codes of `kvp_tier_t` (docs/protocol.md)."""
-
-    ABSENT = 0
-    SWITCH = 1
-    STORAGE_DRAM = 2
-    STORAGE_DISK = 3
-    NODE_HBM = 4
-    NODE_DRAM = 5
 
 
 @dataclass(frozen=True, slots=True)

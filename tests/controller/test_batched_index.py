@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from google.rpc import code_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from p4.v1 import p4runtime_pb2
 
 from controller.errors import P4RuntimeError
@@ -15,7 +17,7 @@ from controller.p4dataplane import P4RuntimeDataPlane
 from controller.p4info import P4Info
 from controller.policy import PolicySpec, build_policies
 from controller.pool import PoolManager
-from controller.switch import SwitchConnection, SwitchOptions
+from controller.switch import SwitchConnection, SwitchOptions, counter_cells
 from softswitch.target import Exact, TableEntry
 from tests.controller.fake_p4rt import FakeServer
 
@@ -229,3 +231,50 @@ def test_churn_on_softswitch_is_one_write_per_admission_and_hits_are_counted_fro
     switch.device.pipeline.target.counter_write("MyIngress.slot_hits", victim_slot, 2, 0)  # two hits since
     pool.poll_hits(only_pending=True)
     assert pool.describe(newcomer)["hits"] == 2
+
+
+# ---- the counter-cell decoder of Read responses ---------------------------------------------------------
+
+_cells = st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(-(2**63), 2**63 - 1),
+                            st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1),
+                            st.booleans()), max_size=12)
+
+
+def _protobuf_cells(data: bytes) -> dict[int, tuple[int, int]]:
+    cells = {}
+    for entity in p4runtime_pb2.ReadResponse.FromString(data).entities:
+        if entity.HasField("counter_entry"):
+            cells[entity.counter_entry.index.index] = (entity.counter_entry.data.packet_count,
+                                                       entity.counter_entry.data.byte_count)
+    return cells
+
+
+@settings(max_examples=300, deadline=None)
+@given(_cells)
+def test_counter_cells_decode_as_protobuf_does(cells):
+    response = p4runtime_pb2.ReadResponse()
+    for counter_id, index, packets, bytes_, with_data in cells:
+        entry = response.entities.add().counter_entry
+        entry.counter_id = counter_id
+        entry.index.index = index
+        if with_data:
+            entry.data.packet_count, entry.data.byte_count = packets, bytes_
+    data = response.SerializeToString()
+    assert counter_cells(data) == _protobuf_cells(data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=40))
+def test_counter_cells_never_disagree_with_protobuf_on_arbitrary_bytes(data):
+    """Whatever it accepts, protobuf reads the same way; everything else is left to protobuf (None)."""
+    got = counter_cells(data)
+    if got is not None:
+        assert got == _protobuf_cells(data)
+
+
+def test_counter_cells_leave_other_entities_to_protobuf():
+    response = p4runtime_pb2.ReadResponse()
+    response.entities.add().counter_entry.index.index = 1
+    response.entities.add().table_entry.table_id = 5
+    assert counter_cells(response.SerializeToString()) is None
+    assert counter_cells(b"") == {}
