@@ -47,8 +47,20 @@ class P4Switch(Switch):
         raise NotImplementedError
 
     def start(self, controllers) -> None:
+        self._launch("wb")
+
+    def relaunch(self) -> subprocess.Popen:
+        """Start the switch process again after it ended (a crash, or a restart test): the same command line,
+        the log appended to, so the earlier run's last lines stay readable."""
+        if self.process is not None and self.process.poll() is None:
+            raise TestbedError(f"switch {self.name} is still running (pid {self.process.pid})")
+        self._launch("ab")
+        assert self.process is not None
+        return self.process
+
+    def _launch(self, log_mode: str) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("wb") as log:
+        with self.log_path.open(log_mode) as log:
             self.process = self.popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                       stderr=subprocess.STDOUT, cwd=str(REPO),
                                       env={**os.environ, "PYTHONPATH": str(REPO)})

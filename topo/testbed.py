@@ -172,6 +172,58 @@ class Testbed:
         self.started = []
         (self.options.state_dir / STATE_FILE).unlink(missing_ok=True)
 
+    # ---- crashes and restarts (for tests of the pool's life cycle) ---------------------------------------
+
+    def process(self, what: str) -> Started:
+        """The process recorded as `what`: "switch s1", "controller s1" or "storage st1"."""
+        for started in self.started:
+            if started.what == what:
+                return started
+        raise TestbedError(f"this testbed started no {what!r}; it has: {', '.join(s.what for s in self.started)}")
+
+    def kill(self, what: str, sig: int = signal.SIGKILL, timeout: float = 10.0) -> int:
+        """Send `sig` to one process the testbed started (SIGKILL: a crash, nothing cleaned up) and wait for its
+        end; returns its exit status (negative: the signal)."""
+        started = self.process(what)
+        assert started.process is not None, "only processes of this Testbed object can be killed and restarted"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(started.pid, sig)
+        return started.process.wait(timeout=timeout)
+
+    def restart(self, what: str) -> Started:
+        """Start an ended process again with its recorded command line (its log appended to) and wait until it is
+        ready as at start: a switch's P4Runtime port, a controller's API (it reconciles before opening it), the
+        storage node's STAT. Raises TestbedError if it is still running or does not come up."""
+        index = next((i for i, s in enumerate(self.started) if s.what == what), None)
+        if index is None:
+            self.process(what)  # raises with the list of what exists
+        old = self.started[index]
+        if old.process is not None and old.process.poll() is None:
+            raise TestbedError(f"{what} is still running (pid {old.pid}); kill it first")
+        assert self.net is not None, "the testbed is not running"
+        kind, _, name = what.partition(" ")
+        log = Path(old.log)
+        if kind == "switch":
+            switch = self.net[name]
+            process = switch.relaunch()
+            new = Started(what, process.pid, switch.command(), old.log, process)
+            ready = lambda: _tcp_open("127.0.0.1", switch.grpc_port)  # noqa: E731
+        elif kind in ("controller", "storage"):
+            process = self._spawn(old.argv, log, None if kind == "controller" else self.net[name], "ab")
+            new = Started(what, process.pid, old.argv, old.log, process)
+            if kind == "controller":
+                device_id = next(sw.device_id for sw in self.plan.switches if sw.name == name)
+                host, port = self.api_address(device_id).rsplit(":", 1)
+                ready = lambda: _tcp_open(host, int(port))  # noqa: E731
+            else:
+                ready = self._storage_answers
+        else:
+            raise TestbedError(f"cannot restart {what!r}")
+        self.started[index] = new
+        self._save_state()
+        self._wait(ready, f"{what} (restarted)", process, log)
+        return new
+
     # ---- steps ----------------------------------------------------------------------------------------
 
     def _refuse_if_running(self) -> None:
@@ -249,16 +301,15 @@ class Testbed:
         argv = [sys.executable, "-m", "kvpool.server", "--port", str(KVP_UDP_PORT),
                 "--capacity", str(self.options.storage_capacity), "--disk", str(self.options.state_dir / STORAGE / "disk")]
         self._popen(f"storage {STORAGE}", argv, log, self.net[STORAGE])
+        self._wait(self._storage_answers, "storage node (over the management link)", self.started[-1].process, log)
 
-        def answers() -> bool:
-            with KVPClient(ClientOptions(server=self.storage_address, timeout=0.3, retries=0)) as client:
-                try:
-                    client.stat(0)
-                    return True
-                except KVPError:
-                    return False
-
-        self._wait(answers, "storage node (over the management link)", self.started[-1].process, log)
+    def _storage_answers(self) -> bool:
+        with KVPClient(ClientOptions(server=self.storage_address, timeout=0.3, retries=0)) as client:
+            try:
+                client.stat(0)
+                return True
+            except KVPError:
+                return False
 
     def _start_controllers(self) -> None:
         if importlib.util.find_spec("controller.__main__") is None:
@@ -291,17 +342,20 @@ class Testbed:
     # ---- helpers ----------------------------------------------------------------------------------------
 
     def _popen(self, what: str, argv: list[str], log: Path, node=None) -> None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-        with log.open("wb") as out:
-            if node is None:
-                process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                           cwd=REPO, env=env, start_new_session=True)
-            else:
-                process = node.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     cwd=str(REPO), env=env)
+        process = self._spawn(argv, log, node, "wb")
         self.started.append(Started(what, process.pid, argv, str(log), process))
         self._save_state()
+
+    def _spawn(self, argv: list[str], log: Path, node, log_mode: str) -> subprocess.Popen:
+        """Run `argv` in the root namespace (node None) or in a Mininet node's, output to `log`."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        with log.open(log_mode) as out:
+            if node is None:
+                return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                        cwd=REPO, env=env, start_new_session=True)
+            return node.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                              cwd=str(REPO), env=env)
 
     def _wait(self, ready, what: str, process: subprocess.Popen | None, log: Path | None) -> None:
         deadline = time.monotonic() + self.options.ready_timeout

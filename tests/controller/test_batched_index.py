@@ -278,3 +278,18 @@ def test_counter_cells_leave_other_entities_to_protobuf():
     response.entities.add().table_entry.table_id = 5
     assert counter_cells(response.SerializeToString()) is None
     assert counter_cells(b"") == {}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_cells.filter(bool), st.data())
+def test_counter_cells_of_a_corrupted_response_agree_with_protobuf_or_defer(cells, data):
+    response = p4runtime_pb2.ReadResponse()
+    for counter_id, index, packets, bytes_, _ in cells:
+        entry = response.entities.add().counter_entry
+        entry.counter_id, entry.index.index = counter_id, index
+        entry.data.packet_count, entry.data.byte_count = packets, bytes_
+    raw = bytearray(response.SerializeToString())
+    raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    got = counter_cells(bytes(raw))
+    if got is not None:
+        assert got == _protobuf_cells(bytes(raw))
