@@ -27,6 +27,7 @@ from controller.slots import PoolFull, SlotMap
 from controller.state import StateStore
 from controller.tiers import STORAGE_TIERS, TierMap, TierMover
 from policies.base import AdmissionPolicy, BlockInfo, EvictionPolicy, RecyclingPolicy, Tier, Victim
+from policies.pool import refusal
 
 log = logging.getLogger(__name__)
 
@@ -331,10 +332,10 @@ class PoolManager:
                 self.metrics.count("refusals", "pool full of pinned chunks")
                 self._log("refuse", key, "pool full and every resident chunk is pinned or protected", now=now)
                 return None
-            if not force and not self._worth_more(entry, victim, now):
+            why = None if force else self._refusal(entry, victim, now)
+            if why is not None:
                 self.metrics.count("refusals", "not worth the victim")
-                self._log("refuse", key, f"score {entry.score:.3f} not above victim {victim.key} "
-                          f"(residual {victim.residual:.3f})", score=entry.score, now=now)
+                self._log("refuse", key, why, score=entry.score, now=now)
                 return None
             self._evict_locked(victim.key, now, f"make room for {key}: {victim.reason}", victim, label="capacity",
                                delete_entry=False)
@@ -368,13 +369,12 @@ class PoolManager:
         self._sync_occupancy()
         return slot
 
-    def _worth_more(self, entry: Tracked, victim: Victim, now: float) -> bool:
-        """The newcomer beats the victim: the same rule as policies.pool.Pool, so controller and evaluator agree."""
-        bar = victim.residual
-        compares = bool(getattr(self.policies.admission, "compares_victim", False))
-        if compares and victim.key in self.tracked:
-            bar = max(bar, self.policies.admission.score(self.tracked[victim.key].info, now))
-        return not (entry.score < bar or (compares and entry.score == bar))
+    def _refusal(self, entry: Tracked, victim: Victim, now: float) -> str | None:
+        """Why the newcomer may not displace `victim` (None: it may): policies.pool's rule, so the controller
+        and the evaluator decide alike."""
+        victim_entry = self.tracked.get(victim.key)
+        victim_block = victim_entry.info if victim_entry is not None else None
+        return refusal(self.policies.admission, entry.score, victim, victim_block, now)
 
     def _index(self, victim: ChunkKey | None, key: ChunkKey, slot: int, version: int) -> tuple[Exception | None, bool]:
         """Index `key` at `slot`, deleting `victim`'s entry first: (why the newcomer failed or None, whether the

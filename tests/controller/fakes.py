@@ -66,9 +66,10 @@ class FakeStorage:
 
 
 class CountAdmission:
-    """Admit after `threshold` accesses; score = accesses."""
+    """Admit after `threshold` accesses; score = accesses, in the unit of LowestScoreEviction's residual."""
 
     name = "count"
+    compares_residual = True
 
     def __init__(self, threshold: int = 3) -> None:
         self.threshold = threshold
