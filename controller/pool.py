@@ -223,6 +223,10 @@ class PoolManager:
                 self._admit_chain(key, now, "admission policy on INSERT", "insert")
             elif key in self.slots and entry.value is not None:
                 self._fill_directly(entry)
+            # An announced value is known current only while its INSERT is handled: a later PUT may pass the
+            # switch unseen (key not indexed yet, or a switch restart since), so a kept copy could be stale.
+            # Later admissions and a restarted switch are filled by the storage node's next reply instead.
+            entry.value = None
             return self.tiers.bitmap(key)
 
     def lookup(self, key: ChunkKey) -> tuple[int, int]:
@@ -621,8 +625,6 @@ class PoolManager:
                     continue
                 entry.hit_baseline, entry.switch_hits = self._slot_counter(slot), 0
                 counts["reinstalled"] += 1
-                if entry.value is not None:
-                    self._fill_directly(entry)
             for key in on_switch:
                 if key not in self.slots:
                     self.dataplane.remove(key)

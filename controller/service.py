@@ -127,15 +127,18 @@ class Controller:
             self.metrics_server = serve_prometheus(self.metrics, self.options.metrics_port)
 
     def stop(self) -> None:
+        """Stop the periodic work and the API first, then close the switch connection they use, so that no poll
+        or pipeline check of theirs is still calling an RPC when the channel closes (gRPC's "Cannot invoke RPC
+        on closed channel", once a traceback in the log at shutdown)."""
         self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=2)
         if self.api_server is not None:
             self.api_server.stop()
         if self.metrics_server is not None:
             self.metrics_server.shutdown()
             self.metrics_server.server_close()
         self.switch.close()
-        for thread in self._threads:
-            thread.join(timeout=2)
         if self.storage is not None:
             self.storage.close()
         self.state.close()
@@ -149,6 +152,16 @@ class Controller:
 
     def _on_connect(self, switch: SwitchConnection) -> None:
         """Runs after every arbitration win: make sure the pipeline and our entries are on the switch."""
+        try:
+            self._populate(switch)
+        except P4RuntimeError as exc:
+            if not self._stop.is_set():
+                raise  # the connection retries the whole session after its backoff
+            # stop() closed the channel under a reconnect's RPCs (SIGTERM while the switch came back): nothing
+            # is left to populate, and a traceback here would only say that we were asked to stop
+            log.debug("populating %s abandoned at shutdown: %s", self.options.switch, exc)
+
+    def _populate(self, switch: SwitchConnection) -> None:
         self.metrics.switch_connections = switch.connections
         fresh = switch.pipeline_cookie() != self.cookie
         if fresh:

@@ -13,7 +13,8 @@ Start order, each step waited for (with a clear error and the process's log tail
 6. a ping from h1 to st1 through the data plane proves the routes are in.
 
 `<state>/testbed.json` records every process this testbed started, so `python -m topo stop` can end exactly
-those (by pid) after a crash, before `mn -c`.
+those (by pid) after a crash, before `mn -c`. Tests of crashes use `kill("controller s1")` and
+`restart("controller s1")` (likewise "switch s1", "storage st1"): the same command line again, the log appended to.
 """
 
 from __future__ import annotations
@@ -405,6 +406,16 @@ def _alive(pid: int, argv: list[str]) -> bool:
     return any(part.decode(errors="replace") == argv[-1] for part in cmdline) if argv else False
 
 
+def _ended(pid: int) -> bool:
+    """Whether `pid` has exited: gone, or a zombie its parent has not reaped yet (when that parent is us, as in
+    a test of `topo stop`, the entry stays until the Popen object waits)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
 def _terminate(pid: int, process: subprocess.Popen | None = None, timeout: float = 10.0) -> None:
     """SIGTERM, then SIGKILL after `timeout` seconds; for one process we started."""
     try:
@@ -416,7 +427,7 @@ def _terminate(pid: int, process: subprocess.Popen | None = None, timeout: float
         if process is not None:
             if process.poll() is not None:
                 return
-        elif not Path(f"/proc/{pid}").exists():
+        elif _ended(pid):
             return
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):

@@ -213,7 +213,20 @@ def test_restarted_switch_gets_its_index_back_and_stray_entries_go():
     dp.index[K[7]] = 2  # an entry we never made
     assert pool.resync() == {"kept": 0, "reinstalled": 2, "removed": 1}
     assert dp.index == {K[0]: 0, K[1]: 1}
-    assert dp.writes == [(0, K[0], 3, b"v")]
+    # The value announced before the restart is not written back: a PUT may have passed since, unseen by the
+    # restarted switch; the storage node's next reply refills the slot with the current version.
+    assert dp.writes == []
+
+
+def test_value_announced_before_admission_is_never_written_later():
+    """A chunk announced with its value but not admitted then may be PUT anew before it turns hot: the later
+    admission must leave the fill to the storage node's reply, never SLOT_WRITE the old announced copy."""
+    pool, dp, _ = make_pool(capacity=4, threshold=5)
+    assert pool.offer(K[0], value=b"old", version=1) is not None
+    assert K[0] not in dp.index
+    pool.on_hot_key(K[0], estimate=50)
+    assert K[0] in dp.index
+    assert dp.writes == []
 
 
 def test_switch_counter_reset_does_not_hide_later_hits():
