@@ -22,9 +22,10 @@ import grpc
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller.bytestrings import decode, encode, mask_for_prefix
 from controller.errors import P4RuntimeError
 from controller.p4info import P4Info
+from p4rt import wire
+from p4rt.bytestrings import decode, encode, mask_for_prefix
 from softswitch.target import Exact, Lpm, Match, OptionalMatch, Range, Replica, TableEntry, Ternary
 
 log = logging.getLogger(__name__)
@@ -303,7 +304,8 @@ class SwitchConnection:
 
     def write_request_bytes(self, updates: Sequence[p4runtime_pb2.Update]) -> bytes:
         """The serialised WriteRequest of `updates`: byte for byte what protobuf would produce."""
-        return self._write_header + b"".join(_length_delimited(_UPDATES_TAG, u.SerializeToString()) for u in updates)
+        updates_bytes = (wire.length_delimited(_UPDATES_KEY, u.SerializeToString()) for u in updates)
+        return self._write_header + b"".join(updates_bytes)
 
     def write_each(self, updates: Sequence[p4runtime_pb2.Update]) -> list[P4RuntimeError | None]:
         """One Write of several updates; the outcome of each (None: applied), in order.
@@ -525,76 +527,26 @@ class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
                                             request_serializer=p4runtime_pb2.ReadRequest.SerializeToString)
 
 
-_UPDATES_TAG = bytes([p4runtime_pb2.WriteRequest.DESCRIPTOR.fields_by_name["updates"].number << 3 | 2])
-
-
-def _length_delimited(tag: bytes, body: bytes) -> bytes:
-    """A protobuf length-delimited field (https://protobuf.dev/programming-guides/encoding/)."""
-    n, length = len(body), bytearray()
-    while n > 0x7F:
-        length.append((n & 0x7F) | 0x80)
-        n >>= 7
-    length.append(n)
-    return tag + bytes(length) + body
+_UPDATES_KEY = wire.key(p4runtime_pb2.WriteRequest, "updates", wire.LEN)
 
 
 # ---- counter cells straight from a serialised ReadResponse ----------------------------------------------
 # A full pool's poll reads every slot counter cell each second; the pure-Python protobuf runtime (3.20, pinned
-# by p4runtime-shell) spends about 60 ms parsing 1,024 of them, this decoder a few. Wire format:
-# https://protobuf.dev/programming-guides/encoding/. Field numbers come from the descriptors.
+# by p4runtime-shell) spends about 60 ms parsing 1,024 of them, this decoder a few. The wire format is read
+# with `p4rt.wire`; field numbers come from the descriptors.
 
-class _NotCounterCells(Exception):
+class _NotCounterCells(wire.Fallback):
     """The response holds something this decoder does not read: protobuf parses it instead."""
 
 
-def _number(message, name: str) -> int:
-    return message.DESCRIPTOR.fields_by_name[name].number
-
-
-_RESPONSE_ENTITIES = _number(p4runtime_pb2.ReadResponse, "entities")
-_ENTITY_COUNTER = _number(p4runtime_pb2.Entity, "counter_entry")
-_CE_INDEX, _CE_DATA = _number(p4runtime_pb2.CounterEntry, "index"), _number(p4runtime_pb2.CounterEntry, "data")
-_CE_ID = _number(p4runtime_pb2.CounterEntry, "counter_id")
-_INDEX = _number(p4runtime_pb2.Index, "index")
-_CD_BYTES = _number(p4runtime_pb2.CounterData, "byte_count")
-_CD_PACKETS = _number(p4runtime_pb2.CounterData, "packet_count")
-
-
-def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise _NotCounterCells
-
-
-def _wire_fields(buf: bytes, pos: int, end: int):
-    """(field number, int value | (start, end) span) of varint and length-delimited fields. Every field read
-    here has a number below 16, so its key is one byte; a longer key is some other field (or a padded key, which
-    protobuf would not recognise either)."""
-    while pos < end:
-        key = buf[pos]
-        if key >= 0x80:
-            raise _NotCounterCells
-        pos += 1
-        if key & 7 == 0:
-            value, pos = _varint_at(buf, pos)
-            yield key >> 3, value
-        elif key & 7 == 2:
-            n, pos = _varint_at(buf, pos)
-            if pos + n > end:
-                raise _NotCounterCells
-            yield key >> 3, (pos, pos + n)
-            pos += n
-        else:
-            raise _NotCounterCells
-    if pos != end:
-        raise _NotCounterCells
+_RESPONSE_ENTITIES = wire.number(p4runtime_pb2.ReadResponse, "entities")
+_ENTITY_COUNTER = wire.number(p4runtime_pb2.Entity, "counter_entry")
+_CE_ID = wire.number(p4runtime_pb2.CounterEntry, "counter_id")
+_CE_INDEX = wire.number(p4runtime_pb2.CounterEntry, "index")
+_CE_DATA = wire.number(p4runtime_pb2.CounterEntry, "data")
+_INDEX = wire.number(p4runtime_pb2.Index, "index")
+_CD_BYTES = wire.number(p4runtime_pb2.CounterData, "byte_count")
+_CD_PACKETS = wire.number(p4runtime_pb2.CounterData, "packet_count")
 
 
 def _int64(value) -> int:
@@ -609,16 +561,16 @@ def _counter_cell(buf: bytes, start: int, end: int) -> tuple[int, int, int]:
     """(index, packets, bytes) of one CounterEntry; repeated sub-messages merge and the last scalar wins,
     as protobuf's parser does."""
     index = packets = bytes_ = 0
-    for number, value in _wire_fields(buf, start, end):
+    for number, _, value in wire.fields(buf, start, end):
         if number == _CE_ID:
             _int64(value)
         elif number == _CE_INDEX and isinstance(value, tuple):
-            for n2, v2 in _wire_fields(buf, *value):
+            for n2, _, v2 in wire.fields(buf, *value):
                 if n2 != _INDEX:
                     raise _NotCounterCells
                 index = _int64(v2)
         elif number == _CE_DATA and isinstance(value, tuple):
-            for n2, v2 in _wire_fields(buf, *value):
+            for n2, _, v2 in wire.fields(buf, *value):
                 if n2 == _CD_BYTES:
                     bytes_ = _int64(v2)
                 elif n2 == _CD_PACKETS:
@@ -634,15 +586,15 @@ def counter_cells(response: bytes) -> dict[int, tuple[int, int]] | None:
     """{index: (packets, bytes)} of a serialised ReadResponse holding only counter entries; None otherwise."""
     cells: dict[int, tuple[int, int]] = {}
     try:
-        for number, span in _wire_fields(response, 0, len(response)):
+        for number, _, span in wire.fields(response, 0, len(response)):
             if number != _RESPONSE_ENTITIES or not isinstance(span, tuple):
                 return None
-            fields = list(_wire_fields(response, *span))
-            if len(fields) != 1 or fields[0][0] != _ENTITY_COUNTER or not isinstance(fields[0][1], tuple):
+            fields = wire.fields(response, *span)
+            if len(fields) != 1 or fields[0][0] != _ENTITY_COUNTER or not isinstance(fields[0][2], tuple):
                 return None
-            index, packets, bytes_ = _counter_cell(response, *fields[0][1])
+            index, packets, bytes_ = _counter_cell(response, *fields[0][2])
             cells[index] = (packets, bytes_)
-    except (_NotCounterCells, IndexError):
+    except (wire.Fallback, IndexError):
         return None
     return cells
 

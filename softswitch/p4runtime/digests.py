@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
-from softswitch.p4runtime import bytestrings
+from p4rt import bytestrings
 from softswitch.p4runtime.pipeline import Pipeline
 from softswitch.target import DigestMessage
 

@@ -13,9 +13,16 @@ import grpc
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from p4rt import bytestrings
 from softswitch import target as tg
-from softswitch.p4runtime import bytestrings, read_response
-from softswitch.p4runtime.errors import P4RuntimeError, from_target_code, invalid, not_found
+from softswitch.p4runtime import read_response
+from softswitch.p4runtime.errors import (
+    P4RuntimeError,
+    decode_bytestring,
+    from_target_code,
+    invalid,
+    not_found,
+)
 from softswitch.p4runtime.index import TableInfo
 from softswitch.p4runtime.pipeline import Pipeline
 from softswitch.p4runtime.write_request import TableWrite, table_write_from_proto
@@ -61,32 +68,32 @@ def decode_match(t: TableInfo, matches) -> dict[str, tg.Match]:
         full = (1 << f.bitwidth) - 1
         mt = f.match_type
         if kind == "exact" and mt == _MT.EXACT:
-            out[f.name] = tg.Exact(bytestrings.decode(a, f.bitwidth, what))
+            out[f.name] = tg.Exact(decode_bytestring(a, f.bitwidth, what))
         elif kind == "lpm" and mt == _MT.LPM:
             if not 0 < b <= f.bitwidth:
                 raise invalid(f"{what}: prefix length {b} not in 1..{f.bitwidth} (omit the field for /0)")
-            value = bytestrings.decode(a, f.bitwidth, what)
+            value = decode_bytestring(a, f.bitwidth, what)
             if value & (full >> b):
                 raise invalid(f"{what}: value has bits set beyond the /{b} prefix")
             out[f.name] = tg.Lpm(value, b)
         elif kind == "ternary" and mt == _MT.TERNARY:
-            value = bytestrings.decode(a, f.bitwidth, what)
-            mask = bytestrings.decode(b, f.bitwidth, what)
+            value = decode_bytestring(a, f.bitwidth, what)
+            mask = decode_bytestring(b, f.bitwidth, what)
             if mask == 0:
                 raise invalid(f"{what}: mask is zero (omit the field for a wildcard)")
             if value & ~mask:
                 raise invalid(f"{what}: value has bits set outside the mask")
             out[f.name] = tg.Ternary(value, mask)
         elif kind == "range" and mt == _MT.RANGE:
-            low = bytestrings.decode(a, f.bitwidth, what)
-            high = bytestrings.decode(b, f.bitwidth, what)
+            low = decode_bytestring(a, f.bitwidth, what)
+            high = decode_bytestring(b, f.bitwidth, what)
             if low > high:
                 raise invalid(f"{what}: range low {low} > high {high}")
             if low == 0 and high == full:
                 raise invalid(f"{what}: full range (omit the field for a wildcard)")
             out[f.name] = tg.Range(low, high)
         elif kind == "optional" and mt == _MT.OPTIONAL:
-            out[f.name] = tg.OptionalMatch(bytestrings.decode(a, f.bitwidth, what))
+            out[f.name] = tg.OptionalMatch(decode_bytestring(a, f.bitwidth, what))
         else:
             raise invalid(f"{what}: {kind} match given for a {_MT.MatchType.Name(mt).lower()} field")
     if len(out) < len(t.fields):
@@ -117,7 +124,7 @@ def decode_action(p: Pipeline, t: TableInfo, tw: TableWrite) -> tuple[str, dict[
             raise invalid(f"action {info.name} has no parameter with id {param_id}")
         if pi.name in params:
             raise invalid(f"action {info.name}: parameter {pi.name} given twice")
-        params[pi.name] = bytestrings.decode(value, pi.bitwidth, f"{info.name} parameter {pi.name}")
+        params[pi.name] = decode_bytestring(value, pi.bitwidth, f"{info.name} parameter {pi.name}")
     if len(params) != len(info.params):
         missing = [pi.name for pi in info.params.values() if pi.name not in params]
         raise invalid(f"action {info.name}: missing parameter(s) {', '.join(missing)}")
@@ -299,7 +306,7 @@ def write_register_entry(p: Pipeline, utype: int, re_: p4runtime_pb2.RegisterEnt
     _check_index(r.name, r.size, re_.index.index)
     if re_.data.WhichOneof("data") != "bitstring":
         raise invalid(f"register {r.name}: data must be a bitstring")
-    value = bytestrings.decode(re_.data.bitstring, r.bitwidth, f"register {r.name}")
+    value = decode_bytestring(re_.data.bitstring, r.bitwidth, f"register {r.name}")
     _call(p.target.register_write, r.name, re_.index.index, value)
 
 
@@ -364,7 +371,7 @@ def _replicas(replicas) -> list[tg.Replica]:
     out, seen = [], set()
     for r in replicas:
         if r.WhichOneof("port_kind") == "port":
-            port = bytestrings.decode(r.port, 32, "replica port")
+            port = decode_bytestring(r.port, 32, "replica port")
         else:
             port = r.egress_port
         if (port, r.instance) in seen:

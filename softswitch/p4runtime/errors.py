@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import grpc
 
+from p4rt import bytestrings
+
 
 class P4RuntimeError(Exception):
     """A request the server refuses; `code` is a `grpc.StatusCode` (INVALID_ARGUMENT, NOT_FOUND, ...)."""
@@ -32,3 +34,11 @@ def not_found(message: str) -> P4RuntimeError:
 
 def unimplemented(message: str) -> P4RuntimeError:
     return P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, message)
+
+
+def decode_bytestring(data: bytes, bitwidth: int, what: str) -> int:
+    """`p4rt.bytestrings.decode` with the spec's checks, its refusals as this server's errors."""
+    try:
+        return bytestrings.decode(data, bitwidth, what)
+    except bytestrings.BytestringError as e:
+        raise P4RuntimeError(from_target_code(e.code), e.message) from None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
 
-from softswitch.p4runtime import bytestrings
-from softswitch.p4runtime.errors import invalid
+from p4rt import bytestrings
+from softswitch.p4runtime.errors import decode_bytestring, invalid
 from softswitch.p4runtime.index import HeaderInfo
 
 
@@ -26,7 +26,7 @@ def frame_from_packet_out(header: HeaderInfo | None, po: p4runtime_pb2.PacketOut
         f = by_id.get(md.metadata_id)
         if f is None:
             raise invalid(f"packet_out has no metadata with id {md.metadata_id}")
-        values[f.id] = bytestrings.decode(md.value, f.bitwidth, f"packet_out metadata {f.name}")
+        values[f.id] = decode_bytestring(md.value, f.bitwidth, f"packet_out metadata {f.name}")
     acc, bits = 0, 0
     for f in header.fields:
         acc = (acc << f.bitwidth) | values.get(f.id, 0)

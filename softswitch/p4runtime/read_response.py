@@ -7,7 +7,7 @@ bytes protobuf would (same fields, field-number order, defaults omitted, set sub
 empty: tests/softswitch/p4runtime/test_p4rt_read_response.py compares them byte for byte with protobuf's own
 output) from plain values, 25-50 times faster (3-8 ms for those two reads).
 The other entity kinds are rare and small and keep going through the protobuf runtime (`entities.read_entity`).
-Wire format: https://protobuf.dev/programming-guides/encoding/ (varints, length-delimited fields).
+Varints, keys and length-delimited fields come from `p4rt.wire`.
 """
 
 from __future__ import annotations
@@ -16,43 +16,24 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from p4.v1 import p4runtime_pb2
 
+from p4rt.wire import LEN, VARINT, key, varint
+from p4rt.wire import length_delimited as _field
 from softswitch import target as tg
 from softswitch.p4runtime.index import P4InfoIndex, TableInfo
-
-_U64 = (1 << 64) - 1
-_SMALL = [bytes([n]) for n in range(0x80)]
-
-
-def varint(n: int) -> bytes:
-    """Base-128 varint; negative ints (int32/int64 fields) go out as their 64-bit two's complement."""
-    if 0 <= n < 0x80:
-        return _SMALL[n]
-    n &= _U64
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _tag(message, name: str) -> bytes:
     """Key of a length-delimited field (wire type 2), numbered as the .proto says."""
-    return varint(message.DESCRIPTOR.fields_by_name[name].number << 3 | 2)
+    return key(message, name, LEN)
 
 
 def _vtag(message, name: str) -> bytes:
     """Key of a varint field (wire type 0)."""
-    return varint(message.DESCRIPTOR.fields_by_name[name].number << 3)
-
-
-def _field(tag: bytes, body: bytes) -> bytes:
-    """A length-delimited field: a sub-message or a byte string."""
-    return tag + varint(len(body)) + body
+    return key(message, name, VARINT)
 
 
 def _canonical(value: int) -> bytes:
-    """P4Runtime's canonical byte string (bytestrings.encode), inlined for speed."""
+    """P4Runtime's canonical byte string (p4rt.bytestrings.encode), inlined for speed."""
     return value.to_bytes((value.bit_length() + 7) // 8 or 1, "big")
 
 

@@ -4,7 +4,7 @@ The project pins protobuf 3.20 (p4runtime-shell needs it), whose Python runtime 
 about half a second; this decoder reads the common shape of a table-entry update (match fields, a direct
 action, priority, default flag) roughly ten times faster. Any update using something else (other entity types,
 counter data, metadata, unknown fields) is handed to the protobuf runtime untouched, so behaviour is the same.
-Wire format: https://protobuf.dev/programming-guides/encoding/ (varints, length-delimited fields).
+The wire-format reading itself is `p4rt.wire`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,7 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
-_VARINT, _LEN = 0, 2
-
-
-class _Fallback(Exception):
-    """This update (or request) needs the full protobuf parser."""
+from p4rt.wire import LEN, VARINT, Fallback, fields
 
 
 @dataclass(slots=True)
@@ -52,69 +48,18 @@ class DecodedWrite:
     updates: list[tuple[int, TableWrite | p4runtime_pb2.Entity]] = field(default_factory=list)
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise _Fallback
-
-
-def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | tuple[int, int]]]:
-    """(field number, wire type, value): value is an int for varints, (start, end) for length-delimited.
-
-    Single-byte varints (nearly every key, length and id here) are read inline: this is the hot loop.
-    """
-    out = []
-    append = out.append
-    while pos < end:
-        key = buf[pos]
-        if key < 0x80:
-            pos += 1
-        else:
-            key, pos = _varint(buf, pos)
-        wt = key & 7
-        if wt == _VARINT:
-            value = buf[pos]
-            if value < 0x80:
-                pos += 1
-            else:
-                value, pos = _varint(buf, pos)
-            append((key >> 3, wt, value))
-        elif wt == _LEN:
-            n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = _varint(buf, pos)
-            if pos + n > end:
-                raise _Fallback
-            append((key >> 3, wt, (pos, pos + n)))
-            pos += n
-        else:
-            raise _Fallback
-    if pos != end:
-        raise _Fallback
-    return out
-
-
 def _bytes_pair(buf: bytes, span: tuple[int, int], second_is_int: bool) -> tuple[bytes, bytes | int]:
     a: bytes = b""
     b: bytes | int = 0 if second_is_int else b""
-    for num, wt, v in _fields(buf, *span):
-        if num == 1 and wt == _LEN:
+    for num, wt, v in fields(buf, *span):
+        if num == 1 and wt == LEN:
             a = buf[v[0]:v[1]]
-        elif num == 2 and wt == _VARINT and second_is_int:
+        elif num == 2 and wt == VARINT and second_is_int:
             b = v - (1 << 64) if v >> 63 else v  # int32 prefix_len, sign-extended on the wire
-        elif num == 2 and wt == _LEN and not second_is_int:
+        elif num == 2 and wt == LEN and not second_is_int:
             b = buf[v[0]:v[1]]
         else:
-            raise _Fallback
+            raise Fallback
     return a, b
 
 
@@ -123,78 +68,78 @@ _KINDS = {2: "exact", 3: "ternary", 4: "lpm", 6: "range", 7: "optional"}
 
 def _field_match(buf: bytes, span: tuple[int, int]):
     field_id, kind, a, b = 0, None, b"", None
-    for num, wt, v in _fields(buf, *span):
-        if num == 1 and wt == _VARINT:
+    for num, wt, v in fields(buf, *span):
+        if num == 1 and wt == VARINT:
             field_id = v
-        elif num in _KINDS and wt == _LEN and kind is None:
+        elif num in _KINDS and wt == LEN and kind is None:
             kind = _KINDS[num]
             a, b = _bytes_pair(buf, v, second_is_int=(kind == "lpm"))
             if kind in ("exact", "optional"):
                 if b:
-                    raise _Fallback
+                    raise Fallback
                 b = None
         else:
-            raise _Fallback
+            raise Fallback
     if kind is None:
-        raise _Fallback
+        raise Fallback
     return field_id, kind, a, b
 
 
 def _action(buf: bytes, span: tuple[int, int], tw: TableWrite) -> None:
-    for num, wt, v in _fields(buf, *span):
-        if num == 1 and wt == _VARINT:
+    for num, wt, v in fields(buf, *span):
+        if num == 1 and wt == VARINT:
             tw.action_id = v
-        elif num == 4 and wt == _LEN:
+        elif num == 4 and wt == LEN:
             pid, value = 0, b""
-            for n2, w2, v2 in _fields(buf, *v):
-                if n2 == 2 and w2 == _VARINT:
+            for n2, w2, v2 in fields(buf, *v):
+                if n2 == 2 and w2 == VARINT:
                     pid = v2
-                elif n2 == 3 and w2 == _LEN:
+                elif n2 == 3 and w2 == LEN:
                     value = buf[v2[0]:v2[1]]
                 else:
-                    raise _Fallback
+                    raise Fallback
             tw.params.append((pid, value))
         else:
-            raise _Fallback
+            raise Fallback
 
 
 def _table_entry(buf: bytes, span: tuple[int, int]) -> TableWrite:
     tw = TableWrite()
     seen: set[int] = set()
-    for num, wt, v in _fields(buf, *span):
+    for num, wt, v in fields(buf, *span):
         if num != 2:
             if num in seen:
-                raise _Fallback  # a repeated singular field: leave merge rules to protobuf
+                raise Fallback  # a repeated singular field: leave merge rules to protobuf
             seen.add(num)
-        if num == 1 and wt == _VARINT:
+        if num == 1 and wt == VARINT:
             tw.table_id = v
-        elif num == 2 and wt == _LEN:
+        elif num == 2 and wt == LEN:
             tw.matches.append(_field_match(buf, v))
-        elif num == 3 and wt == _LEN:
-            for n2, w2, v2 in _fields(buf, *v):
-                if n2 == 1 and w2 == _LEN and tw.action_kind is None:
+        elif num == 3 and wt == LEN:
+            for n2, w2, v2 in fields(buf, *v):
+                if n2 == 1 and w2 == LEN and tw.action_kind is None:
                     tw.action_kind = "action"
                     _action(buf, v2, tw)
                 elif n2 in (2, 3, 4) and tw.action_kind is None:
                     tw.action_kind = ("action_profile_member_id", "action_profile_group_id",
                                       "action_profile_action_set")[n2 - 2]
                 else:
-                    raise _Fallback
-        elif num == 4 and wt == _VARINT:
+                    raise Fallback
+        elif num == 4 and wt == VARINT:
             tw.priority = v - (1 << 64) if v >> 63 else v  # int32 on the wire as a sign-extended varint
-        elif num == 8 and wt == _VARINT:
+        elif num == 8 and wt == VARINT:
             tw.is_default = bool(v)
         else:
-            raise _Fallback
+            raise Fallback
     return tw
 
 
 def _entity(buf: bytes, span: tuple[int, int]) -> TableWrite | p4runtime_pb2.Entity:
     try:
-        fields = _fields(buf, *span)
-        if len(fields) == 1 and fields[0][0] == 2 and fields[0][1] == _LEN:
-            return _table_entry(buf, fields[0][2])
-    except _Fallback:
+        top = fields(buf, *span)
+        if len(top) == 1 and top[0][0] == 2 and top[0][1] == LEN:
+            return _table_entry(buf, top[0][2])
+    except Fallback:
         pass
     return p4runtime_pb2.Entity.FromString(buf[span[0]:span[1]])
 
@@ -203,39 +148,39 @@ def decode_write_request(data: bytes) -> DecodedWrite:
     """gRPC request deserializer for Write."""
     try:
         out = DecodedWrite()
-        for num, wt, v in _fields(data, 0, len(data)):
-            if num == 1 and wt == _VARINT:
+        for num, wt, v in fields(data, 0, len(data)):
+            if num == 1 and wt == VARINT:
                 out.device_id = v
-            elif num == 2 and wt == _VARINT:
+            elif num == 2 and wt == VARINT:
                 pass  # role_id: deprecated
-            elif num == 3 and wt == _LEN:
+            elif num == 3 and wt == LEN:
                 high = low = 0
-                for n2, w2, v2 in _fields(data, *v):
-                    if n2 == 1 and w2 == _VARINT:
+                for n2, w2, v2 in fields(data, *v):
+                    if n2 == 1 and w2 == VARINT:
                         high = v2
-                    elif n2 == 2 and w2 == _VARINT:
+                    elif n2 == 2 and w2 == VARINT:
                         low = v2
                     else:
-                        raise _Fallback
+                        raise Fallback
                 out.election_id = (high << 64) | low
-            elif num == 4 and wt == _LEN:
+            elif num == 4 and wt == LEN:
                 utype, entity = 0, None
-                for n2, w2, v2 in _fields(data, *v):
-                    if n2 == 1 and w2 == _VARINT:
+                for n2, w2, v2 in fields(data, *v):
+                    if n2 == 1 and w2 == VARINT:
                         utype = v2
-                    elif n2 == 2 and w2 == _LEN and entity is None:
+                    elif n2 == 2 and w2 == LEN and entity is None:
                         entity = _entity(data, v2)
                     else:
-                        raise _Fallback
+                        raise Fallback
                 out.updates.append((utype, entity if entity is not None else p4runtime_pb2.Entity()))
-            elif num == 5 and wt == _VARINT:
+            elif num == 5 and wt == VARINT:
                 out.atomicity = v
-            elif num == 6 and wt == _LEN:
+            elif num == 6 and wt == LEN:
                 out.role = data[v[0]:v[1]].decode()
             else:
-                raise _Fallback
+                raise Fallback
         return out
-    except (_Fallback, IndexError, UnicodeDecodeError):
+    except (Fallback, IndexError, UnicodeDecodeError):
         return from_proto(p4runtime_pb2.WriteRequest.FromString(data))
 
 

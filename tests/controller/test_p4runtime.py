@@ -12,7 +12,6 @@ from p4.v1 import p4runtime_pb2
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.bytestrings import encode
 from controller.errors import P4RuntimeError
 from controller.hosts import Host, load_hosts
 from controller.keys import ChunkKey
@@ -21,6 +20,7 @@ from controller.p4info import P4Info
 from controller.switch import SwitchConnection, SwitchOptions
 from kvpool import wire
 from kvpool.constants import KVP_HEADER_LEN, Opcode, Status
+from p4rt.bytestrings import encode
 from softswitch.target import Exact, TableEntry
 from tests.controller.fake_p4rt import FakeServer
 

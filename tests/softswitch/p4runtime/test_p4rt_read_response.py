@@ -7,10 +7,10 @@ from hypothesis import strategies as st
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from p4rt import bytestrings
 from softswitch import target as tg
-from softswitch.p4runtime import bytestrings
 from softswitch.p4runtime.index import P4InfoIndex
-from softswitch.p4runtime.read_response import TableEntryEncoder, counter_entity, read_responses, varint
+from softswitch.p4runtime.read_response import TableEntryEncoder, counter_entity, read_responses
 
 _MT = p4info_pb2.MatchField
 _KINDS = {_MT.EXACT: "exact", _MT.LPM: "lpm", _MT.TERNARY: "ternary", _MT.RANGE: "range", _MT.OPTIONAL: "optional"}
@@ -159,12 +159,6 @@ def test_direct_counter_entry_bytes_equal_protobufs(case):
         want.data.packet_count, want.data.byte_count = counter or (0, 0)
         expected = p4runtime_pb2.Entity(direct_counter_entry=want).SerializeToString()
         assert encoder.direct_counter_entity(t, entry, counter or (0, 0), stored) == expected
-
-
-@given(st.integers(-(2**63), 2**64 - 1))
-def test_varint_matches_protobuf_int64_and_uint64(n):
-    msg = p4runtime_pb2.CounterData(byte_count=n) if n < 2**63 else p4runtime_pb2.Uint128(high=n)
-    assert msg.SerializeToString() == (b"\x08" + varint(n) if n else b"")
 
 
 def test_read_responses_cut_batches_and_keep_order():

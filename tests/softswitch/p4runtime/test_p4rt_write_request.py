@@ -74,3 +74,17 @@ def test_entries_with_other_fields_fall_back_to_protobuf():
     assert isinstance(fast.updates[0][1], p4runtime_pb2.Entity)
     assert fast.updates[0][1].table_entry.counter_data.packet_count == 9
     assert fast.updates[1][1].counter_entry.counter_id == 7
+
+
+def test_padded_table_id_key_is_read_as_protobuf_reads_it():
+    entry = p4runtime_pb2.TableEntry(table_id=5).SerializeToString()
+    assert entry[:1] == b"\x08"
+    padded = b"\x88\x00" + entry[1:]  # the same key as a two-byte varint: protobuf keeps it as an unknown field
+    entity = b"\x12" + bytes([len(padded)]) + padded  # Entity.table_entry (field 2)
+    update = b"\x08\x01\x12" + bytes([len(entity)]) + entity  # Update{type: INSERT, entity}
+    data = b"\x22" + bytes([len(update)]) + update  # WriteRequest.updates (field 4)
+    want = p4runtime_pb2.WriteRequest.FromString(data).updates[0].entity.table_entry
+    assert want.table_id == 0
+    (_, got), = decode_write_request(data).updates
+    got_id = got.table_id if isinstance(got, TableWrite) else got.table_entry.table_id
+    assert got_id == want.table_id
