@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks for this project, then nothing more on later calls.
 #   - Debian packages (as root): mininet (gives mnexec), iproute2, tcpdump (scapy's BPF filters), ethtool.
-#   - A virtual environment in .venv with requirements.txt, re-installed only when that file changes.
+#   - A virtual environment in .venv with requirements.txt and the project (editable), re-installed only when
+#     requirements.txt or pyproject.toml changes.
 # Called by every Makefile target that needs it; safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,10 +31,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "bootstrap: installing Python requirements into .venv"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r requirements.txt
+  # The project itself, editable: its packages import from any folder (tools, Mininet hosts, notebooks).
+  .venv/bin/pip install -q --no-deps -e . >/dev/null 2>&1 || .venv/bin/pip install --no-deps -e .
   echo "$want" > "$stamp"
 fi
