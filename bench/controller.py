@@ -11,6 +11,9 @@
    P4Runtime to the embedded switch, against the same logic over an in-memory switch (baseline, ratio).
 3. **ls latency**: the local API's `/blocks` and the whole `python -m controller ls` with 10,000 cached
    chunks (a 10,240-slot pool in memory: the P4 program's pool has 1,024 slots).
+4. **INSERT answer latency**: 200 back-to-back INSERTs, each admitted (`always` admission), punted by the
+   embedded switch and answered by the controller process's packet-out; into an empty pool, then (after
+   filling it) into a full one, where each also evicts. p50/p99 and the first and last ten, to show growth.
 """
 
 from __future__ import annotations
@@ -218,6 +221,97 @@ def hot_to_first_hit(work: Path, keys: int) -> dict:
             "controller_hot_to_first_hit_counter_poll": stats["hot_to_first_hit"], "goal_ms": 50}
 
 
+def _insert_frame(req_id: int, prefix_hash: int, value: bytes) -> bytes:
+    """A client's INSERT (with its value chunk, as kvpool.client sends it) addressed to the storage node."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    from kvpool import wire
+    from kvpool.constants import Opcode
+
+    header = wire.Header(Opcode.INSERT, tenant=4, req_id=req_id, prefix_hash=prefix_hash, version=1,
+                         aux=512)  # depth 0, 512 tokens
+    return bytes(Ether(src=CLIENT["mac"], dst=STORAGE["mac"]) / IP(src=CLIENT["ip"], dst=STORAGE["ip"])
+                 / UDP(sport=40003, dport=7420) / wire.encode(header, value))
+
+
+def _insert_answered(switch: InProcessSwitch, req_id: int) -> bool:
+    from scapy.layers.inet import UDP
+    from scapy.layers.l2 import Ether
+
+    from kvpool import wire
+    from kvpool.constants import KVP_HEADER_LEN, Opcode
+
+    for reply in list(switch.to_client):
+        payload = bytes(Ether(reply)[UDP].payload)
+        if len(payload) >= KVP_HEADER_LEN:
+            got = wire.Header.unpack(payload)
+            if got.req_id == req_id and got.opcode == Opcode.INSERT_ACK:
+                return True
+    return False
+
+
+def insert_latency(work: Path, inserts: int) -> dict:
+    """INSERT answer latency: back-to-back INSERTs, each admitted (`always` admission), punted by the switch and
+    answered by the controller's packet-out; first into an empty pool, then into a full one (each also evicts).
+
+    The switch runs in this process, the controller is a separate `python -m controller serve` process, as in
+    hot_to_first_hit. Measured per INSERT: from handing the frame to the switch's port 1 to the INSERT_ACK
+    leaving it on port 1."""
+    p4info, config = compile_program(work)
+    hosts = work / "hosts.json"
+    hosts.write_text(json.dumps([CLIENT, STORAGE]))
+    switch = InProcessSwitch()
+    address = switch.start()
+    api = f"127.0.0.1:{free_port()}"
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "controller", "--api", api, "serve", "--switch", address, "--p4info", str(p4info),
+         "--device-config", str(config), "--state", str(work / "insert-state.sqlite"), "--hosts-file", str(hosts),
+         "--admission", "always", "--eviction", "lru", "--epoch-seconds", "3600", "--log-level", "WARNING"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(work / "controller-insert.log", "w"),  # noqa: SIM115
+    )
+    phases: dict[str, list[float]] = {}
+    req_id = 0
+    try:
+        if not _wait(lambda: _api(api, "/status")["primary"], 60):
+            raise RuntimeError(f"controller did not come up; see {work / 'controller-insert.log'}")
+        capacity = int(_api(api, "/status").get("capacity") or 1024)
+        plan = [("empty pool (admission)", inserts), ("fill the rest", max(capacity - inserts, 0)),
+                ("full pool (admission + eviction)", inserts)]
+        for phase, count in plan:
+            samples = phases.setdefault(phase, [])
+            for _ in tqdm(range(count), desc=f"INSERT, {phase}", unit="insert"):
+                req_id += 1
+                frame = _insert_frame(req_id, 0xC000_0000_0000_0000 + req_id, b"chunk %d" % req_id)
+                switch.to_client.clear()
+                began = time.perf_counter()
+                switch.device.receive(CLIENT["port"], frame)
+                deadline = began + 5.0
+                while not _insert_answered(switch, req_id):
+                    if time.perf_counter() > deadline:
+                        raise RuntimeError(f"INSERT {req_id} not answered within 5 s")
+                    time.sleep(0.0002)
+                samples.append(time.perf_counter() - began)
+        stats = _api(api, "/stats")
+    finally:
+        controller.terminate()
+        try:
+            controller.wait(10)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+        switch.stop()
+    result = {"inserts": inserts, "admissions": stats.get("admissions"), "evictions": stats.get("evictions")}
+    for phase, samples in phases.items():
+        if phase == "fill the rest":
+            continue
+        ordered = sorted(samples)
+        result[phase] = {**_summary(samples), "p99_ms": ordered[int(0.99 * (len(ordered) - 1))] * 1e3,
+                         "first_10_mean_ms": statistics.mean(samples[:10]) * 1e3,
+                         "last_10_mean_ms": statistics.mean(samples[-10:]) * 1e3,
+                         "samples_ms": [round(x * 1e3, 3) for x in samples]}
+    return result
+
+
 def _churn(pool, keys: int, start: int) -> float:
     from controller.keys import ChunkKey
 
@@ -352,6 +446,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         work = Path(tmp)
         for name, step in (("ls_latency", lambda: ls_latency(work, 10_000, 2 if quick else 5)),
                            ("churn", lambda: churn(work, 100 if quick else 500)),
+                           ("insert_latency", lambda: insert_latency(work, 200)),
                            ("hot_to_first_hit", lambda: hot_to_first_hit(work, 5 if quick else 30))):
             try:
                 results[name] = step()
@@ -381,6 +476,16 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         lines.append(f"| ratio P4Runtime / in memory | {ch['ratio_p4runtime_vs_memory']:.3f} |")
     else:
         lines.append(f"| churn | failed: {ch.get('error')} |")
+    ins = results.get("insert_latency", {})
+    for phase in ("empty pool (admission)", "full pool (admission + eviction)"):
+        if phase in ins:
+            v = ins[phase]
+            lines.append(f"| INSERT answer latency p50/p99 over {ins['inserts']} back-to-back admitting INSERTs, "
+                         f"{phase} | p50 {_fmt(v['p50_ms'])} ms, p99 {_fmt(v['p99_ms'])} ms, max {_fmt(v['max_ms'])}"
+                         f" ms; mean of first 10 {_fmt(v['first_10_mean_ms'])} ms, last 10 "
+                         f"{_fmt(v['last_10_mean_ms'])} ms |")
+    if "error" in ins:
+        lines.append(f"| INSERT answer latency | failed: {ins['error']} |")
     ls = results.get("ls_latency", {})
     if "api_blocks" in ls:
         lines.append(f"| `/blocks` with {ls['keys']} keys | p50 {_fmt(ls['api_blocks']['p50_ms'])} ms |")

@@ -34,6 +34,14 @@ log = logging.getLogger(__name__)
 SLOT_BYTES = 128
 """What one chunk occupies in the switch pool whatever its value_len: one slot of 16 × 64-bit words."""
 
+CONNECTION_LOST = frozenset({"UNAVAILABLE", "CANCELLED"})
+"""gRPC codes that mean the switch went away (not that it refused one entry): the next write fails the same way."""
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """True when `exc` is a P4Runtime failure of the connection itself rather than of one update."""
+    return getattr(exc, "code", None) in CONNECTION_LOST and not getattr(exc, "updates", ())
+
 
 @dataclass(frozen=True)
 class PoolOptions:
@@ -47,6 +55,12 @@ class PoolOptions:
     """How many ancestors of a block are admitted with it at most (prefix chain)."""
     hit_weight_cap: int = 64
     """At most this many accesses are reported to the policies per slot per counter poll."""
+    first_hit_window: float = 1.0
+    """Seconds after its admission during which a chunk's slot is in the fast first-hit poll; a later first hit
+    is seen by the regular poll instead. Without this bound every admitted chunk never hit stayed in the fast
+    poll (every few ms), whose counter Read then grew with the pool and starved INSERT answers."""
+    first_hit_max_slots: int = 32
+    """At most this many slots, the most recently admitted, per fast first-hit poll (bounds one poll's Read)."""
 
 
 @dataclass
@@ -265,8 +279,7 @@ class PoolManager:
         """
         with self.lock:
             if only_pending:
-                owners = {s: (k, self.tracked[k].admitted_at) for k in self._pending_first_hit
-                          if (s := self.slots.slot_of(k)) is not None and k in self.tracked}
+                owners = self._fast_poll_owners(self.clock() if now is None else now)
                 if not owners:
                     return 0
             else:
@@ -301,6 +314,20 @@ class PoolManager:
             if totals is not None:
                 self.metrics.hits = totals
             return changed
+
+    def _fast_poll_owners(self, now: float) -> dict[int, tuple[ChunkKey, float | None]]:
+        """{slot: (key, admitted_at)} of the fast first-hit poll: chunks admitted within `first_hit_window`,
+        the newest `first_hit_max_slots` of them; older ones leave the fast poll for good."""
+        horizon = now - self.options.first_hit_window
+        recent = []
+        for key in list(self._pending_first_hit):
+            entry, slot = self.tracked.get(key), self.slots.slot_of(key)
+            if entry is None or slot is None or entry.admitted_at is None or entry.admitted_at < horizon:
+                self._pending_first_hit.discard(key)  # the regular poll still records its first hit
+                continue
+            recent.append((entry.admitted_at, slot, key))
+        recent.sort(reverse=True)
+        return {slot: (key, admitted) for admitted, slot, key in recent[: self.options.first_hit_max_slots]}
 
     # ---- admission ---------------------------------------------------------------------------------------
 
@@ -413,8 +440,11 @@ class PoolManager:
     def _slot_counter(self, slot: int) -> int:
         try:
             return self.dataplane.slot_hits([slot]).get(slot, 0)
-        except Exception:  # a counter we cannot read only blurs hit attribution
-            log.exception("reading slot %d's hit counter failed", slot)
+        except Exception as exc:  # a counter we cannot read only blurs hit attribution
+            if connection_lost(exc):  # the switch connection reports the outage itself, once
+                log.debug("reading slot %d's hit counter failed: %s", slot, exc)
+            else:
+                log.exception("reading slot %d's hit counter failed", slot)
             return 0
 
     def _fill_directly(self, entry: Tracked) -> None:
@@ -545,7 +575,7 @@ class PoolManager:
         """
         with self.lock:
             now = self.clock() if now is None else now
-            counts = {"kept": 0, "adopted": 0, "reinstalled": 0, "pins": 0, "dropped": 0}
+            counts = {"kept": 0, "adopted": 0, "reinstalled": 0, "pins": 0, "dropped": 0, "deferred": 0}
             if self.state is not None:
                 for pin in self.state.pins():
                     if pin.active(now):
@@ -558,17 +588,29 @@ class PoolManager:
                 saved = {}
             on_switch = self.dataplane.installed()
             wanted = {key: (slot, admitted, version) for slot, (key, admitted, version) in saved.items()}
+            lost = False  # the switch went away mid-run: the rest is bound in our map only, for the next resync
             for key, (slot, admitted, _version) in sorted(wanted.items(), key=lambda kv: kv[1][0]):
                 have = on_switch.get(key)
                 if have == slot:
-                    self._bind_existing(key, slot, admitted, now)
+                    self._bind_existing(key, slot, admitted, now, read_counter=not lost)
                     counts["kept"] += 1
                     continue
-                if have is not None:
-                    self.dataplane.remove(key)
+                if lost:
+                    self._bind_existing(key, slot, admitted, now, read_counter=False)
+                    counts["deferred"] += 1
+                    continue
                 try:
+                    if have is not None:
+                        self.dataplane.remove(key)
                     self.dataplane.install(key, slot)
                 except Exception as exc:
+                    if connection_lost(exc):
+                        log.warning("switch went away while restoring the index (%s); the remaining entries wait "
+                                    "for the next reconnect's resync", exc)
+                        lost = True
+                        self._bind_existing(key, slot, admitted, now, read_counter=False)
+                        counts["deferred"] += 1
+                        continue
                     log.warning("re-installing %s at slot %d failed: %s", key, slot, exc)
                     if self.state is not None:
                         self.state.free_slot(slot)
@@ -578,7 +620,7 @@ class PoolManager:
                 self._log("reinstall", key, "in saved state, missing on the switch", slot=slot, now=now)
                 counts["reinstalled"] += 1
             for key, slot in on_switch.items():
-                if key in wanted:
+                if key in wanted or lost:  # adopting needs the switch; the resync removes what we did not adopt
                     continue
                 if self.slots.key_at(slot) is not None or not 0 <= slot < self.slots.capacity:
                     self.dataplane.remove(key)  # conflicts with our map: ours wins
@@ -590,16 +632,18 @@ class PoolManager:
                 self._log("adopt", key, "found on the switch, not in saved state", slot=slot, now=now)
                 counts["adopted"] += 1
             for key in list(self.pins.protected(now)):
-                if key not in self.slots:
+                if key not in self.slots and not lost:
                     self._admit_one(key, now, "pinned (restored)", {key}, force=True, label="pin")
             self._sync_occupancy()
             return counts
 
-    def _bind_existing(self, key: ChunkKey, slot: int, admitted: float, now: float) -> None:
+    def _bind_existing(self, key: ChunkKey, slot: int, admitted: float, now: float, read_counter: bool = True) -> None:
+        """Take `key` at `slot` in our map; its hit baseline is the slot counter now (0 when not read: a resync
+        re-installing it reads it then)."""
         self.slots.claim(key, slot)
         entry = self._track(key, now)
         entry.admitted_at = admitted
-        entry.hit_baseline = self._slot_counter(slot)
+        entry.hit_baseline = self._slot_counter(slot) if read_counter else 0
         entry.switch_hits = 0
         self.policies.eviction.on_insert(entry.info, now)
         self.tiers.add(key, Tier.SWITCH)
@@ -609,8 +653,9 @@ class PoolManager:
         with self.lock:
             now = self.clock() if now is None else now
             on_switch = self.dataplane.installed()
-            counts = {"kept": 0, "reinstalled": 0, "removed": 0}
-            for key, slot in sorted(self.slots.items(), key=lambda kv: kv[1]):
+            counts = {"kept": 0, "reinstalled": 0, "removed": 0, "deferred": 0}
+            mine = sorted(self.slots.items(), key=lambda kv: kv[1])
+            for done, (key, slot) in enumerate(mine):
                 have = on_switch.get(key)
                 if have == slot:
                     counts["kept"] += 1
@@ -621,14 +666,28 @@ class PoolManager:
                         self.dataplane.remove(key)
                     self.dataplane.install(key, slot, min_version=entry.version)
                 except Exception as exc:
+                    if connection_lost(exc):
+                        counts["deferred"] = len(mine) - done
+                        log.warning("switch went away during the resync (%s); %d entries wait for the next "
+                                    "reconnect's resync", exc, counts["deferred"])
+                        return counts
                     log.warning("re-installing %s failed: %s", key, exc)
                     continue
                 entry.hit_baseline, entry.switch_hits = self._slot_counter(slot), 0
                 counts["reinstalled"] += 1
             for key in on_switch:
-                if key not in self.slots:
+                if key in self.slots:
+                    continue
+                try:
                     self.dataplane.remove(key)
-                    counts["removed"] += 1
+                except Exception as exc:
+                    if connection_lost(exc):
+                        log.warning("switch went away during the resync (%s); stale entries wait for the next "
+                                    "reconnect's resync", exc)
+                        return counts
+                    log.warning("removing the stale index entry of %s failed: %s", key, exc)
+                    continue
+                counts["removed"] += 1
             if counts["reinstalled"] or counts["removed"]:
                 log.info("resynchronised the switch's index: %s", counts)
             return counts

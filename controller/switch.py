@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -92,7 +93,13 @@ class SwitchConnection:
         """device_id and election_id of every WriteRequest, serialised once."""
         self._channel: grpc.Channel | None = None
         self._requests: queue.Queue | None = None
+        self._stream_lock = threading.Lock()
+        """Guards `_channel`, `_requests` and `_stub`: close() and the supervisor both swap them out."""
         self._closed = threading.Event()
+        self._down_since: float | None = None
+        """time.monotonic() when the last working session was lost (None while up): one WARNING per outage."""
+        self._failed_attempts = 0
+        """Reconnect attempts that failed since `_down_since`, logged at DEBUG only."""
         self._ready = threading.Event()
         self._arbitrated = threading.Event()
         self._last_error: str = ""
@@ -126,11 +133,14 @@ class SwitchConnection:
         while not self._closed.is_set():
             try:
                 responses = self._establish()
+                if responses is None:  # close() came first: nothing was opened
+                    return
                 self._receive(responses)
-            except grpc.RpcError as exc:
+                raise _StreamEnded
+            except (grpc.RpcError, _StreamEnded) as exc:
                 error = f"{exc.code().name}: {exc.details()}" if hasattr(exc, "code") else str(exc)
                 if not self._closed.is_set() and not self._last_error.startswith("on_connect failed"):
-                    log.warning("switch %s: stream lost (%s)", self.options.address, error)
+                    self._log_failure(error)
                     self._last_error = error
             except Exception as exc:  # the supervisor must survive anything a callback throws
                 self._last_error = repr(exc)
@@ -144,11 +154,32 @@ class SwitchConnection:
                 return
             delay = min(delay * 2, self.options.backoff_max)
 
+    def _log_failure(self, error: str) -> None:
+        """The first failure of an outage is a WARNING; the retries after it are DEBUG (a switch restart costs
+        several attempts, and each would otherwise be a warning); `_run_on_connect` logs the recovery."""
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self._failed_attempts = 0
+            what = "stream lost" if self.connections else "no P4Runtime session yet"
+            log.warning("switch %s: %s (%s); retrying", self.options.address, what, error)
+        else:
+            self._failed_attempts += 1
+            log.debug("switch %s: reconnect attempt %d failed (%s)", self.options.address, self._failed_attempts, error)
+
     def _establish(self):
-        self._channel = grpc.insecure_channel(self.options.address)
-        self._stub = _Stub(self._channel)
+        """Open a channel and the stream, or return None when close() has been called: the check and the
+        hand-over of the channel happen under the lock close() takes, so a channel is either seen (and closed)
+        by close() or never opened for good."""
+        channel = grpc.insecure_channel(self.options.address)
         requests: queue.Queue = queue.Queue()
-        self._requests = requests
+        with self._stream_lock:
+            closed = self._closed.is_set()
+            if not closed:
+                self._channel, self._requests, self._stub = channel, requests, _Stub(channel)
+                stub = self._stub
+        if closed:
+            channel.close()
+            return None
 
         def iterate():
             while True:
@@ -158,7 +189,7 @@ class SwitchConnection:
                 yield item
 
         self._arbitrated.clear()
-        responses = self._stub.StreamChannel(iterate())
+        responses = stub.StreamChannel(iterate())
         requests.put(self._arbitration_request())
         return responses
 
@@ -173,12 +204,15 @@ class SwitchConnection:
         return request
 
     def _drop_stream(self) -> None:
-        if self._requests is not None:
-            self._requests.put(None)
-            self._requests = None
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+        """End the stream and close the channel; safe from close(), the supervisor and on_connect at once (each
+        takes the objects out under the lock, so exactly one caller ends each)."""
+        with self._stream_lock:
+            requests, self._requests = self._requests, None
+            channel, self._channel = self._channel, None
+        if requests is not None:
+            requests.put(None)
+        if channel is not None:
+            channel.close()
 
     def _receive(self, responses: Iterable[p4runtime_pb2.StreamMessageResponse]) -> None:
         for response in responses:
@@ -209,14 +243,29 @@ class SwitchConnection:
             if self.on_connect is not None:
                 self.on_connect(self)
         except Exception as exc:
+            if self._closed.is_set():  # close() pulled the channel from under on_connect's RPCs: expected
+                log.debug("switch %s: on_connect abandoned after close: %s", self.options.address, exc)
+                return
             error = f"on_connect failed: {exc}"
             if error != self._last_error:  # a traceback once per distinct failure, not once per retry
                 log.exception("switch %s: on_connect failed", self.options.address)
             else:
-                log.warning("switch %s: %s", self.options.address, error)
+                log.debug("switch %s: %s (again)", self.options.address, error)
+            if self._down_since is None:
+                self._down_since, self._failed_attempts = time.monotonic(), 0
+            else:
+                self._failed_attempts += 1
             self._last_error = error
             self._drop_stream()  # retry the whole connection later, after the backoff
             return
+        if self._closed.is_set():
+            return
+        if self._down_since is not None:
+            log.info("switch %s: %s after %.1f s (%d failed attempts)", self.options.address,
+                     "reconnected" if self.connections > 1 else "connected", time.monotonic() - self._down_since,
+                     self._failed_attempts)
+            self._down_since = None
+        self._last_error = ""
         self._ready.set()
 
     def _on_packet(self, packet) -> None:
@@ -514,6 +563,13 @@ class SwitchConnection:
         for name, field in fields.items():  # every field, unnamed ones 0: BMv2 wants the whole header
             request.packet.metadata.add(metadata_id=field.id, value=encode(metadata.get(name, 0), field.bitwidth))
         self._send(request)
+
+
+class _StreamEnded(Exception):
+    """The switch ended the stream without an error status: as lost as any other stream."""
+
+    def __str__(self) -> str:
+        return "stream ended by the switch"
 
 
 class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):

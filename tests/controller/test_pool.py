@@ -196,7 +196,7 @@ def test_controller_restart_reconciles_with_the_switch(tmp_path):
     dp.index[K[3]] = 3
     restarted, _, _ = make_pool(capacity=4, state=StateStore(db), dataplane=dp)
     counts = restarted.restore()
-    assert counts == {"kept": 2, "adopted": 1, "reinstalled": 1, "pins": 1, "dropped": 0}
+    assert counts == {"kept": 2, "adopted": 1, "reinstalled": 1, "pins": 1, "dropped": 0, "deferred": 0}
     assert dp.index == {K[0]: 0, K[1]: 1, K[2]: 2, K[3]: 3}
     assert restarted.slots.slot_of(K[1]) == 1
     assert restarted.describe(K[2])["pin"] == "hard"
@@ -211,7 +211,7 @@ def test_restarted_switch_gets_its_index_back_and_stray_entries_go():
     dp.index.clear()
     dp.writes.clear()
     dp.index[K[7]] = 2  # an entry we never made
-    assert pool.resync() == {"kept": 0, "reinstalled": 2, "removed": 1}
+    assert pool.resync() == {"kept": 0, "reinstalled": 2, "removed": 1, "deferred": 0}
     assert dp.index == {K[0]: 0, K[1]: 1}
     # The value announced before the restart is not written back: a PUT may have passed since, unseen by the
     # restarted switch; the storage node's next reply refills the slot with the current version.

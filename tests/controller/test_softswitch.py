@@ -114,7 +114,7 @@ def test_controller_restart_reconciles_with_what_the_switch_holds(testbed):
     first.pool.pin(keys[0])
     first.stop()
     second = start_controller()
-    assert second.last_reconcile == {"kept": 3, "adopted": 0, "reinstalled": 0, "pins": 1, "dropped": 0}
+    assert second.last_reconcile == {"kept": 3, "adopted": 0, "reinstalled": 0, "pins": 1, "dropped": 0, "deferred": 0}
     assert second.dataplane.installed() == {k: i for i, k in enumerate(keys)}
 
 
