@@ -87,9 +87,14 @@ control MyIngress(inout headers_t hdr,
             meta.forward = true;
             bool is_get = meta.kvp_ok && !bypass
                 && hdr.kvp.opcode == kvp_opcode_t.GET;
+            /* Fill from any reply that carries a value: a storage node's, or  */
+            /* an upstream switch's (so in a fabric the readers' own leaf can   */
+            /* cache the block, not only the storage node's leaf).  The CRC and */
+            /* version checks of check_value / fill_slot apply to both.         */
             bool is_fill = meta.kvp_ok && !bypass
                 && hdr.kvp.opcode == kvp_opcode_t.GET_REPLY
-                && hdr.kvp.status == kvp_status_t.HIT_SERVER
+                && (hdr.kvp.status == kvp_status_t.HIT_SERVER
+                    || hdr.kvp.status == kvp_status_t.HIT_SWITCH)
                 && hdr.kvp_value.isValid();
             bool is_put = meta.kvp_ok
                 && hdr.kvp.opcode == kvp_opcode_t.PUT;

@@ -60,6 +60,8 @@ def load_excerpt(path: Path, limit: int) -> list[TraceRequest]:
     """The first `limit` requests; errors name the file and line."""
     if not path.exists():
         raise TestbedError(f"{path}: trace not found (set TRACE=... or KVSWITCH_TRACES=...)")
+    if not path.is_file():
+        raise TestbedError(f"{path}: not a file; name a Mooncake-format JSONL trace inside it")
     out = []
     with path.open() as f:
         for lineno, line in enumerate(f, start=1):
@@ -141,7 +143,8 @@ def summarise(records: list[dict], stats: dict[int, int], hot: int) -> dict:
 
 
 def render(summary: dict, options: TestbedOptions) -> str:
-    lines = [f"# kvswitch demo: {summary['requests']} requests, {options.hosts} hosts, target {options.target}", "",
+    lines = [f"# kvswitch demo: {summary['requests']} requests, {options.hosts} hosts, {options.topology} topology, "
+             f"target {options.target}", "",
              f"- block GETs: {summary['block_gets']} ({', '.join(f'{k} {v}' for k, v in sorted(summary['outcomes'].items()))})",
              f"- switch hit ratio: {summary['switch_hit_ratio_chunks']:.3f} of chunks, "
              f"{summary['switch_hit_ratio_blocks']:.3f} of block GETs",

@@ -76,6 +76,10 @@ class LeafSpineTopo(Topo):
 
     The storage node hangs off the last leaf. Routes between leaves go through sp1 (one path, no ECMP:
     the switch program routes by /32); the other spines are there for experiments that add paths.
+    Replies retrace their request's path (tests/topo/test_plan.py), so every switch that counted a GET miss
+    also sees the reply that may fill its slot. Each switch runs its own controller, sketch and slots, so
+    several switches on a path can hold one block. Which one serves it is set by p4src's fill rule: see
+    tests/topo/test_leaf_spine.py for what is checked and what is not yet true (the readers' own leaf).
     """
 
     UPLINK_BASE = 100

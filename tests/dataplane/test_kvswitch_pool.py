@@ -102,6 +102,26 @@ def test_switch_reply_keeps_value_len_of_the_filled_chunk(net: KvNet) -> None:
     assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, value, version=1, value_len=100))]
 
 
+@pytest.mark.parametrize(("status", "fills"), [
+    (Status.HIT_SWITCH, True),    # an upstream switch's reply (leaf-spine: the readers' leaf caches too)
+    (Status.ERR_STALE, False),    # an error reply never fills, whatever it carries
+    (Status.OK, False),
+])
+def test_reply_fills_only_when_it_is_a_hit_from_a_server_or_an_upstream_switch(
+        net: KvNet, status: Status, fills: bool) -> None:
+    value = value_chunk(5)
+    net.index(KEY, SLOT)
+    net.send(STORAGE_PORT, kvp_frame(
+        KVP(opcode=Opcode.GET_REPLY, status=status, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash,
+            chunk_count=4, version=2) / KVPValue.from_bytes(value), to_storage=False))
+    assert net.events("FILL") == int(fills)
+    out = net.get(KEY, req_id=9)
+    if fills:
+        assert out == [(CLIENT_PORT, switch_reply(KEY, value, version=2, value_len=128, req_id=9))]
+    else:
+        assert [p for p, _ in out] == [STORAGE_PORT]
+
+
 def test_unindexed_reply_fills_nothing(net: KvNet) -> None:
     fill(net, KEY, value_chunk(1), version=1)
     assert net.events("FILL") == 0

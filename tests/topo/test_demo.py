@@ -41,6 +41,18 @@ def test_missing_trace_is_a_clear_error(tmp_path):
         load_excerpt(tmp_path / "nope.jsonl", 10)
 
 
+def test_trace_folder_instead_of_a_file_is_a_clear_error(tmp_path):
+    with pytest.raises(TestbedError, match="not a file"):
+        load_excerpt(tmp_path, 10)
+
+
+def test_demo_runs_on_the_topology_it_is_given():
+    args = build_parser().parse_args(["demo", "--topology", "leaf-spine", "--trace", "t.jsonl", "--out", "o"])
+    assert args.topology == "leaf-spine"
+    text = render(summarise([], {}, hot=1), TestbedOptions(hosts=4, topology="leaf-spine"))
+    assert "4 hosts, leaf-spine topology" in text
+
+
 def test_last_block_covers_the_remaining_tokens(tmp_path):
     reqs = load_excerpt(write_trace(tmp_path / "t.jsonl", ROWS), 3)
     assert [block_tokens(r) for r in reqs] == [[512, 512, 76], [512, 88], [100]]

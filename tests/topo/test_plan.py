@@ -66,3 +66,26 @@ def test_the_controller_reads_our_hosts_json(tmp_path):
     sw = plan_of(StarTopo(hosts=3)).switches[0]
     hosts = load_hosts(sw.write_hosts_file(tmp_path / "hosts.json"))
     assert [(h.name, h.ip, h.mac, h.port) for h in hosts] == [(r.name, r.ip, r.mac, r.port) for r in sw.routes]
+
+
+def switch_path(topo, plan, source: str, target: str) -> list[str]:
+    """The switches a packet from endpoint `source` to endpoint `target` crosses, hop by hop along the plan."""
+    routes_of = {sw.name: {r.name: r.port for r in sw.routes} for sw in plan.switches}
+    peer_at = {}
+    for a, b in topo.links():
+        pa, pb = topo.port(a, b)
+        peer_at[(a, pa)], peer_at[(b, pb)] = b, a
+    node = next(peer for (me, _), peer in peer_at.items() if me == source and peer in routes_of)
+    path = [node]
+    while (node := peer_at[(node, routes_of[node][target])]) != target:
+        assert node in routes_of and len(path) < len(routes_of), f"{source} → {target} loops: {path}"
+        path.append(node)
+    return path
+
+
+@pytest.mark.parametrize("topo", [StarTopo(hosts=3), LeafSpineTopo(hosts=4), LeafSpineTopo(hosts=7, leaves=3)])
+def test_storage_replies_retrace_the_request_path_so_every_switch_that_counted_a_miss_can_fill(topo):
+    plan = plan_of(topo)
+    for host in plan.inference_hosts:
+        request = switch_path(topo, plan, host.name, plan.storage.name)
+        assert switch_path(topo, plan, plan.storage.name, host.name) == request[::-1]
