@@ -225,7 +225,10 @@ class PoolManager:
             info = BlockInfo(key, depth=depth, tokens=tokens, size_bytes=SLOT_BYTES, parent=parent)
             entry = self._track(key, now, info)
             if value is not None and version >= entry.version:
-                entry.value, entry.version = value, version
+                entry.value = value
+            if version > entry.version:
+                entry.version = version
+                self._bound_version(entry)
             if host is not None:
                 self.tiers.report_node(key, host, Tier.NODE_HBM)
             if self.tiers.storage_tier(key) is Tier.ABSENT:
@@ -446,6 +449,18 @@ class PoolManager:
             else:
                 log.exception("reading slot %d's hit counter failed", slot)
             return 0
+
+    def _bound_version(self, entry: Tracked) -> None:
+        """A newer version was announced: raise the index entry's min_version so the switch stops serving an
+        older copy (a PUT may have bypassed it: another leaf, or before the key was indexed) and lets the
+        storage node's next reply replace it."""
+        slot = self.slots.slot_of(entry.key)
+        if slot is None:
+            return
+        try:
+            self.dataplane.install(entry.key, slot, min_version=entry.version)
+        except Exception as exc:  # the entry keeps its old bound; the next INSERT or resync tries again
+            log.warning("raising min_version of %s to %d failed: %s", entry.key, entry.version, exc)
 
     def _fill_directly(self, entry: Tracked) -> None:
         slot = self.slots.slot_of(entry.key)

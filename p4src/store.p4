@@ -166,7 +166,9 @@ action build_get_reply() {
 
 /* ---- GET_REPLY from a storage node: fill on reply -------------------- */
 
-/* Fill iff the slot does not already hold a valid value for this key,   */
+/* Fill iff the slot does not already hold a valid value for this key    */
+/* that is at least the index entry's min-version (the controller raises */
+/* it when it learns of a newer version, so an outdated copy is replaced), */
 /* the value's checksum verifies (check_value first) and its version is  */
 /* not older than the index entry's min-version nor, when the slot       */
 /* already belongs to this key, the slot's min-version (last PUT seen).  */
@@ -176,7 +178,9 @@ action fill_slot() {
     bit<64> prefix_hash;
     bit<8> chunk_idx;
     bit<32> min_version;
+    bit<32> stored_version;
     slot_valid.read(valid, meta.slot);
+    slot_version.read(stored_version, meta.slot);
     slot_tenant.read(tenant, meta.slot);
     slot_prefix_hash.read(prefix_hash, meta.slot);
     slot_chunk_idx.read(chunk_idx, meta.slot);
@@ -185,8 +189,9 @@ action fill_slot() {
                     && prefix_hash == hdr.kvp.prefix_hash
                     && chunk_idx == hdr.kvp.chunk_idx;
     meta.filled = false;
-    if (valid == 1 && same_key) {
-        /* already filled */
+    if (valid == 1 && same_key
+        && stored_version >= meta.index_min_version) {
+        /* already filled, and not outdated by the index entry's bound */
     } else if (!meta.csum_ok) {
         count_drop(drop_reason_t.BAD_CHECKSUM);
     } else if (hdr.kvp.version < meta.index_min_version

@@ -22,14 +22,14 @@ class FakeDataPlane:
         self.index: dict[ChunkKey, int] = {}
         self.hits: dict[int, int] = {}
         self.writes: list[tuple[int, ChunkKey, int, bytes]] = []
+        self.min_versions: dict[ChunkKey, int] = {}
         self.fail_install = False
 
     def install(self, key: ChunkKey, slot: int, min_version: int = 0) -> None:
         if self.fail_install:
             raise RuntimeError("switch unavailable")
-        if key in self.index:
-            raise RuntimeError(f"ALREADY_EXISTS {key}")
-        self.index[key] = slot
+        self.index[key] = slot  # an existing entry is modified, as P4DataPlane.install does
+        self.min_versions[key] = min_version
 
     def remove(self, key: ChunkKey) -> None:
         self.index.pop(key)

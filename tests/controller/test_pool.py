@@ -271,3 +271,16 @@ def test_default_value_policies_drive_the_pool_end_to_end():
     assert actions(pool, K[1]) == ["admit", "evict", "drop"]  # residual below residual's 0.05: dropped
     assert "lowest value" in next(d.reason for d in pool.decisions if d.action == "evict")
     assert storage.moves == []
+
+
+def test_insert_announcing_a_newer_version_raises_the_cached_entrys_min_version():
+    """A PUT may bypass the switch (another leaf, or before the key was indexed): the INSERT that announces the
+    newer version bounds the index entry, so the switch stops serving the older copy."""
+    pool, dp, _ = make_pool(capacity=4, threshold=1)
+    pool.offer(K[0], version=1)
+    assert K[0] in dp.index and dp.min_versions[K[0]] == 1
+    pool.offer(K[0], version=3)
+    assert dp.min_versions[K[0]] == 3
+    pool.offer(K[0], version=2)  # an older announcement never lowers the bound
+    assert dp.min_versions[K[0]] == 3
+    assert pool.lookup(K[0]) == (pool.tiers.bitmap(K[0]), 3)

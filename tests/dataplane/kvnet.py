@@ -88,6 +88,14 @@ class KvNet:
              "hdr.kvp.chunk_idx": Exact(key.chunk_idx)},
             "MyIngress.set_slot", {"slot": slot, "min_version": min_version}))
 
+    def reindex(self, key: BlockKey, slot: int, min_version: int) -> None:
+        """Modify `key`'s index entry, as the controller does when it learns of a newer version."""
+        self.target.table_modify(TableEntry(
+            "MyIngress.kv_index",
+            {"hdr.kvp.tenant": Exact(key.tenant), "hdr.kvp.prefix_hash": Exact(key.prefix_hash),
+             "hdr.kvp.chunk_idx": Exact(key.chunk_idx)},
+            "MyIngress.set_slot", {"slot": slot, "min_version": min_version}))
+
     def sketch(self, hot_threshold: int, epoch: int) -> None:
         self.target.table_set_default("MyIngress.sketch_config", "MyIngress.set_sketch_config",
                                       {"hot_threshold": hot_threshold, "epoch": epoch + self.epoch_offset})

@@ -138,6 +138,22 @@ def test_per_slot_hit_counter_counts_answered_gets(net: KvNet) -> None:
     assert (net.slot_hits(SLOT), net.slot_hits(SLOT + 1)) == (3, 0)
 
 
+def test_raised_min_version_retires_a_valid_copy_and_the_next_reply_replaces_it(net: KvNet) -> None:
+    """A PUT that bypassed this switch: the controller raises the entry's min_version; the old copy is no
+    longer served, and the storage node's next reply (the new version) replaces it although the slot is valid."""
+    old, new = value_chunk(1), value_chunk(2)
+    net.index(KEY, SLOT)
+    fill(net, KEY, old, version=3)
+    assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, old, version=3, value_len=128))]
+
+    net.reindex(KEY, SLOT, min_version=4)
+    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT], "the outdated copy is a miss"
+    fill(net, KEY, old, version=3)  # an old reply still in flight: refused
+    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    fill(net, KEY, new, version=4)
+    assert net.get(KEY, req_id=7) == [(CLIENT_PORT, switch_reply(KEY, new, version=4, value_len=128, req_id=7))]
+
+
 def test_put_invalidates_slot_and_older_value_never_comes_back(net: KvNet) -> None:
     net.index(KEY, SLOT)
     fill(net, KEY, value_chunk(1), version=3)
