@@ -32,6 +32,8 @@ COMBINATIONS: list[tuple[str, str]] = [
     ("frequency", "kvcache_wild"),
     ("value", "kvcache_wild"),
     ("value", "value"),
+    ("conversation", "conversation"),
+    ("frequency", "conversation"),
 ]
 """(admission, eviction) pairs replayed; recycling is `drop` (it does not change hits in one tier)."""
 
@@ -59,7 +61,10 @@ def load_stream(path: pathlib.Path, limit: int | None = None) -> list[tuple[Bloc
     for request in requests:
         now = request["timestamp"] / 1000.0
         stream.extend(
-            (block, now) for block in annotator.blocks(request["hash_ids"], request["input_length"], now=now)
+            (block, now)
+            for block in annotator.blocks(
+                request["hash_ids"], request["input_length"], now=now, output_length=request["output_length"]
+            )
         )
     return stream
 

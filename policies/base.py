@@ -49,6 +49,14 @@ class BlockInfo:
     """Blocks in the whole prompt of the request reading it (known at arrival); 0 = unknown."""
     turn_gap_s: float = -1.0
     """Seconds since the previous turn of the same conversation; -1 = first turn or unknown."""
+    request: int = -1
+    """Arrival number of the request reading the block (0, 1, ...); -1 = unknown. Names a conversation turn."""
+    previous_request: int = -1
+    """Arrival number of the request this one continues (its previous turn: it re-reads that request's whole
+    prompt but its tail, `policies.request.AnnotatorOptions.continuation_slack`); -1 = none or unknown."""
+    previous_output_tokens: int = -1
+    """Tokens the previous turn generated: known once that generation finished, which is before this turn
+    could be typed. Never the current request's own output (that is future). -1 = first turn or unknown."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.admission.always import AlwaysAdmission, AlwaysParams
+from policies.admission.conversation import ConversationAdmission, ConversationAdmissionParams
 from policies.admission.frequency import FrequencyAdmission, FrequencyParams
 from policies.admission.tinylfu import TinyLFUAdmission, TinyLFUParams
 from policies.admission.value import ValueAdmission, ValueAdmissionParams
 from policies.base import AdmissionPolicy, EvictionPolicy, Params, RecyclingPolicy, Tier
+from policies.conversation import ReturnModel, ReturnParams
 from policies.eviction.arc import ARCEviction, ARCParams
+from policies.eviction.conversation import ConversationEviction, ConversationEvictionParams
 from policies.eviction.kvcache_wild import KVCacheWildEviction, KVCacheWildParams
 from policies.eviction.lfu import LFUEviction, LFUParams
 from policies.eviction.lru import LRUEviction, LRUParams
@@ -44,6 +47,9 @@ class Entry:
     build: Callable[..., Any]
     needs_capacity: bool = False
     uses_model: bool = False
+    uses_return_model: bool = False
+    """Built around a `policies.conversation.ReturnModel`; `make_pool` shares one between the two
+    `conversation` policies (the eviction feeds it, the admission reads it)."""
 
 
 ADMISSION: dict[str, Entry] = {
@@ -51,6 +57,7 @@ ADMISSION: dict[str, Entry] = {
     "frequency": Entry(FrequencyParams, FrequencyAdmission),
     "tinylfu": Entry(TinyLFUParams, TinyLFUAdmission),
     "value": Entry(ValueAdmissionParams, ValueAdmission, uses_model=True),
+    "conversation": Entry(ConversationAdmissionParams, ConversationAdmission, uses_return_model=True),
 }
 EVICTION: dict[str, Entry] = {
     "lru": Entry(LRUParams, LRUEviction),
@@ -60,6 +67,7 @@ EVICTION: dict[str, Entry] = {
     "prefix_lru": Entry(PrefixLRUParams, PrefixLRUEviction),
     "value": Entry(ValueEvictionParams, ValueEviction, uses_model=True),
     "kvcache_wild": Entry(KVCacheWildParams, KVCacheWildEviction),
+    "conversation": Entry(ConversationEvictionParams, ConversationEviction, uses_return_model=True),
 }
 RECYCLING: dict[str, Entry] = {
     "drop": Entry(DropParams, DropRecycling),
@@ -88,9 +96,19 @@ def _entry(kind: str, name: str) -> Entry:
     return table[name]
 
 
-def make_admission(name: str, params: Mapping = None, *, model: ReuseModel | None = None) -> AdmissionPolicy:
+def make_admission(
+    name: str,
+    params: Mapping = None,
+    *,
+    model: ReuseModel | None = None,
+    return_model: ReturnModel | None = None,
+    model_params: Mapping = None,
+) -> AdmissionPolicy:
+    """`return_model` is read by the `conversation` admission (else it builds one from `model_params`)."""
     entry = _entry("admission", name)
     parsed = entry.params.from_mapping(params)
+    if entry.uses_return_model:
+        return entry.build(parsed, model=return_model, model_params=ReturnParams.from_mapping(model_params))
     return entry.build(parsed, model=model) if entry.uses_model else entry.build(parsed)
 
 
@@ -101,6 +119,7 @@ def make_eviction(
     capacity_blocks: int | None = None,
     model: ReuseModel | None = None,
     model_params: Mapping = None,
+    return_model: ReturnModel | None = None,
 ) -> EvictionPolicy:
     """`capacity_blocks` is required by s3fifo and arc (their queue sizes derive from it). A `value`
     eviction given `model` only reads it (its feeder is the `value` admission); without one it builds
@@ -113,6 +132,8 @@ def make_eviction(
         return entry.build(capacity_blocks, parsed)
     if entry.uses_model:
         return entry.build(parsed, model=model, model_params=ReuseParams.from_mapping(model_params))
+    if entry.uses_return_model:
+        return entry.build(parsed, model=return_model, model_params=ReturnParams.from_mapping(model_params))
     return entry.build(parsed)
 
 
@@ -136,6 +157,11 @@ def make_pool(
 ) -> Pool:
     """A `Pool` with the named policies; the project default is value / value / residual."""
     admission_entry, eviction_entry = _entry("admission", admission), _entry("eviction", eviction)
+    if admission_entry.uses_return_model or eviction_entry.uses_return_model:
+        return _conversation_pool(
+            capacity_blocks, admission, eviction, recycling, admission_params, eviction_params,
+            recycling_params, model_params, tier, log_limit,
+        )  # fmt: skip
     if model_params and not (admission_entry.uses_model or eviction_entry.uses_model):
         raise ValueError("model_params given but neither policy uses the reuse model")
     model = ReuseModel(ReuseParams.from_mapping(model_params)) if admission_entry.uses_model else None
@@ -144,6 +170,42 @@ def make_pool(
         make_admission(admission, admission_params, model=model),
         make_eviction(
             eviction, eviction_params, capacity_blocks=capacity_blocks, model=model, model_params=model_params
+        ),
+        make_recycling(recycling, recycling_params),
+        tier=tier,
+        log_limit=log_limit,
+    )
+
+
+def _conversation_pool(
+    capacity_blocks: int,
+    admission: str,
+    eviction: str,
+    recycling: str,
+    admission_params: Mapping,
+    eviction_params: Mapping,
+    recycling_params: Mapping,
+    model_params: Mapping,
+    tier: Tier,
+    log_limit: int | None,
+) -> Pool:
+    """A pool with a `conversation` policy: `model_params` are `ReturnParams`; when both are
+    `conversation` they share one model, fed by the eviction (which sees every access)."""
+    model = ReturnModel(ReturnParams.from_mapping(model_params))
+    shared = (
+        _entry("admission", admission).uses_return_model and _entry("eviction", eviction).uses_return_model
+    )
+    return Pool(
+        capacity_blocks,
+        make_admission(
+            admission, admission_params, return_model=model if shared else None, model_params=model_params
+        ),
+        make_eviction(
+            eviction,
+            eviction_params,
+            capacity_blocks=capacity_blocks,
+            return_model=model,
+            model_params=model_params,
         ),
         make_recycling(recycling, recycling_params),
         tier=tier,

@@ -27,6 +27,12 @@ class AnnotatorOptions:
     min_shared_blocks: int = 2
     """Leading blocks a request must share with an earlier one to count as its next turn; 2 because
     every Mooncake request shares block 0 (a common system prompt), which says nothing about turns."""
+    continuation_slack: int = 2
+    """`previous_request` names an earlier request only if this one re-reads all of that request's
+    blocks but at most this many (its partial tail, which the next turn re-hashes, and one more).
+    Requests that share only a document or system prompt with it (on the Mooncake conversation trace,
+    424 of the 3,843 first "next turns" by `min_shared_blocks` re-read 10 or more blocks fewer than the
+    request they follow) are other conversations, not its next turn. `turn` keeps the looser rule."""
 
 
 class RequestAnnotator:
@@ -36,6 +42,10 @@ class RequestAnnotator:
         self.options = options or AnnotatorOptions()
         self._created_in_turn: dict[BlockKey, int] = {}
         self._last_read: dict[BlockKey, float] = {}
+        self._created_by: dict[BlockKey, int] = {}  # block → arrival number of the request that created it
+        self._output_of: dict[int, int] = {}  # request → tokens it generated, for its *next* turn only
+        self._length_of: dict[int, int] = {}  # request → blocks in its prompt
+        self._requests = 0
 
     def blocks(
         self,
@@ -43,11 +53,16 @@ class RequestAnnotator:
         input_length: int | None = None,
         category: str = "",
         now: float | None = None,
+        output_length: int | None = None,
     ) -> list[BlockInfo]:
         """The request's blocks in prefix order; `input_length` (tokens) sizes the last, partial block.
 
         With `now` (seconds), a next turn also gets `turn_gap_s`: the time since its shared prefix was
-        last read, i.e. since the previous turn."""
+        last read, i.e. since the previous turn. Every request gets an arrival number (`request`) and a
+        next turn the number of the request it continues (`previous_request`). `output_length` (tokens
+        this request will generate) is only *remembered*: it appears as `previous_output_tokens` on the
+        blocks of this conversation's next turn, never on this request's own blocks, because a real pool
+        learns it when generation finishes, after this request was placed."""
         if not hash_ids:
             return []
         size = self.options.block_tokens
@@ -64,6 +79,17 @@ class RequestAnnotator:
             shared += 1
         follows = shared >= self.options.min_shared_blocks
         turn = created[hash_ids[shared - 1]] + 1 if follows else 1
+        request = self._requests
+        self._requests += 1
+        previous = self._created_by.get(hash_ids[shared - 1], -1) if follows else -1
+        if previous >= 0 and shared < self._length_of[previous] - self.options.continuation_slack:
+            previous = -1  # shares a document or system prompt with it, not its whole prompt
+        self._length_of[request] = len(hash_ids)
+        previous_output = self._output_of.get(previous, -1)
+        if output_length is not None:
+            if output_length < 0:
+                raise ValueError(f"output_length must be ≥ 0, got {output_length}")
+            self._output_of[request] = output_length
         gap = -1.0
         if follows and now is not None and hash_ids[shared - 1] in self._last_read:
             gap = max(0.0, now - self._last_read[hash_ids[shared - 1]])
@@ -83,9 +109,13 @@ class RequestAnnotator:
                     category=category,
                     request_blocks=len(hash_ids),
                     turn_gap_s=gap,
+                    request=request,
+                    previous_request=previous,
+                    previous_output_tokens=previous_output,
                 )
             )
             created.setdefault(key, turn)
+            self._created_by.setdefault(key, request)
             if now is not None:
                 self._last_read[key] = now
             parent = key

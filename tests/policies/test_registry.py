@@ -14,8 +14,8 @@ PROTOCOLS = {"admission": AdmissionPolicy, "eviction": EvictionPolicy, "recyclin
 
 def test_names_list_every_policy_of_the_brief() -> None:
     assert names() == {
-        "admission": ["always", "frequency", "tinylfu", "value"],
-        "eviction": ["arc", "kvcache_wild", "lfu", "lru", "prefix_lru", "s3fifo", "value"],
+        "admission": ["always", "conversation", "frequency", "tinylfu", "value"],
+        "eviction": ["arc", "conversation", "kvcache_wild", "lfu", "lru", "prefix_lru", "s3fifo", "value"],
         "recycling": ["demote", "drop", "residual"],
     }
 
@@ -34,7 +34,10 @@ def test_every_registered_policy_builds_and_implements_its_protocol(kind: str, n
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: make_admission("nope"), "unknown admission policy 'nope'; known: always, frequency"),
+        (
+            lambda: make_admission("nope"),
+            "unknown admission policy 'nope'; known: always, conversation, frequency",
+        ),
         (lambda: make_eviction("lru", {"size": 3}), "unknown parameter"),
         (lambda: make_admission("frequency", {"threshold": "many"}), "expected float"),
         (lambda: make_eviction("arc"), "needs capacity_blocks"),
