@@ -55,6 +55,11 @@ def build_policies(spec: PolicySpec, capacity: int, factory: PolicyFactory | Non
 
     if spec.admission not in registry.ADMISSION:
         raise ValueError(f"unknown admission policy {spec.admission!r}; known: {', '.join(sorted(registry.ADMISSION))}")
+    for kind, name, table in (("admission", spec.admission, registry.ADMISSION),
+                              ("eviction", spec.eviction, registry.EVICTION)):
+        if name in table and table[name].uses_return_model:
+            raise ValueError(f"{kind} policy {name!r} ranks whole requests (BlockInfo.request), which the "
+                             "controller does not see: it runs in the evaluator only")
     model = None
     if registry.ADMISSION[spec.admission].uses_model:
         model = ReuseModel(ReuseParams.from_mapping(params[MODEL]))
