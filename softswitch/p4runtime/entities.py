@@ -310,17 +310,21 @@ def write_register_entry(p: Pipeline, utype: int, re_: p4runtime_pb2.RegisterEnt
     _call(p.target.register_write, r.name, re_.index.index, value)
 
 
+def _wanted_indices(name: str, size: int, want: p4runtime_pb2.RegisterEntry | p4runtime_pb2.MeterEntry
+                    ) -> range | list[int]:
+    """The cells a Read asks for: the one its index names (checked), or all of them when it has none."""
+    if want.HasField("index"):
+        _check_index(name, size, want.index.index)
+        return [want.index.index]
+    return range(size)
+
+
 def read_register_entries(
     p: Pipeline, want: p4runtime_pb2.RegisterEntry
 ) -> Iterator[p4runtime_pb2.RegisterEntry]:
     regs = [p.index.register(want.register_id)] if want.register_id else list(p.index.registers.values())
     for r in regs:
-        if want.HasField("index"):
-            _check_index(r.name, r.size, want.index.index)
-            indices: range | list[int] = [want.index.index]
-        else:
-            indices = range(r.size)
-        for i in indices:
+        for i in _wanted_indices(r.name, r.size, want):
             out = p4runtime_pb2.RegisterEntry(register_id=r.id)
             out.index.index = i
             out.data.bitstring = bytestrings.encode(_call(p.target.register_read, r.name, i))
@@ -351,12 +355,7 @@ def write_meter_entry(p: Pipeline, utype: int, me: p4runtime_pb2.MeterEntry) -> 
 def read_meter_entries(p: Pipeline, want: p4runtime_pb2.MeterEntry) -> Iterator[p4runtime_pb2.MeterEntry]:
     meters = [p.index.meter(want.meter_id)] if want.meter_id else list(p.index.meters.values())
     for m in meters:
-        if want.HasField("index"):
-            _check_index(m.name, m.size, want.index.index)
-            indices: range | list[int] = [want.index.index]
-        else:
-            indices = range(m.size)
-        for i in indices:
+        for i in _wanted_indices(m.name, m.size, want):
             out = p4runtime_pb2.MeterEntry(meter_id=m.id)
             out.index.index = i
             cfg = p.meter_configs.get((m.id, i))
