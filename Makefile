@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 .PHONY: help setup run stop demo test test-fast test-bmv2 bench eval check compile clean
 
 help:  ## this menu
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: TARGET=soft|bmv2 (switch target), HOSTS=N (inference hosts), TRACE=path.jsonl"
 
 setup:  ## install Debian packages (as root) and the Python venv
@@ -39,7 +39,7 @@ test-bmv2: setup  ## the cross-target checks on BMv2 (needs p4c and simple_switc
 bench: setup  ## benchmarks; JSON and tables under out/bench
 	$(PY) -m bench all --out out/bench
 
-eval: setup  ## the standard evaluation report on the shipped traces, under out/eval
+eval: setup  ## the standard evaluation report on the conversation trace (TRACE=), under out/eval
 	$(PY) -m evaluation run --trace $(TRACE) --out out/eval
 
 compile: setup  ## compile p4src/ for the chosen target into build/
