@@ -29,7 +29,7 @@ from evaluation.stream import BlockStream
 from evaluation.traces import TraceError, default_trace_path, load_trace
 from evaluation.ttft import CostModel
 
-DEFAULT_POLICIES = "lru,s3fifo,arc,tinylfu+lru,prefix_lru,value+value+residual"
+DEFAULT_POLICIES = "lru,s3fifo,arc,tinylfu+lru,prefix_lru,value+value+residual,conversation+conversation+residual"
 """Baseline LRU, scan-resistant classics, a prefix-aware LRU and the project's reuse-value policy."""
 
 

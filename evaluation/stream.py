@@ -34,7 +34,10 @@ class BlockStream:
         starts: list[int] = []
         for request in trace.requests:
             starts.append(len(blocks))
-            blocks.extend(annotator.blocks(request.blocks, request.input_tokens))
+            # The annotator shows a request's output length only to the conversation's *next* turn (by then
+            # generation has finished), never to the request itself.
+            blocks.extend(annotator.blocks(request.blocks, request.input_tokens,
+                                           output_length=request.output_tokens))
         starts.append(len(blocks))
         return cls(trace, tuple(blocks), tuple(starts), tuple(r.arrival_s for r in trace.requests),
                    len({b.key for b in blocks}))
