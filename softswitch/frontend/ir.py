@@ -224,8 +224,8 @@ class HeaderType:
 
     @property
     def width(self) -> int:
-        """Total width in bits (sum of the bit<W>/int<W> fields)."""
-        return sum(f.type.width for f in self.fields)  # type: ignore[union-attr]
+        """Total width in bits of the fields (bit<W>, int<W>, bool, serializable enums)."""
+        return sum(bit_width(f.type) for f in self.fields)
 
     def field(self, name: str) -> Field | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -335,6 +335,21 @@ Type = (
     HeaderType | StructType | HeaderUnionType | HeaderStackType | EnumType | ExternType | TupleType |
     TableApplyResultType | ActionEnumType
 )
+def bit_width(t: Type) -> int:
+    """Bits a value of `t` occupies on the wire or in P4Runtime: bit<W>/int<W>, bool (1), a serializable enum
+    (its underlying width), a header (its fields). Raises TypeError for any other type."""
+    if isinstance(t, BitType):
+        return t.width
+    if isinstance(t, BoolType):
+        return 1
+    if isinstance(t, EnumType) and t.underlying is not None:
+        return t.underlying.width
+    if isinstance(t, HeaderType):
+        return t.width
+    raise TypeError(f"type {t} has no bit width")
+
+
+
 NamedType = (
     HeaderType | StructType | HeaderUnionType | EnumType
 )

@@ -22,13 +22,12 @@ class SchemaError(ValueError):
 
 
 def width_of(t: ir.Type, where: ir.SourceLoc, what: str) -> int:
-    if isinstance(t, ir.BitType):
-        return t.width
-    if isinstance(t, ir.BoolType):
-        return 1
-    if isinstance(t, ir.EnumType) and t.underlying is not None:
-        return t.underlying.width
-    raise SchemaError(f"{where}: {what} has type {t}, which P4Runtime cannot carry (use bit<W>)")
+    if isinstance(t, ir.HeaderType):  # a whole header is not a P4Runtime value
+        raise SchemaError(f"{where}: {what} has type {t}, which P4Runtime cannot carry (use bit<W>)")
+    try:
+        return ir.bit_width(t)
+    except TypeError:
+        raise SchemaError(f"{where}: {what} has type {t}, which P4Runtime cannot carry (use bit<W>)") from None
 
 
 def _named(name: str, annotations: tuple[ir.Annotation, ...]) -> schema.Named:

@@ -98,16 +98,6 @@ class _DynScalar:
 _Ref = Layout | _PyVar | _DynHeader | _DynScalar
 
 
-def _width(t: ir.Type) -> int:
-    if isinstance(t, ir.BitType):
-        return t.width
-    if isinstance(t, ir.BoolType):
-        return 1
-    if isinstance(t, ir.EnumType) and t.underlying is not None:
-        return t.underlying.width
-    if isinstance(t, ir.HeaderType):
-        return sum(_width(f.type) for f in t.fields)
-    raise TypeError(f"type {t} has no bit width")
 
 
 def _signed(t: ir.Type) -> bool:
@@ -392,7 +382,7 @@ class _Compiler:
             rt = e.right.type
             a = _pattern_code(self.ex(e.left), lt)
             b = _pattern_code(self.ex(e.right), rt)
-            code = f"(({a} << {_width(rt)}) | {b})"
+            code = f"(({a} << {ir.bit_width(rt)}) | {b})"
             if _signed(t):
                 code = _wrap_code(code, t.width, True)
             return code
@@ -461,7 +451,7 @@ class _Compiler:
             base_t = lhs.expr.type
             target = self.scalar_code(self.ref(lhs.expr), lhs.loc)
             m = ((1 << (lhs.hi - lhs.lo + 1)) - 1) << lhs.lo
-            w = _width(base_t)
+            w = ir.bit_width(base_t)
             full = (1 << w) - 1
             new = f"(({_pattern_code(target, base_t)} & {full ^ m}) | (({value_code}) << {lhs.lo} & {m}))"
             if _signed(base_t):
@@ -753,7 +743,7 @@ class _Compiler:
             ht = r.type
         else:
             raise LoweringError(loc, "extract of something that is not a header")
-        w = _width(ht)
+        w = ir.bit_width(ht)
         if w % 8:
             raise LoweringError(loc, f"header {ht.name} is {w} bits, not a whole number of bytes")
         nb = w // 8
@@ -766,7 +756,7 @@ class _Compiler:
         parts = []
         shift = w
         for f in ht.fields:
-            fw = _width(f.type)
+            fw = ir.bit_width(f.type)
             shift -= fw
             code = "_v" if shift == 0 else f"(_v >> {shift})"
             if shift + fw < w:
@@ -790,11 +780,11 @@ class _Compiler:
             self.out(f"F[{st.base}] += 1")
 
     def header_pack_code(self, base: str, ht: ir.HeaderType) -> str:
-        w = _width(ht)
+        w = ir.bit_width(ht)
         parts = []
         shift = w
         for i, f in enumerate(ht.fields):
-            fw = _width(f.type)
+            fw = ir.bit_width(f.type)
             shift -= fw
             slot = f"F[{base} + {1 + i}]" if not base.isdigit() else f"F[{int(base) + 1 + i}]"
             v = _pattern_code(slot, f.type)
@@ -804,15 +794,15 @@ class _Compiler:
     def emit(self, r: _Ref, loc: ir.SourceLoc) -> None:
         if isinstance(r, HeaderSlots | _DynHeader):
             ht = r.type
-            if _width(ht) % 8:
-                raise LoweringError(loc, f"header {ht.name} is {_width(ht)} bits, not a whole number of bytes")
+            if ir.bit_width(ht) % 8:
+                raise LoweringError(loc, f"header {ht.name} is {ir.bit_width(ht)} bits, not a whole number of bytes")
             if isinstance(r, HeaderSlots):
                 base = str(r.base)
             else:
                 base = self.fresh("_b")
                 self.out(f"{base} = {r.code}")
             self.out(f"if F[{base}]:")
-            self.out(f"    _o.append(({self.header_pack_code(base, ht)}).to_bytes({_width(ht) // 8}, 'big'))")
+            self.out(f"    _o.append(({self.header_pack_code(base, ht)}).to_bytes({ir.bit_width(ht) // 8}, 'big'))")
         elif isinstance(r, StructSlots):
             for m in r.members.values():
                 self.emit(m, loc)
@@ -835,18 +825,18 @@ class _Compiler:
         cond = None
         if isinstance(e, ir.Member) and isinstance(e.expr.type, ir.HeaderType):
             cond = self.valid_code(self.ref(e.expr), e.loc)
-        return [(cond, _pattern_code(self.ex(e), t), _width(t))]
+        return [(cond, _pattern_code(self.ex(e), t), ir.bit_width(t))]
 
     def flatten_ref(self, r: _Ref, cond: str | None) -> list[tuple[str | None, str, int]]:
         if isinstance(r, HeaderSlots):
             c = f"F[{r.base}]"
-            return [(c, _pattern_code(f"F[{r.base + 1 + i}]", f.type), _width(f.type)) for i, f in enumerate(r.type.fields)]
+            return [(c, _pattern_code(f"F[{r.base + 1 + i}]", f.type), ir.bit_width(f.type)) for i, f in enumerate(r.type.fields)]
         if isinstance(r, StructSlots):
             return [x for m in r.members.values() for x in self.flatten_ref(m, cond)]
         if isinstance(r, StackSlots):
             return [x for elem in r.elements for x in self.flatten_ref(elem, cond)]
         if isinstance(r, Slot):
-            return [(cond, _pattern_code(f"F[{r.index}]", r.type), _width(r.type))]
+            return [(cond, _pattern_code(f"F[{r.index}]", r.type), ir.bit_width(r.type))]
         raise LoweringError(None, "this field list element is not supported")
 
     def pack_int(self, data: ir.Expr) -> tuple[str, str]:
@@ -948,16 +938,16 @@ class _Compiler:
                 self.out(f"if {value} != {_pattern_code(self.ex(csum), csum.type)}:")
                 self.out(f"    F[{self.std['checksum_error']}] = 1")
             else:
-                self.store(csum, f"{value} & {(1 << _width(csum.type)) - 1}")
+                self.store(csum, f"{value} & {(1 << ir.bit_width(csum.type)) - 1}")
             self.out.dedent()
         elif n == "hash":
             result, algo, base, data, max_ = a
             self.algo(algo, loc)
             value = self.digest_of(algo, data, loc)
-            w = _width(result.type)
+            w = ir.bit_width(result.type)
             self.store(result, f"({self.ex(base)} + {value} % ({self.ex(max_)} or 1)) & {(1 << w) - 1}")
         elif n == "random":
-            w = _width(a[0].type)
+            w = ir.bit_width(a[0].type)
             self.store(a[0], f"_rand({self.ex(a[1])}, {self.ex(a[2])}) & {(1 << w) - 1}")
         elif n == "verify":
             err = a[1]
@@ -1106,13 +1096,13 @@ class _Compiler:
     def build_table(self, t: ir.Table) -> Table:
         keys = []
         for k in t.keys:
-            keys.append(KeyField(k.name, k.match_kind, _width(k.expr.type)))
+            keys.append(KeyField(k.name, k.match_kind, ir.bit_width(k.expr.type)))
         refs = []
         for ar in t.actions:
             act = self.p.action(ar.action)
             if act is None:
                 raise LoweringError(ar.loc, f"table {t.qualified_name}: action {ar.action} not found")
-            params = tuple(ActionParam(p.name, _width(p.type), _signed(p.type)) for p in act.data_params)
+            params = tuple(ActionParam(p.name, ir.bit_width(p.type), _signed(p.type)) for p in act.data_params)
             names = {a.name for a in ar.annotations} | {a.name for a in act.annotations}
             refs.append(ActionRef(act.qualified_name, params, "tableonly" in names, "defaultonly" in names))
         if t.default_action.action not in {r.name for r in refs}:
@@ -1120,7 +1110,7 @@ class _Compiler:
             act = self.p.action(t.default_action.action)
             if act is None:
                 raise LoweringError(t.loc, f"table {t.qualified_name}: default action {t.default_action.action} not found")
-            params = tuple(ActionParam(p.name, _width(p.type), _signed(p.type)) for p in act.data_params)
+            params = tuple(ActionParam(p.name, ir.bit_width(p.type), _signed(p.type)) for p in act.data_params)
             refs.append(ActionRef(act.qualified_name, params, default_only=True))
         ns = self.ns
 
@@ -1153,7 +1143,7 @@ class _Compiler:
         for p, v in zip(act.data_params, ar.args, strict=False):
             if not isinstance(v, ir.Constant | ir.BoolConst | ir.EnumMember):
                 raise LoweringError(ar.loc, "action arguments in a table must be constants")
-            params[p.name] = self._const_value(v) & ((1 << _width(p.type)) - 1)
+            params[p.name] = self._const_value(v) & ((1 << ir.bit_width(p.type)) - 1)
         return act.qualified_name, params
 
     def _const_value(self, e: ir.Expr) -> int:
@@ -1168,7 +1158,7 @@ class _Compiler:
         raise LoweringError(getattr(e, "loc", None), "a constant is required here")
 
     def _keyset_match(self, k: ir.TableKey, ks: ir.Keyset) -> Match | None:
-        w = _width(k.expr.type)
+        w = ir.bit_width(k.expr.type)
         full = (1 << w) - 1
         if isinstance(ks, ir.KeysetDefault):
             if k.match_kind == "exact":
@@ -1318,7 +1308,7 @@ class _Compiler:
                 self.ns[n] = self.meters[inst.qualified_name] = MeterArray(inst.qualified_name, inst.size or 0, kind)
             elif t.name == "value_set":
                 et = t.type_args[0] if t.type_args else ir.BitType(32)
-                w = _width(et) if not isinstance(et, ir.StructType) else sum(_width(f.type) for f in et.fields)
+                w = ir.bit_width(et) if not isinstance(et, ir.StructType) else sum(ir.bit_width(f.type) for f in et.fields)
                 self.ns[n] = self.value_sets[inst.qualified_name] = ValueSet(inst.qualified_name, inst.size or 0, w)
             elif t.name in ("direct_counter", "direct_meter"):
                 self.ns[n] = None

@@ -115,6 +115,14 @@ def test_serializable_enum_keeps_underlying_width_and_member_values() -> None:
     assert isinstance(cast, ir.Assign) and cast.rhs == ir.Constant(1, ir.BitType(8), cast.rhs.loc)
 
 
+def test_header_width_counts_enum_and_bool_fields() -> None:
+    types = "enum bit<8> op_t { GET = 1 }\nheader msg_h { bit<16> magic; op_t op; bit<4> a; bit<4> b; }"
+    prog = load_source(program(types=types), "t.p4")
+    msg = prog.type("msg_h")
+    assert msg.width == 32
+    assert ir.bit_width(msg) == 32 and ir.bit_width(prog.type("op_t")) == 8 and ir.bit_width(ir.BoolType()) == 1
+
+
 def test_errors_are_numbered_after_the_core_ones() -> None:
     prog = load_source(program(top="error { BadMagic, BadVersion }"), "t.p4")
     assert prog.errors[:3] == ("NoError", "PacketTooShort", "NoMatch")
