@@ -149,6 +149,16 @@ def _summary(samples: list[float]) -> dict:
             "p90_ms": ordered[int(0.9 * (len(ordered) - 1))] * 1e3, "max_ms": ordered[-1] * 1e3}
 
 
+def _stop(controller: subprocess.Popen, switch) -> None:
+    """End the controller process (SIGTERM, then SIGKILL after 10 s) and the in-process switch."""
+    controller.terminate()
+    try:
+        controller.wait(10)
+    except subprocess.TimeoutExpired:
+        controller.kill()
+    switch.stop()
+
+
 def _api(address: str, path: str) -> dict:
     import urllib.request
 
@@ -209,12 +219,7 @@ def hot_to_first_hit(work: Path, keys: int) -> dict:
             samples.append(hit_at - switch.digest_times[digests_before])
         stats = _api(api, "/stats")
     finally:
-        controller.terminate()
-        try:
-            controller.wait(10)
-        except subprocess.TimeoutExpired:
-            controller.kill()
-        switch.stop()
+        _stop(controller, switch)
     return {"keys": keys, "no_hit_within_2s": misses, "client_side": _summary(samples),
             "samples_ms": [round(x * 1e3, 3) for x in samples],
             "controller_hot_to_installed": stats["hot_to_installed"],
@@ -294,12 +299,7 @@ def insert_latency(work: Path, inserts: int) -> dict:
                 samples.append(time.perf_counter() - began)
         stats = _api(api, "/stats")
     finally:
-        controller.terminate()
-        try:
-            controller.wait(10)
-        except subprocess.TimeoutExpired:
-            controller.kill()
-        switch.stop()
+        _stop(controller, switch)
     result = {"inserts": inserts, "admissions": stats.get("admissions"), "evictions": stats.get("evictions")}
     for phase, samples in phases.items():
         if phase == "fill the rest":
