@@ -185,7 +185,8 @@ CONTROL_ONLY_FUNCTIONS = frozenset({
 """v1model functions that act on the packet's fate or checksums: meaningless in a parser state."""
 EGRESS_ONLY_FUNCTIONS = frozenset({"recirculate_preserving_field_list"})
 
-NO_ACTION = ir.Action("NoAction", "NoAction", (), ir.Block(()), (), ir.NO_LOC)
+NO_ACTION = ir.Action("NoAction", "NoAction", (), ir.Block(()),
+                      (ir.Annotation("noWarn", ("unused",), '"unused"'),), ir.NO_LOC)  # as core.p4 declares it
 
 # ---- the V1Switch package -------------------------------------------------------------------------------
 

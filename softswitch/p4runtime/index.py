@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import grpc
-from p4.config.v1 import p4info_pb2
+from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from softswitch.p4runtime.errors import P4RuntimeError, invalid, not_found
 
@@ -113,7 +113,7 @@ class P4InfoIndex:
         self.digest_by_name: dict[str, DigestInfo] = {}
         for d in info.digests:
             struct = info.type_info.structs.get(d.type_spec.struct.name)
-            fields = tuple((m.name, m.type_spec.bitstring.bit.bitwidth) for m in struct.members) if struct else ()
+            fields = tuple((m.name, _width_of(m.type_spec, info)) for m in struct.members) if struct else ()
             di = DigestInfo(d.preamble.id, d.preamble.name, fields)
             self.digests[di.id] = di
             self.digest_by_name[di.name] = di
@@ -162,3 +162,12 @@ class P4InfoIndex:
         if ident not in self.digests:
             raise not_found(f"no digest with id {ident:#x}")
         return self.digests[ident]
+
+
+def _width_of(spec: p4types_pb2.P4DataTypeSpec, info: p4info_pb2.P4Info) -> int:
+    """A digest member's width: its bitstring's, or its serializable enum's underlying width (p4c types digest
+    members with the enum when the struct field has one)."""
+    if spec.HasField("serializable_enum"):
+        enum = info.type_info.serializable_enums.get(spec.serializable_enum.name)
+        return enum.underlying_type.bitwidth if enum is not None else 0
+    return spec.bitstring.bit.bitwidth or spec.bitstring.int.bitwidth

@@ -81,8 +81,9 @@ class IdAllocator:
                 raise P4InfoError(f"@id({named.fixed_id:#x}) of {named.name} is used twice")
             self._taken.add(fixed)
             ids[named.name] = fixed
-        for name in sorted(n.name for n in items if n.fixed_id is None):
-            low = jenkins_one_at_a_time(name.encode()) & 0xFFFFFF
+        hashed = sorted((n.id_name or n.name, n.name) for n in items if n.fixed_id is None)
+        for id_name, name in hashed:
+            low = jenkins_one_at_a_time(id_name.encode()) & 0xFFFFFF
             for probe in range(1 << 24):
                 candidate = (prefix << 24) | ((low + probe) & 0xFFFFFF)
                 if candidate & 0xFFFFFF and candidate not in self._taken:
@@ -166,9 +167,9 @@ def build_p4info(program: schema.Program, arch: str = "v1model") -> p4info_pb2.P
             raise P4InfoError(f"{user} refers to unknown {what} {name!r}") from None
 
     info = p4info_pb2.P4Info()
-    info.pkg_info.arch = arch
-    info.pkg_info.name = program.name
+    info.pkg_info.arch = arch  # p4c leaves pkg_info.name unset unless the program has @pkginfo
 
+    actions_by_name = {a.named.name: a for a in program.actions}
     for t in program.tables:
         pt = info.tables.add()
         _preamble(pt.preamble, t.named, tid[t.named.name], alias[t.named.name])
@@ -179,9 +180,16 @@ def build_p4info(program: schema.Program, arch: str = "v1model") -> p4info_pb2.P
             except KeyError:
                 pm.other_match_type = mf.match_type
         for ar in t.action_refs:
-            pt.action_refs.add(id=ref(aid, ar.name, "action", t.named.name), scope=_SCOPES[ar.scope])
+            pt.action_refs.add(id=ref(aid, ar.name, "action", t.named.name), scope=_SCOPES[ar.scope],
+                               annotations=ar.annotations)
         if t.const_default_action:
             pt.const_default_action_id = ref(aid, t.const_default_action, "action", t.named.name)
+        if t.initial_default_action:
+            default = pt.initial_default_action
+            default.action_id = ref(aid, t.initial_default_action, "action", t.named.name)
+            widths = [p.bitwidth for p in actions_by_name[t.initial_default_action].params]
+            for param_id, (value, width) in enumerate(zip(t.initial_default_args, widths, strict=True), 1):
+                default.arguments.add(param_id=param_id, value=value.to_bytes((width + 7) // 8, "big"))
         if t.direct_counter:
             pt.direct_resource_ids.append(ref(dcid, t.direct_counter, "direct_counter", t.named.name))
         if t.direct_meter:
@@ -233,9 +241,19 @@ def build_p4info(program: schema.Program, arch: str = "v1model") -> p4info_pb2.P
         _preamble(pd.preamble, d.named, did[d.named.name], alias[d.named.name])
         pd.type_spec.struct.name = d.named.name
         struct = info.type_info.structs[d.named.name]
+        enum_of = dict(d.field_enums)
         for fname, width in d.fields:
             member = struct.members.add(name=fname)
-            _bitstring(member.type_spec, width)
+            if fname in enum_of:
+                member.type_spec.serializable_enum.name = enum_of[fname]
+            else:
+                _bitstring(member.type_spec, width)
+    for e in program.serializable_enums:
+        pe = info.type_info.serializable_enums[e.name]
+        pe.underlying_type.bitwidth = e.bitwidth
+        for member, value in e.members:
+            pe.members.add(name=member, value=value.to_bytes((e.bitwidth + 7) // 8, "big"))
+    info.type_info.SetInParent()  # p4c always writes `type_info {}`
     return info
 
 

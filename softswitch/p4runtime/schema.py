@@ -22,6 +22,9 @@ class Named:
     """From `@brief("...")`; goes to `preamble.doc.brief`."""
     annotations: tuple[str, ...] = ()
     """Other annotations as P4 source text (`@hidden`), copied to `preamble.annotations`."""
+    id_name: str | None = None
+    """The text p4c hashes into the id when it is not `name` (a controller header's id comes from its
+    header type's name, `packet_in_h`, while its P4Info name is `packet_in`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,8 @@ class ActionRef:
     name: str
     scope: str = "TABLE_AND_DEFAULT"
     """`TABLE_AND_DEFAULT`, `TABLE_ONLY` (`@tableonly`) or `DEFAULT_ONLY` (`@defaultonly`)."""
+    annotations: tuple[str, ...] = ()
+    """`@tableonly` / `@defaultonly` as written (p4c copies them to the action ref)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,10 @@ class Table:
     """Name of the `direct_counter` attached with `counters = ...`."""
     direct_meter: str | None = None
     support_timeout: bool = False
+    initial_default_action: str | None = None
+    """The action a new table runs on a miss (the program's `default_action`, else `NoAction`)."""
+    initial_default_args: tuple[int, ...] = ()
+    """Its action data, one value per parameter in declaration order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +124,8 @@ class Digest:
     """Named after the digested struct type, as p4c does."""
     fields: tuple[tuple[str, int], ...]
     """(member name, bitwidth) in declaration order."""
+    field_enums: tuple[tuple[str, str], ...] = ()
+    """(member name, serializable enum name) for the members typed with a serializable enum."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +133,17 @@ class ControllerHeader:
     named: Named
     """Named `packet_in` / `packet_out` after `@controller_header("...")`."""
     fields: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SerializableEnum:
+    """`enum bit<W> E { A = 1, ... }`, listed when a P4Info object (key, action parameter, controller-header or
+    digest field) has that type, as p4c does: the controller reads the codes from here."""
+
+    name: str
+    bitwidth: int
+    members: tuple[tuple[str, int], ...]
+    """(member name, value) in declaration order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,4 +160,5 @@ class Program:
     registers: tuple[Register, ...] = ()
     digests: tuple[Digest, ...] = ()
     controller_headers: tuple[ControllerHeader, ...] = ()
+    serializable_enums: tuple[SerializableEnum, ...] = ()
     extra: dict[str, str] = field(default_factory=dict, hash=False, compare=False)

@@ -224,8 +224,6 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def _verify(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> Pipeline:
         if not config.p4_device_config:
             raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT, "p4_device_config is empty")
-        if not config.p4info.tables and not config.p4info.actions:
-            raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT, "p4info is empty")
         try:
             loaded = self._loader(config.p4_device_config, self.device.cpu_port)
         except DeviceConfigError as e:
