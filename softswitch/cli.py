@@ -18,8 +18,12 @@ import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from softswitch.ports import PortError, PortSet, PortSpec
+
+if TYPE_CHECKING:
+    from softswitch.p4runtime.server import P4RuntimeServer
 
 log = logging.getLogger("softswitch")
 
@@ -138,7 +142,7 @@ class Switch:
         self.options = options
         self.ports: PortSet | None = None
         self.device = Device(options.device_id, options.cpu_port, self._send)
-        self.server = None
+        self.server: P4RuntimeServer | None = None
 
     def _send(self, port: int, frame: bytes) -> None:
         if self.ports is not None:
@@ -149,7 +153,7 @@ class Switch:
         from softswitch.p4runtime.device_config import load_bundle
         from softswitch.p4runtime.server import P4RuntimeServer, ServerOptions, ServerStartError
 
-        self.server = P4RuntimeServer(self.device, load_bundle, p4info_of=_p4info_of)
+        self.server = server = P4RuntimeServer(self.device, load_bundle, p4info_of=_p4info_of)
         if self.options.program is not None:
             self._load_initial_program()
         self.ports = PortSet(self.options.ports, self.device.receive, self.options.pcap_dir)
@@ -158,7 +162,7 @@ class Switch:
         except PortError as e:
             raise SwitchError(str(e)) from None
         try:
-            port = self.server.start(ServerOptions(self.options.grpc_address))
+            port = server.start(ServerOptions(self.options.grpc_address))
         except ServerStartError as e:
             self.ports.close()
             raise SwitchError(str(e)) from None
@@ -185,6 +189,7 @@ class Switch:
             loaded = target_for(compiled.program, self.options.cpu_port)
         except (compiler.CompileError, DeviceConfigError) as e:
             raise SwitchError(str(e)) from None
+        assert self.server is not None, "start() creates the server first"
         self.server.commit_loaded(compiled.p4info, config, loaded)
 
     def stop(self) -> None:

@@ -129,7 +129,7 @@ class PortSet:
                 for key, _ in sel.select():
                     if key.data is None:
                         return
-                    self._drain(key.data, key.fileobj)
+                    self._drain(key.data, self._socks[key.data])
         finally:
             sel.close()
 

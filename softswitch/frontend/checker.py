@@ -129,7 +129,7 @@ class Checker(ExpressionChecker):
 
     def _type(self, t: A.TypeRef) -> ir.Type:
         if isinstance(t, A.BaseTypeRef):
-            simple = {"bool": BoolType(), "error": ErrorType(), "string": ir.StringType(), "void": VoidType(),
+            simple: dict[str, ir.Type] = {"bool": BoolType(), "error": ErrorType(), "string": ir.StringType(), "void": VoidType(),
                       "match_kind": ir.MatchKindType(), "int": IntType()}
             if t.kind in simple:
                 return simple[t.kind]
@@ -201,15 +201,21 @@ class Checker(ExpressionChecker):
             elif isinstance(t, ir.ExternType | VoidType | IntType | ir.StringType):
                 raise P4Error(f.loc, f"struct field '{f.name}' cannot have type {t}")
             fields.append(ir.Field(f.name, t, f.annotations, f.loc, self._type_name(f.type)))
-        cls = {"header": ir.HeaderType, "struct": ir.StructType, "header_union": ir.HeaderUnionType}[d.kind]
-        t = cls(d.name, tuple(fields), d.annotations, d.loc)
-        self._declare_type(d.name, t, d.loc)
-        self.type_decls.append(t)
+        composite: ir.HeaderType | ir.StructType | ir.HeaderUnionType
+        if d.kind == "header":
+            composite = ir.HeaderType(d.name, tuple(fields), d.annotations, d.loc)
+        elif d.kind == "struct":
+            composite = ir.StructType(d.name, tuple(fields), d.annotations, d.loc)
+        else:
+            composite = ir.HeaderUnionType(d.name, tuple(fields), d.annotations, d.loc)
+        self._declare_type(d.name, composite, d.loc)
+        self.type_decls.append(composite)
         ch = ir.find_annotation(d.annotations, "controller_header")
         if ch is not None:
-            if d.kind != "header" or not ch.values or ch.values[0] not in ("packet_in", "packet_out"):
+            if not isinstance(composite, ir.HeaderType) or not ch.values \
+                    or ch.values[0] not in ("packet_in", "packet_out"):
                 raise P4Error(ch.loc, '@controller_header takes "packet_in" or "packet_out" on a header')
-            self.controller_headers.append((str(ch.values[0]), t))  # type: ignore[arg-type]
+            self.controller_headers.append((str(ch.values[0]), composite))
 
     def _enum(self, d: A.EnumA) -> None:
         names = [m[0] for m in d.members]
@@ -586,7 +592,7 @@ class Checker(ExpressionChecker):
                 q = sym.instance.qualified_name
                 for other in self._tables_so_far(ctx):
                     if q in (other.counters, other.meters):
-                        raise P4Error(prop.loc, f"{want} '{prop.value.name}' is already attached to table "
+                        raise P4Error(prop.loc, f"{want} '{q}' is already attached to table "
                                                 f"'{other.name}'")
                 if prop.name == "counters":
                     counters = q
@@ -637,6 +643,7 @@ class Checker(ExpressionChecker):
     def _action_call_ref(self, n: A.Node, ctx: Context, listed: set[str], what: str) -> ir.ActionRef:
         """`a` or `a(args)` naming a listed action with constant action-data arguments."""
         loc: SourceLoc = n.loc  # type: ignore[attr-defined]
+        args: tuple[A.Node, ...]
         if isinstance(n, A.Name):
             callee, args = n, ()
         elif isinstance(n, A.CallExpr) and isinstance(n.callee, A.Name) and not n.type_args:
@@ -728,7 +735,8 @@ class Checker(ExpressionChecker):
         objects += [(a.qualified_name, a.loc) for a in self.actions[1:]]
         objects += [(a.qualified_name, a.loc) for c in self.controls for a in c.actions]
         objects += [(i.qualified_name, i.loc) for i in self.instances]
-        objects += [(i.qualified_name, i.loc) for b in (*self.parsers, *self.controls) for i in b.instances]
+        objects += [(i.qualified_name, i.loc) for p in self.parsers for i in p.instances]
+        objects += [(i.qualified_name, i.loc) for c in self.controls for i in c.instances]
         for name, loc in objects:
             if name in seen:
                 first = seen[name]

@@ -7,6 +7,8 @@ functions and methods, actions, functions, tables, header and stack methods).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from softswitch.frontend import ast as A
 from softswitch.frontend import builtins as B
 from softswitch.frontend import ir
@@ -47,6 +49,11 @@ class ExpressionChecker:
     types: dict[str, ir.Type]
     errors: list[str]
     digests: dict[str, ir.Digest]
+
+    if TYPE_CHECKING:  # implemented by `Checker`, which this class is mixed into
+        def _type(self, t: A.TypeRef) -> ir.Type: ...
+        def _const_int(self, n: A.Node, scope: Scope, what: str) -> int: ...
+        def _require_lvalue(self, e: ir.Expr, loc: SourceLoc, ctx: Context) -> None: ...
 
     def _expr(self, n: A.Node, ctx: Context, expected: ir.Type | None = None, statement: bool = False) -> ir.Expr:
         method = getattr(self, "_e_" + type(n).__name__, None)
@@ -221,10 +228,10 @@ class ExpressionChecker:
                 raise P4Error(n.loc, "'++' needs operands with a width (e.g. 8w1)")
             if not isinstance(a.type, BitType) or not isinstance(b.type, BitType):
                 raise P4Error(n.loc, f"'++' on values of type {a.type} and {b.type}")
-            t = BitType(a.type.width + b.type.width, a.type.signed)
+            joined = BitType(a.type.width + b.type.width, a.type.signed)
             if isinstance(a, Constant) and isinstance(b, Constant):
-                return fold_binary(op, a, b, t, n.loc)
-            return ir.BinaryOp(op, a, b, t, n.loc)
+                return fold_binary(op, a, b, joined, n.loc)
+            return ir.BinaryOp(op, a, b, joined, n.loc)
         if isinstance(a.type, IntType) and isinstance(b.type, IntType) and isinstance(expected, BitType) \
                 and op not in ("==", "!=") and op not in COMPARE_OPS:
             a, b = self._coerce(a, expected, n.loc), self._coerce(b, expected, n.loc)
@@ -452,8 +459,9 @@ class ExpressionChecker:
             checked[i] = e
         out = []
         for i, (a, p) in enumerate(zip(args_ast, params, strict=True)):
-            e = checked[i]
-            assert e is not None
+            checked_arg = checked[i]
+            assert checked_arg is not None
+            e = checked_arg
             t = concrete(p)
             if t is None:
                 raise P4Error(a.loc, f"cannot infer the width of argument '{p.name}' of {what}; "  # type: ignore[attr-defined]

@@ -100,11 +100,11 @@ def parse(pre: Preprocessed) -> A.ProgramA:
     try:
         tree = _lark().parse(pre.text)
     except _Refused as e:
-        raise unsupported(pre.loc(e.token.line, e.token.column), e.what) from None
+        raise unsupported(pre.loc(e.token.line or 0, e.token.column or 0), e.what) from None
     except UnexpectedInput as e:
         raise _syntax_error(pre, e) from None
     try:
-        return _Builder(pre).transform(tree)
+        return _MetaBuilder(pre).transform(tree)
     except VisitError as e:
         if isinstance(e.orig_exc, P4Error | RecursionError):
             raise e.orig_exc from None
@@ -264,7 +264,7 @@ class _Builder(Transformer):
         return self.pre.loc(meta.line, meta.column)
 
     def _tloc(self, tok: Token) -> SourceLoc:
-        return self.pre.loc(tok.line, tok.column)
+        return self.pre.loc(tok.line or 0, tok.column or 0)
 
     # -- top level
     def start(self, meta, ch):
@@ -686,4 +686,4 @@ def _make_binop(op: str):
 
 for _rule, _op in _BINOPS.items():
     setattr(_Builder, _rule, _make_binop(_op))
-_Builder = v_args(meta=True)(_Builder)  # every method gets (meta, children)
+_MetaBuilder = v_args(meta=True)(_Builder)  # every method gets (meta, children)

@@ -17,6 +17,8 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from softswitch.target import Target
+
 FORMAT = "softswitch-p4-bundle/1"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
@@ -75,8 +77,7 @@ def unbundle(data: bytes, into: pathlib.Path) -> pathlib.Path:
 
 @dataclass(frozen=True)
 class Loaded:
-    target: object
-    """A `softswitch.target.Target`."""
+    target: Target
     program: object | None = None
     """The front end's program (IR), when the loader has one: used to check a P4Info against it."""
 

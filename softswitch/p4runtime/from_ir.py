@@ -188,7 +188,7 @@ def program_schema(program: ir.Program) -> schema.Program:
                 dmeters.append(schema.DirectMeter(named, _unit(inst, _METER_UNITS),
                                                   direct_tables[inst.qualified_name]))
         elif kind == "register":
-            elem = inst.type.type_args[0] if inst.type.type_args else None
+            elem = inst.type.type_args[0] if inst.type.type_args else ir.BitType(32)
             registers.append(schema.Register(named, width_of(elem, inst.loc, f"register {inst.qualified_name}"),
                                              inst.size or 0))
 

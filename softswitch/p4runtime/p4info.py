@@ -210,20 +210,20 @@ def build_p4info(program: schema.Program, arch: str = "v1model") -> p4info_pb2.P
         pc = info.counters.add(size=c.size)
         _preamble(pc.preamble, c.named, cid[c.named.name], alias[c.named.name])
         pc.spec.unit = p4info_pb2.CounterSpec.Unit.Value(c.unit)
-    for c in program.direct_counters:
-        pc = info.direct_counters.add()
-        _preamble(pc.preamble, c.named, dcid[c.named.name], alias[c.named.name])
-        pc.spec.unit = p4info_pb2.CounterSpec.Unit.Value(c.unit)
-        pc.direct_table_id = ref(tid, c.table, "table", c.named.name)
+    for dc in program.direct_counters:
+        pdc = info.direct_counters.add()
+        _preamble(pdc.preamble, dc.named, dcid[dc.named.name], alias[dc.named.name])
+        pdc.spec.unit = p4info_pb2.CounterSpec.Unit.Value(dc.unit)
+        pdc.direct_table_id = ref(tid, dc.table, "table", dc.named.name)
     for m in program.meters:
         pm = info.meters.add(size=m.size)
         _preamble(pm.preamble, m.named, mid[m.named.name], alias[m.named.name])
         pm.spec.unit = p4info_pb2.MeterSpec.Unit.Value(m.unit)
-    for m in program.direct_meters:
-        pm = info.direct_meters.add()
-        _preamble(pm.preamble, m.named, dmid[m.named.name], alias[m.named.name])
-        pm.spec.unit = p4info_pb2.MeterSpec.Unit.Value(m.unit)
-        pm.direct_table_id = ref(tid, m.table, "table", m.named.name)
+    for dm in program.direct_meters:
+        pdm = info.direct_meters.add()
+        _preamble(pdm.preamble, dm.named, dmid[dm.named.name], alias[dm.named.name])
+        pdm.spec.unit = p4info_pb2.MeterSpec.Unit.Value(dm.unit)
+        pdm.direct_table_id = ref(tid, dm.table, "table", dm.named.name)
 
     for h in program.controller_headers:
         ph = info.controller_packet_metadata.add()

@@ -113,23 +113,22 @@ class TableEntryEncoder:
             if f is None:  # the target knows a field P4Info does not describe: cannot be expressed
                 continue
             fid, fid_field, bitwidth = f
-            cls = type(m)
-            if cls is tg.Exact:
+            if isinstance(m, tg.Exact):
                 body = _field(_FM_EXACT, _field(_VALUE1, _canonical(m.value)))
-            elif cls is tg.Lpm:
+            elif isinstance(m, tg.Lpm):
                 if m.prefix_len == 0:
                     continue
                 body = _field(_FM_LPM, _field(_VALUE1, _canonical(m.value)) + _PREFIX_LEN + varint(m.prefix_len))
-            elif cls is tg.Ternary:
+            elif isinstance(m, tg.Ternary):
                 if m.mask == 0:
                     continue
                 body = _field(_FM_TERNARY, _field(_VALUE1, _canonical(m.value))
                               + _field(_SECOND_BYTES, _canonical(m.mask)))
-            elif cls is tg.Range:
+            elif isinstance(m, tg.Range):
                 if m.low == 0 and m.high == (1 << bitwidth) - 1:
                     continue
                 body = _field(_FM_RANGE, _field(_VALUE1, _canonical(m.low)) + _field(_SECOND_BYTES, _canonical(m.high)))
-            elif cls is tg.OptionalMatch:
+            elif isinstance(m, tg.OptionalMatch):
                 body = _field(_FM_OPTIONAL, _field(_VALUE1, _canonical(m.value)))
             else:
                 raise TypeError(f"unknown match kind {m!r}")

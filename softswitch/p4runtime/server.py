@@ -178,6 +178,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         p = self.device.pipeline
         if p is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no forwarding pipeline config set")
+            raise AssertionError("context.abort raises")  # for the type checker: abort never returns
         return p
 
     def _commit(self, pipeline: Pipeline | None) -> None:

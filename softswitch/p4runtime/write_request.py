@@ -48,16 +48,35 @@ class DecodedWrite:
     updates: list[tuple[int, TableWrite | p4runtime_pb2.Entity]] = field(default_factory=list)
 
 
+def _int(v: int | tuple[int, int]) -> int:
+    """A varint field's value; a span here means the message is not the shape this decoder reads."""
+    if isinstance(v, tuple):
+        raise Fallback
+    return v
+
+
+def _int32(v: int) -> int:
+    """An int32 as the wire carries it: a varint sign-extended to 64 bits."""
+    return v - (1 << 64) if v >> 63 else v
+
+
+def _span(v: int | tuple[int, int]) -> tuple[int, int]:
+    """A length-delimited field's (start, end); a varint here means the message is not the expected shape."""
+    if isinstance(v, int):
+        raise Fallback
+    return v
+
+
 def _bytes_pair(buf: bytes, span: tuple[int, int], second_is_int: bool) -> tuple[bytes, bytes | int]:
     a: bytes = b""
     b: bytes | int = 0 if second_is_int else b""
     for num, wt, v in fields(buf, *span):
         if num == 1 and wt == LEN:
-            a = buf[v[0]:v[1]]
+            a = buf[slice(*_span(v))]
         elif num == 2 and wt == VARINT and second_is_int:
-            b = v - (1 << 64) if v >> 63 else v  # int32 prefix_len, sign-extended on the wire
+            b = _int32(_int(v))  # int32 prefix_len, sign-extended on the wire
         elif num == 2 and wt == LEN and not second_is_int:
-            b = buf[v[0]:v[1]]
+            b = buf[slice(*_span(v))]
         else:
             raise Fallback
     return a, b
@@ -66,14 +85,15 @@ def _bytes_pair(buf: bytes, span: tuple[int, int], second_is_int: bool) -> tuple
 _KINDS = {2: "exact", 3: "ternary", 4: "lpm", 6: "range", 7: "optional"}
 
 
-def _field_match(buf: bytes, span: tuple[int, int]):
-    field_id, kind, a, b = 0, None, b"", None
+def _field_match(buf: bytes, span: tuple[int, int]) -> tuple[int, str, bytes, bytes | int | None]:
+    field_id, kind, a = 0, None, b""
+    b: bytes | int | None = None
     for num, wt, v in fields(buf, *span):
         if num == 1 and wt == VARINT:
-            field_id = v
+            field_id = _int(v)
         elif num in _KINDS and wt == LEN and kind is None:
             kind = _KINDS[num]
-            a, b = _bytes_pair(buf, v, second_is_int=(kind == "lpm"))
+            a, b = _bytes_pair(buf, _span(v), second_is_int=(kind == "lpm"))
             if kind in ("exact", "optional"):
                 if b:
                     raise Fallback
@@ -88,14 +108,14 @@ def _field_match(buf: bytes, span: tuple[int, int]):
 def _action(buf: bytes, span: tuple[int, int], tw: TableWrite) -> None:
     for num, wt, v in fields(buf, *span):
         if num == 1 and wt == VARINT:
-            tw.action_id = v
+            tw.action_id = _int(v)
         elif num == 4 and wt == LEN:
             pid, value = 0, b""
-            for n2, w2, v2 in fields(buf, *v):
+            for n2, w2, v2 in fields(buf, *_span(v)):
                 if n2 == 2 and w2 == VARINT:
-                    pid = v2
+                    pid = _int(v2)
                 elif n2 == 3 and w2 == LEN:
-                    value = buf[v2[0]:v2[1]]
+                    value = buf[slice(*_span(v2))]
                 else:
                     raise Fallback
             tw.params.append((pid, value))
@@ -112,23 +132,23 @@ def _table_entry(buf: bytes, span: tuple[int, int]) -> TableWrite:
                 raise Fallback  # a repeated singular field: leave merge rules to protobuf
             seen.add(num)
         if num == 1 and wt == VARINT:
-            tw.table_id = v
+            tw.table_id = _int(v)
         elif num == 2 and wt == LEN:
-            tw.matches.append(_field_match(buf, v))
+            tw.matches.append(_field_match(buf, _span(v)))
         elif num == 3 and wt == LEN:
-            for n2, w2, v2 in fields(buf, *v):
+            for n2, w2, v2 in fields(buf, *_span(v)):
                 if n2 == 1 and w2 == LEN and tw.action_kind is None:
                     tw.action_kind = "action"
-                    _action(buf, v2, tw)
+                    _action(buf, _span(v2), tw)
                 elif n2 in (2, 3, 4) and tw.action_kind is None:
                     tw.action_kind = ("action_profile_member_id", "action_profile_group_id",
                                       "action_profile_action_set")[n2 - 2]
                 else:
                     raise Fallback
         elif num == 4 and wt == VARINT:
-            tw.priority = v - (1 << 64) if v >> 63 else v  # int32 on the wire as a sign-extended varint
+            tw.priority = _int32(_int(v))  # int32 on the wire as a sign-extended varint
         elif num == 8 and wt == VARINT:
-            tw.is_default = bool(v)
+            tw.is_default = bool(_int(v))
         else:
             raise Fallback
     return tw
@@ -138,7 +158,7 @@ def _entity(buf: bytes, span: tuple[int, int]) -> TableWrite | p4runtime_pb2.Ent
     try:
         top = fields(buf, *span)
         if len(top) == 1 and top[0][0] == 2 and top[0][1] == LEN:
-            return _table_entry(buf, top[0][2])
+            return _table_entry(buf, _span(top[0][2]))
     except Fallback:
         pass
     return p4runtime_pb2.Entity.FromString(buf[span[0]:span[1]])
@@ -150,33 +170,33 @@ def decode_write_request(data: bytes) -> DecodedWrite:
         out = DecodedWrite()
         for num, wt, v in fields(data, 0, len(data)):
             if num == 1 and wt == VARINT:
-                out.device_id = v
+                out.device_id = _int(v)
             elif num == 2 and wt == VARINT:
                 pass  # role_id: deprecated
             elif num == 3 and wt == LEN:
                 high = low = 0
-                for n2, w2, v2 in fields(data, *v):
+                for n2, w2, v2 in fields(data, *_span(v)):
                     if n2 == 1 and w2 == VARINT:
-                        high = v2
+                        high = _int(v2)
                     elif n2 == 2 and w2 == VARINT:
-                        low = v2
+                        low = _int(v2)
                     else:
                         raise Fallback
                 out.election_id = (high << 64) | low
             elif num == 4 and wt == LEN:
                 utype, entity = 0, None
-                for n2, w2, v2 in fields(data, *v):
+                for n2, w2, v2 in fields(data, *_span(v)):
                     if n2 == 1 and w2 == VARINT:
-                        utype = v2
+                        utype = _int(v2)
                     elif n2 == 2 and w2 == LEN and entity is None:
-                        entity = _entity(data, v2)
+                        entity = _entity(data, _span(v2))
                     else:
                         raise Fallback
                 out.updates.append((utype, entity if entity is not None else p4runtime_pb2.Entity()))
             elif num == 5 and wt == VARINT:
-                out.atomicity = v
+                out.atomicity = _int(v)
             elif num == 6 and wt == LEN:
-                out.role = data[v[0]:v[1]].decode()
+                out.role = data[slice(*_span(v))].decode()
             else:
                 raise Fallback
         return out

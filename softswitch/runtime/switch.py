@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from softswitch.frontend import ir
@@ -76,6 +76,10 @@ class SoftSwitch:
         self._ig_ts = std.get("ingress_global_timestamp")
         self._eg_ts = std.get("egress_global_timestamp")
         self._md_lo, self._md_hi = lowered.metadata_range
+        self._ingress_pass: Callable[..., None]
+        """(data, port, instance_type, preserved, egress_q, ingress_q, outputs): one ingress pass."""
+        self._egress_pass: Callable[..., None]
+        """(frame, port, truncate, egress_q, ingress_q, outputs): one egress pass."""
         self._make_passes()
 
     @classmethod

@@ -57,7 +57,7 @@ class ActionRef:
 class Outcome:
     """The result of one lookup: the action to run, its arguments, and the entry that matched (if any)."""
 
-    __slots__ = ("action", "args", "counter", "entry", "fn", "hit", "key", "seq", "tests")
+    __slots__ = ("action", "args", "counter", "default_params", "entry", "fn", "hit", "key", "seq", "tests")
 
     def __init__(self, hit: bool, action: str, fn: Callable, args: tuple, entry: TableEntry | None) -> None:
         self.hit = hit
@@ -69,6 +69,8 @@ class Outcome:
         self.key: tuple = ()
         self.seq = 0
         self.tests: tuple = ()
+        self.default_params: dict[str, int] = {}
+        """The action data of a default outcome, by parameter name (what table_get_default returns)."""
 
 
 ActionBinder = Callable[[str], Callable]
@@ -199,7 +201,7 @@ class Table:
     def _make_default(self, action: str, params: Mapping[str, int]) -> Outcome:
         fn, args = self._bind_action(action, params, as_default=True)
         out = Outcome(False, action, fn, args, None)
-        out.tests = dict(params)  # kept for table_get_default
+        out.default_params = dict(params)
         return out
 
     def set_default(self, action: str, params: Mapping[str, int] | None = None) -> None:
@@ -208,7 +210,7 @@ class Table:
         self._default = self._make_default(action, params or {})
 
     def get_default(self) -> tuple[str, Mapping[str, int]]:
-        return self._default.action, dict(self._default.tests)
+        return self._default.action, dict(self._default.default_params)
 
     # ---- entries ---------------------------------------------------------------------------------------
 
@@ -223,8 +225,8 @@ class Table:
             if name not in self._key_index:
                 raise TargetError("INVALID_ARGUMENT", f"table {self.name}: no key field {name!r} "
                                   f"(fields: {', '.join(k.name for k in self.keys)})")
-        ident = []
-        tests = []
+        ident: list[object] = []
+        tests: list[tuple[int, int, int, int]] = []
         for k in self.keys:
             full = (1 << k.width) - 1
             m = match.get(k.name)
@@ -338,7 +340,7 @@ class Table:
         return out
 
     def entries(self) -> list[TableEntry]:
-        return [out.entry for out in sorted(self._by_key.values(), key=lambda o: o.seq)]
+        return [out.entry for out in sorted(self._by_key.values(), key=lambda o: o.seq) if out.entry is not None]
 
     def clear(self) -> None:
         for out in list(self._by_key.values()):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from softswitch.frontend import ir
 from softswitch.runtime import bits
@@ -91,7 +91,7 @@ Ref = Layout | PyVar | DynHeader | DynScalar
 
 
 
-def signed(t: ir.Type) -> bool:
+def signed(t: ir.Type) -> TypeGuard[ir.BitType]:
     """A signed `int<W>` (BitType with signed set)."""
     return isinstance(t, ir.BitType) and t.signed
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from softswitch.frontend import ir
 from softswitch.runtime import bits
-from softswitch.runtime.layout import HeaderSlots, Slot, StackSlots, StructSlots
+from softswitch.runtime.layout import HeaderSlots, Layout, Slot, StackSlots, StructSlots
 from softswitch.runtime.lower.common import (
     CompilerState,
     DynHeader,
@@ -148,10 +148,10 @@ class ExpressionCodegen(CompilerState):
         lt = e.left.type
         if op in ("==", "!=", "<", "<=", ">", ">="):
             if isinstance(lt, ir.HeaderType | ir.StructType | ir.HeaderStackType | ir.HeaderUnionType):
-                a, b = self.ref(e.left), self.ref(e.right)
-                if not (hasattr(a, "base") and hasattr(b, "base")):
+                ra, rb = self.ref(e.left), self.ref(e.right)
+                if not (isinstance(ra, Layout) and isinstance(rb, Layout)):
                     raise LoweringError(e.loc, "comparison of these composite values is not supported")
-                code = f"(F[{a.base}:{a.base + a.size}] == F[{b.base}:{b.base + b.size}])"
+                code = f"(F[{ra.base}:{ra.base + ra.size}] == F[{rb.base}:{rb.base + rb.size}])"
                 return code if op == "==" else f"(not {code})"
             return f"({self.ex(e.left)} {op} {self.ex(e.right)})"
         t = e.type

@@ -5,7 +5,7 @@ actions, P4 functions, table applications and controls.
 from __future__ import annotations
 
 from softswitch.frontend import ir
-from softswitch.runtime.layout import HeaderSlots, Slot, StackSlots, StructSlots
+from softswitch.runtime.layout import HeaderSlots, Layout, Slot, StackSlots, StructSlots
 from softswitch.runtime.lower.common import (
     CompilerState,
     DynHeader,
@@ -67,13 +67,15 @@ class StatementCodegen(CompilerState):
             return
         src = self.ref(rhs)
         if isinstance(dst, DynHeader) or isinstance(src, DynHeader):
+            if not (isinstance(dst, HeaderSlots | DynHeader) and isinstance(src, HeaderSlots | DynHeader)):
+                raise LoweringError(loc, "this composite assignment is not supported")
             n = 1 + len(dst.type.fields)
             d, s = self.fresh("_d"), self.fresh("_s")
             self.out(f"{d} = {dst.base if isinstance(dst, HeaderSlots) else dst.code}")
             self.out(f"{s} = {src.base if isinstance(src, HeaderSlots) else src.code}")
             self.out(f"F[{d}:{d} + {n}] = F[{s}:{s} + {n}]")
             return
-        if not (hasattr(dst, "base") and hasattr(src, "base")):
+        if not (isinstance(dst, Layout) and isinstance(src, Layout)):
             raise LoweringError(loc, "this composite assignment is not supported")
         self.out(f"F[{dst.base}:{dst.base + dst.size}] = F[{src.base}:{src.base + src.size}]")
 

@@ -57,8 +57,8 @@ class TableBuilder:
             prio = 0
             if table.needs_priority:
                 prio = ce.priority if ce.priority is not None else n - i
-            action, params = self._action_args(ce.action, t)
-            table.insert(TableEntry(t.qualified_name, match, action, params, prio), force=True)
+            action, args = self._action_args(ce.action, t)
+            table.insert(TableEntry(t.qualified_name, match, action, args, prio), force=True)
         table.const_entries = bool(t.entries) and t.entries_const
         return table
 
@@ -95,8 +95,9 @@ class TableBuilder:
             return None
         if isinstance(ks, ir.KeysetExact):
             v = self._const_value(ks.value) & full
-            return {"exact": Exact(v), "lpm": Lpm(v, w), "ternary": Ternary(v, full),
-                    "range": Range(v, v), "optional": OptionalMatch(v)}[k.match_kind]
+            by_kind: dict[str, Match] = {"exact": Exact(v), "lpm": Lpm(v, w), "ternary": Ternary(v, full),
+                                         "range": Range(v, v), "optional": OptionalMatch(v)}
+            return by_kind[k.match_kind]
         if isinstance(ks, ir.KeysetMask):
             v, m = self._const_value(ks.value) & full, self._const_value(ks.mask) & full
             if k.match_kind == "lpm":
