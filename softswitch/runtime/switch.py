@@ -288,6 +288,8 @@ class SoftSwitch:
         self._egress_pass = egress_pass
 
     def drain_digests(self) -> list[DigestMessage]:
+        if not self._digests:  # the common case, once per packet: no copy
+            return []
         out = list(self._digests)
         self._digests.clear()  # in place: the compiled pass holds this list's append
         return out
