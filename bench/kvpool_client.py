@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kvpool.client import ClientOptions, KVPClient
+from kvpool.client import ClientOptions, KVPClient, KVPError
 from kvpool.constants import KVP_MAX_BLOCK_LEN
 
 NAME = "kvpool_client"
@@ -40,10 +40,8 @@ def _wait_ready(client: KVPClient, deadline: float) -> None:
         try:
             client.stat(1)
             return
-        except OSError:
+        except (OSError, KVPError):  # the node is still starting
             time.sleep(0.05)
-        except Exception:  # noqa: BLE001 (a timeout while the node starts: try again)
-            continue
     raise RuntimeError("storage node did not answer within 10 s")
 
 

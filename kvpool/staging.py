@@ -16,6 +16,7 @@ lost PUT_ACK is acknowledged OK even when a newer version has replaced its block
 from __future__ import annotations
 
 import time
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -214,12 +215,13 @@ class CommitLog:
     def __init__(self, options: StagingOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
         self._clock = clock
-        self._entries: OrderedDict[WriteKey, tuple[float, int, tuple[int, ...]]] = OrderedDict()
+        self._entries: OrderedDict[WriteKey, tuple[float, int, array[int]]] = OrderedDict()
 
     def record(self, key: WriteKey, chunk_count: int, csums: tuple[int, ...]) -> None:
+        """Remember a commit: 4 bytes per chunk (at most about 1 KiB per entry, 4 MiB for 4096 entries)."""
         if self.options.commit_log_entries == 0:
             return
-        self._entries[key] = (self._clock(), chunk_count, csums)
+        self._entries[key] = (self._clock(), chunk_count, array("I", csums))
         self._entries.move_to_end(key)
         while len(self._entries) > self.options.commit_log_entries:
             self._entries.popitem(last=False)
