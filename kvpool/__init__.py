@@ -5,7 +5,12 @@
 * `protocol`: the Scapy layers `KVP` / `KVPValue` (building, dissecting, `answers`), and `check` again.
 * `prefix_hash`: chained BLAKE2b-64 prefix hashes of token prompts and of trace block ids.
 * `blocks`: a block split into 128-byte chunks and reassembled, checked.
+* `errors`: what a client call fails with (`KVPError`, `KVPTimeout`, `BlockNotFound`).
+* `transport`: how a client's datagrams travel (UDP; in-process and lossy ones for tests).
+* `window`: a window of requests in flight, resending only the late ones.
 * `client`: `KVPClient` and `python -m kvpool.client`.
+* `staging`: writes in progress at the storage node (per writer, bounded, expiring) and recent commits.
+* `trust`: which addresses may send controller-only requests.
 * `server`: `StorageNode` and `python -m kvpool.server`.
 
 Importing the package has no side effects; only `protocol` (and `client`) import Scapy.

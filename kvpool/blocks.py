@@ -19,6 +19,19 @@ class BlockError(ValueError):
     """A block cannot be built or reassembled; the message says which chunk and why."""
 
 
+class ChecksumError(BlockError):
+    """A chunk's bytes do not match its `value_csum` (damaged on the way: worth asking again)."""
+
+
+class VersionMismatch(BlockError):
+    """A chunk's version differs from the block's so far (a newer write committed during the read), or is
+    older than the reader asked for. `newest` is the newest version seen: a reader restarts at it."""
+
+    def __init__(self, message: str, newest: int) -> None:
+        super().__init__(message)
+        self.newest = newest
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """One value chunk of a block, as it travels (value padded to 128 bytes)."""
@@ -73,15 +86,17 @@ class Reassembly:
         if len(value) != KVP_VALUE_LEN:
             raise BlockError(f"chunk {idx}: value must be {KVP_VALUE_LEN} bytes, got {len(value)}")
         if zlib.crc32(value) != csum:
-            raise BlockError(f"chunk {idx}: checksum {zlib.crc32(value):#010x} != value_csum {csum:#010x}")
+            raise ChecksumError(f"chunk {idx}: checksum {zlib.crc32(value):#010x} != value_csum {csum:#010x}")
         if count == 0 or idx >= count:
             raise BlockError(f"chunk {idx}: out of range for chunk_count {count}")
+        if version < self.min_version:
+            raise VersionMismatch(f"chunk {idx}: version {version} older than the requested {self.min_version} "
+                                  "(mixed versions)", self.min_version)
+        if self.version is not None and version != self.version:
+            raise VersionMismatch(f"chunk {idx}: version {version} != {self.version} (mixed versions)",
+                                  max(version, self.version))
         if self.count is not None and count != self.count:
             raise BlockError(f"chunk {idx}: chunk_count {count} != {self.count} of earlier chunks")
-        if version < self.min_version:
-            raise BlockError(f"chunk {idx}: version {version} older than the requested {self.min_version}")
-        if self.version is not None and version != self.version:
-            raise BlockError(f"chunk {idx}: version {version} != {self.version} (mixed versions)")
         if value_len > KVP_VALUE_LEN or (idx < count - 1 and value_len != KVP_VALUE_LEN):
             raise BlockError(f"chunk {idx}: value_len {value_len} invalid for chunk {idx} of {count}")
         self.count, self.version = count, version

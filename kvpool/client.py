@@ -1,4 +1,4 @@
-"""The KVP client an inference node uses: whole blocks over plain UDP, chunked, checked, retried.
+"""The KVP client an inference node uses: whole blocks over plain UDP, chunked, checked, windowed, retried.
 
     python -m kvpool.client [--server HOST[:PORT]] [--tenant T] get   PREFIX_HASH [--out FILE]
     python -m kvpool.client ... put    PREFIX_HASH --version V (--file F | --data TEXT)
@@ -9,7 +9,13 @@
 
 PREFIX_HASH is decimal or 0x-hex. The client talks to one address, the storage node's; a switch on the way
 may answer GETs itself (status HIT_SWITCH) and punts INSERT/LOOKUP_META to the controller. Sockets are plain
-UDP (no root); Scapy only builds and dissects the bytes, and `KVP.answers` matches replies to requests.
+UDP (no root); messages are packed with `kvpool.wire` (the Scapy layer `kvpool.protocol` describes the same
+bytes), and a `kvpool.window.Window` keeps a window of chunk requests in flight, resending only late ones.
+
+Reads verify every chunk (CRC, version, count) and never stitch two versions: when a newer write commits during
+a read, the read starts again at the newer version. Writes report success exactly when the storage node
+committed the block (PUT_ACK OK); a resend after a lost ack is acknowledged OK by the node, so a stored write
+never looks failed.
 """
 
 from __future__ import annotations
@@ -17,33 +23,22 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
-import socket
 import sys
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvpool.blocks import BlockError, Reassembly, chunk_count, split
+from kvpool.blocks import BlockError, ChecksumError, Reassembly, VersionMismatch, chunk_count, split
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status, Tier, tiers_of
-from kvpool.protocol import KVP, KVPValue, check
+from kvpool.errors import BlockNotFound, KVPError, KVPTimeout
+from kvpool.transport import Transport, UdpTransport
+from kvpool.window import Answer, Window, describe
+from kvpool.wire import Header
 
+__all__ = ["BlockNotFound", "BlockRead", "ChunkReply", "ClientOptions", "KVPClient", "KVPError", "KVPTimeout",
+           "Meta", "parse_address"]
 
-class KVPError(Exception):
-    """A request failed: a refusal from the peer (`status` set), a wrong reply, or a timeout."""
-
-    def __init__(self, message: str, status: Status | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class KVPTimeout(KVPError):
-    """No (valid) reply after all retries."""
-
-
-class BlockNotFound(KVPError):
-    """GET answered MISS: the block is stored nowhere the request reached."""
-
+READ_RESTARTS = 3
+"""Times a read starts again at a newer version that committed while it ran, before it gives up."""
 
 @dataclass(frozen=True, slots=True)
 class ClientOptions:
@@ -61,6 +56,9 @@ class ClientOptions:
     """Set F_BYPASS on every request: the switch neither answers nor fills (the "no switch pool" baseline)."""
     bind: str = "0.0.0.0"
     """Local address of the socket."""
+    window: int = 32
+    """Chunk requests of one block read kept in flight. A write keeps its whole block in flight, whatever
+    this says: the storage node acknowledges a block's chunks only once all of them have arrived."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +106,22 @@ def parse_address(text: str, default_port: int = KVP_UDP_PORT) -> tuple[str, int
 
 
 class KVPClient:
-    """One UDP socket to the pool; requests are pipelined per call and matched by req_id and key."""
+    """One transport to the pool (a UDP socket unless given); each call runs its own window of requests."""
 
-    def __init__(self, options: ClientOptions) -> None:
+    def __init__(self, options: ClientOptions, transport: Transport | None = None) -> None:
+        if options.window < 1 or options.retries < 0 or options.timeout <= 0:
+            raise ValueError("window must be >= 1, retries >= 0 and timeout > 0")
         self.options = options
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._sock.bind((options.bind, 0))
+        self.transport: Transport = transport if transport is not None else UdpTransport(options.server,
+                                                                                          options.bind)
         self._req_ids = itertools.count(random.randrange(1 << 31))
         self.stray_replies = 0
         """Datagrams that answered nothing pending (late duplicates, wrong keys)."""
+        self.sent = 0
+        """Requests sent, resends included."""
 
     def close(self) -> None:
-        self._sock.close()
+        self.transport.close()
 
     def __enter__(self) -> KVPClient:
         return self
@@ -127,121 +129,126 @@ class KVPClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- one round of requests --------------------------------------------------------------------
+    # ---- requests ---------------------------------------------------------------------------------
 
-    def _request(self, opcode: Opcode, prefix_hash: int, chunk_idx: int = 0, chunk_count: int = 1,
-                 value: bytes | None = None, **fields: int) -> KVP:
-        """A request header (plus its value chunk): F_VALUE, value_len and value_csum follow the value."""
-        flags = fields.pop("flags", 0) | (Flag.BYPASS if self.options.bypass else 0)
-        if value is not None:
-            flags |= Flag.VALUE
-        request = KVP(opcode=opcode, tenant=self.options.tenant, req_id=next(self._req_ids) & 0xFFFFFFFF,
-                   prefix_hash=prefix_hash, chunk_idx=chunk_idx, chunk_count=chunk_count, flags=flags, **fields)
-        if value is not None:
-            request.value_len = len(value)
-            request = request / KVPValue.from_bytes(value)
-        return request
+    def _window(self, size: int | None = None) -> Window:
+        return Window(self.transport, size or self.options.window, self.options.timeout, self.options.retries + 1,
+                      lambda: next(self._req_ids))
 
-    def exchange(self, requests: Sequence[KVP]) -> list[tuple[KVP, float, int]]:
-        """Send all requests, resend the unanswered ones each timeout; (reply, latency, attempts) in order."""
-        pending = {r.req_id: i for i, r in enumerate(requests)}
-        wire = [bytes(r) for r in requests]
-        results: list[tuple[KVP, float, int] | None] = [None] * len(requests)
-        sent_at = [0.0] * len(requests)
-        attempts = [0] * len(requests)
-        wrong: list[str] = []
-        for _ in range(self.options.retries + 1):
-            for i in pending.values():
-                sent_at[i] = time.perf_counter()
-                attempts[i] += 1
-                self._sock.sendto(wire[i], self.options.server)
-            deadline = time.monotonic() + self.options.timeout
-            while pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._sock.settimeout(left)
-                try:
-                    data = self._sock.recv(2048)
-                except TimeoutError:
-                    break
-                now = time.perf_counter()
-                reply = KVP(data)
-                i = pending.get(reply.req_id)
-                if i is None:
-                    self.stray_replies += 1
-                    continue
-                reason = check(data)
-                if reason is not None or not reply.answers(requests[i]):
-                    wrong.append(f"{reply.summary()} ({reason or 'does not answer ' + requests[i].summary()})")
-                    if reason is None:
-                        continue  # a reply to something else with our req_id: keep waiting
-                results[i] = (reply, now - sent_at[i], attempts[i])
-                del pending[reply.req_id]
-            if not pending:
-                break
-        if pending:
-            first = requests[next(iter(pending.values()))]
-            detail = f"; wrong replies: {wrong[:3]}" if wrong else ""
-            raise KVPTimeout(f"no reply from {self.options.server[0]}:{self.options.server[1]} to "
-                             f"{len(pending)} of {len(requests)} requests (first: {first.summary()}) after "
-                             f"{self.options.retries + 1} tries of {self.options.timeout}s{detail}")
-        return [r for r in results if r is not None]
+    def _done(self, window: Window) -> None:
+        self.stray_replies += window.strays
+        self.sent += window.sent
 
-    def _one(self, request: KVP) -> KVP:
-        reply = self.exchange([request])[0][0]
-        if reply.status in (Status.ERR_MALFORMED, Status.ERR_UNKNOWN_OP, Status.ERR_DENIED):
-            raise KVPError(f"{request.summary()} refused: {_name(reply.status)}", _status(reply.status))
+    def _header(self, opcode: Opcode, prefix_hash: int, chunk_idx: int = 0, chunk_count: int = 1,
+                flags: int = 0, **fields: int) -> Header:
+        """A request header of this client's tenant (F_BYPASS when asked); req_id is the window's."""
+        flags |= Flag.BYPASS if self.options.bypass else 0
+        return Header(opcode, flags=flags, tenant=self.options.tenant, prefix_hash=prefix_hash,
+                      chunk_idx=chunk_idx, chunk_count=chunk_count, **fields)
+
+    def _one(self, header: Header, value: bytes | None = None, refuse: bool = True) -> Header:
+        """One request, retried; its reply. Raises KVPError on a protocol refusal when `refuse`."""
+        window = self._window(1)
+        window.submit(0, header, value)
+        try:
+            reply = next(window.answers()).reply
+        finally:
+            self._done(window)
+        if refuse and reply.status in (Status.ERR_MALFORMED, Status.ERR_UNKNOWN_OP, Status.ERR_DENIED):
+            raise KVPError(f"{describe(header)} refused: {_name(reply.status)}", _status(reply.status))
         return reply
 
     # ---- blocks -------------------------------------------------------------------------------------
 
     def get_block(self, prefix_hash: int, chunks: int | None = None, version: int = 0) -> BlockRead:
-        """Read a whole block. `chunks` unknown: chunk 0 first, its reply tells the count.
+        """Read a whole block, a window of chunk GETs in flight. `chunks` unknown: chunk 0 first, its reply
+        tells the count.
 
-        `version` 0 accepts any version, otherwise at least that one; all chunks must carry the same version.
+        `version` 0 accepts any version, otherwise at least that one; all chunks carry the same version (when a
+        newer version commits during the read, the read starts again at it, up to READ_RESTARTS times).
         Raises BlockNotFound on MISS, KVPError on a refusal or an inconsistent block, KVPTimeout.
         """
+        target = version
+        for _ in range(READ_RESTARTS + 1):
+            try:
+                return self._read(prefix_hash, chunks, target)
+            except VersionMismatch as changed:
+                last = changed
+                target = max(target, changed.newest)
+        raise KVPError(f"GET {prefix_hash:#018x}: {last} after {READ_RESTARTS} restarts", Status.ERR_CHECKSUM)
+
+    def _read(self, prefix_hash: int, chunks: int | None, version: int) -> BlockRead:
+        window = self._window()
         assembly = Reassembly(version)
         served: dict[int, ChunkReply] = {}
-        todo = list(range(chunks)) if chunks else [0]
-        count = chunks or 1
-        while todo:
-            requests = [self._request(Opcode.GET, prefix_hash, i, count, version=version) for i in todo]
-            for request, (reply, latency, attempts) in zip(requests, self.exchange(requests), strict=True):
-                status = _status(reply.status)
-                if status == Status.MISS:
-                    raise BlockNotFound(f"block {prefix_hash:#018x} chunk {request.chunk_idx}: MISS", Status.MISS)
-                if status not in (Status.HIT_SWITCH, Status.HIT_SERVER) or not isinstance(reply.payload, KVPValue):
-                    raise KVPError(f"GET {prefix_hash:#018x} chunk {request.chunk_idx}: unexpected reply "
-                                   f"{reply.summary()}", status)
-                try:
-                    assembly.add(reply.chunk_idx, reply.chunk_count, reply.value_len,
-                                 reply.payload.value_bytes, reply.version, reply.value_csum)
-                except BlockError as exc:
-                    raise KVPError(f"GET {prefix_hash:#018x}: {exc} (from {_name(reply.status)})",
-                                   Status.ERR_CHECKSUM) from None
-                served[reply.chunk_idx] = ChunkReply(reply.chunk_idx, status, latency, attempts)
-            count = assembly.count or 1
-            todo = assembly.missing
-        return BlockRead(assembly.data(), assembly.version or 0,
-                         tuple(served[i] for i in sorted(served)))
+
+        def ask(count: int, indices: range) -> None:
+            for i in indices:
+                window.submit(i, self._header(Opcode.GET, prefix_hash, i, count, version=version))
+
+        ask(chunks or 1, range(chunks or 1))
+        try:
+            for answer in window.answers():
+                if not self._accept_chunk(window, assembly, answer, prefix_hash):
+                    continue  # damaged on the way: asked again
+                served[answer.tag] = ChunkReply(answer.tag, Status(answer.reply.status), answer.latency,
+                                                answer.attempts)
+                if chunks is None and len(served) == 1 and assembly.count:  # chunk 0 tells the count
+                    ask(assembly.count, range(1, assembly.count))
+        finally:
+            self._done(window)
+        return BlockRead(assembly.data(), assembly.version or 0, tuple(served[i] for i in sorted(served)))
+
+    def _accept_chunk(self, window: Window, assembly: Reassembly, answer: Answer, prefix_hash: int) -> bool:
+        """Verify one GET_REPLY into `assembly` (True), or ask again for a damaged chunk (False); raises on a
+        refusal, and VersionMismatch (window cleared) when the block changed version under the read."""
+        reply = answer.reply
+        status = _status(reply.status)
+        where = f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}"
+        if status == Status.MISS:
+            raise BlockNotFound(f"block {prefix_hash:#018x} chunk {reply.chunk_idx}: MISS", Status.MISS)
+        if status not in (Status.HIT_SWITCH, Status.HIT_SERVER) or not answer.value:
+            raise KVPError(f"{where}: unexpected reply {describe(reply)} {_name(reply.status)}", status)
+        try:
+            assembly.add(reply.chunk_idx, reply.chunk_count, reply.value_len, answer.value, reply.version,
+                         reply.value_csum)
+        except VersionMismatch:
+            window.clear()
+            raise
+        except ChecksumError as exc:
+            if window.retry(answer):
+                return False
+            raise KVPError(f"{where}: {exc} (from {_name(reply.status)}, {answer.attempts} tries)",
+                           Status.ERR_CHECKSUM) from None
+        except BlockError as exc:
+            raise KVPError(f"{where}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
+        return True
 
     def put_block(self, prefix_hash: int, data: bytes, version: int) -> None:
-        """Write a whole block at `version` (must be newer than the stored one). Raises KVPError on refusal."""
+        """Write a whole block at `version`; returns once the storage node committed it (every chunk's PUT_ACK
+        is OK). Raises KVPError with the refusal's status: ERR_STALE (a newer version is stored), ERR_CONFLICT
+        (this version is stored with other bytes), ERR_FULL, ...; KVPTimeout when acks stay missing."""
         if version <= 0:
             raise ValueError("a written block needs a version > 0 (0 means 'unknown')")
         try:
             chunks = split(data, version)
         except BlockError as exc:
             raise KVPError(str(exc)) from None
-        requests = [self._request(Opcode.PUT, prefix_hash, c.idx, c.count, c.value[:c.value_len], version=version)
-                    for c in chunks]
-        for request, (reply, _, _) in zip(requests, self.exchange(requests), strict=True):
-            if reply.status != Status.OK:
-                raise KVPError(f"PUT {prefix_hash:#018x} chunk {request.chunk_idx} v{version}: {_name(reply.status)}"
-                               + (f" (stored v{reply.version})" if reply.status == Status.ERR_STALE else ""),
-                               _status(reply.status))
+        window = self._window(max(self.options.window, len(chunks)))
+        for c in chunks:
+            window.submit(c.idx, self._header(Opcode.PUT, prefix_hash, c.idx, c.count, version=version),
+                          c.value[:c.value_len])
+        try:
+            for answer in window.answers():
+                reply = answer.reply
+                if reply.status != Status.OK:
+                    window.clear()
+                    stored = f" (stored v{reply.version})" if reply.status in (Status.ERR_STALE,
+                                                                              Status.ERR_CONFLICT) else ""
+                    raise KVPError(f"PUT {prefix_hash:#018x} chunk {reply.chunk_idx} v{version}: "
+                                   f"{_name(reply.status)}{stored}", _status(reply.status))
+        finally:
+            self._done(window)
 
     # ---- metadata -----------------------------------------------------------------------------------
 
@@ -250,29 +257,29 @@ class KVPClient:
         """Announce a chunk and ask for admission to the switch pool; the reply's tiers say where it lives."""
         if not (0 <= depth < 1 << 16 and 0 <= tokens <= 512):
             raise ValueError("depth must be 0..65535 and tokens 0..512")
-        request = self._request(Opcode.INSERT, prefix_hash, chunk_idx, chunk_count, value, version=version,
-                                aux=depth << 16 | tokens, flags=Flag.PIN if pin else 0)
-        reply = self._one(request)
-        return _meta(reply)
+        header = self._header(Opcode.INSERT, prefix_hash, chunk_idx, chunk_count, Flag.PIN if pin else 0,
+                              version=version, aux=depth << 16 | tokens)
+        return _meta(self._one(header, value))
 
     def lookup(self, prefix_hash: int, chunk_idx: int = 0) -> Meta:
         """Where a chunk lives (tier set) and its newest known version."""
-        reply = self._one(self._request(Opcode.LOOKUP_META, prefix_hash, chunk_idx, chunk_idx + 1))
-        return _meta(reply)
+        return _meta(self._one(self._header(Opcode.LOOKUP_META, prefix_hash, chunk_idx, chunk_idx + 1)))
 
     def stat(self, prefix_hash: int, chunk_idx: int = 0) -> int:
         """GETs the storage node received for a chunk."""
-        return self._one(self._request(Opcode.STAT, prefix_hash, chunk_idx, chunk_idx + 1)).aux
+        return self._one(self._header(Opcode.STAT, prefix_hash, chunk_idx, chunk_idx + 1)).aux
 
     def tier_move(self, prefix_hash: int, chunk_idx: int, tier: Tier, score: float = 0.0) -> tuple[Status, Tier]:
-        """Ask the storage node to move (or keep, with a score) a chunk; (status, tier it is in now)."""
+        """Ask the storage node to move (or keep, with a score) a chunk; (status, tier it is in now).
+        Only the controller's addresses may (`--control-from`); from elsewhere the status is ERR_DENIED."""
         aux = int(tier) | min(int(score * 1000), (1 << 24) - 1) << 8
-        reply = self.exchange([self._request(Opcode.TIER_MOVE, prefix_hash, chunk_idx, chunk_idx + 1, aux=aux)])[0][0]
+        reply = self._one(self._header(Opcode.TIER_MOVE, prefix_hash, chunk_idx, chunk_idx + 1, aux=aux),
+                          refuse=False)
         status = _status(reply.status)
         if status is None:
             raise KVPError(f"TIER_MOVE: unknown status {reply.status:#04x} in the reply")
-        tier = reply.aux & 0xFF
-        return status, Tier(tier) if tier in {int(t) for t in Tier} else Tier.ABSENT
+        tier_code = reply.aux & 0xFF
+        return status, Tier(tier_code) if tier_code in {int(t) for t in Tier} else Tier.ABSENT
 
 
 def _status(code: int) -> Status | None:
@@ -283,10 +290,10 @@ def _status(code: int) -> Status | None:
         return None
 
 
-def _meta(reply: KVP) -> Meta:
+def _meta(reply: Header) -> Meta:
     status = _status(reply.status)
     if status is None:
-        raise KVPError(f"unknown status {reply.status:#04x} in {reply.summary()}")
+        raise KVPError(f"unknown status {reply.status:#04x} in {describe(reply)}")
     return Meta(status, tiers_of(reply.aux), reply.version)
 
 
@@ -308,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=0.5, help="seconds per try")
     parser.add_argument("--retries", type=int, default=3)
     parser.add_argument("--bypass", action="store_true", help="set F_BYPASS (switch must not answer)")
+    parser.add_argument("--window", type=int, default=32, help="chunk requests in flight per block read")
     sub = parser.add_subparsers(dest="command", required=True)
     get = sub.add_parser("get", help="read a block")
     get.add_argument("prefix_hash", type=_int)
@@ -342,7 +350,8 @@ def run(args: argparse.Namespace) -> str:
 
         ids = [int(x) for x in args.ids.split(",") if x.strip()]
         return "\n".join(f"{i}\t{h:#018x}" for i, h in zip(ids, block_id_prefix_hashes(ids), strict=True))
-    options = ClientOptions(parse_address(args.server), args.tenant, args.timeout, args.retries, args.bypass)
+    options = ClientOptions(parse_address(args.server), args.tenant, args.timeout, args.retries, args.bypass,
+                            window=args.window)
     with KVPClient(options) as client:
         if args.command == "get":
             block = client.get_block(args.prefix_hash, args.chunks, args.version)

@@ -62,6 +62,9 @@ REPLY_OF: dict[Opcode, Opcode] = {
 """Request opcode -> the opcode of its reply. Every request is odd or even by table, not by arithmetic."""
 REPLIES = frozenset(REPLY_OF.values())
 """Opcodes that are replies; a receiver never answers them (no reply ping-pong between two nodes)."""
+CONTROL_OPCODES = frozenset({Opcode.TIER_MOVE, Opcode.SLOT_WRITE, Opcode.SLOT_READ})
+"""Requests only the controller sends: the switch drops them from host ports, the storage node honours them only
+from the controller's addresses (`--control-from`)."""
 
 
 class Status(IntEnum):
@@ -77,6 +80,8 @@ class Status(IntEnum):
     ERR_STALE = 0x13
     ERR_UNKNOWN_OP = 0x14
     ERR_DENIED = 0x15
+    ERR_CONFLICT = 0x16
+    """A PUT of a version the storage node already holds, with different bytes (a retry must be identical)."""
 
 
 class Flag(IntFlag):

@@ -10,6 +10,7 @@ import pytest
 
 from kvpool.client import ClientOptions, KVPClient
 from kvpool.server import StorageNode, StorageOptions
+from kvpool.trust import DEFAULT_CONTROL_FROM, ControlSources
 
 
 @dataclass
@@ -23,12 +24,14 @@ class RunningNode:
 
 @pytest.fixture
 def serve(tmp_path) -> Iterator:
-    """serve(capacity=..., disk=True) starts a node on 127.0.0.1:<free port>; all are stopped afterwards."""
+    """serve(capacity=..., disk=True, control_from=CIDRS) starts a node on 127.0.0.1:<free port>; all are
+    stopped afterwards."""
     running: list[tuple[threading.Thread, threading.Event, StorageNode]] = []
 
-    def start(capacity: int = 1 << 20, disk: bool = False) -> RunningNode:
+    def start(capacity: int = 1 << 20, disk: bool = False, control_from: str = DEFAULT_CONTROL_FROM) -> RunningNode:
         node = StorageNode(StorageOptions(host="127.0.0.1", port=0, capacity=capacity,
-                                          disk=tmp_path / f"disk{len(running)}" if disk else None))
+                                          disk=tmp_path / f"disk{len(running)}" if disk else None,
+                                          control_from=ControlSources.parse(control_from)))
         sock = node.bind()
         stop = threading.Event()
         thread = threading.Thread(target=node.serve, args=(sock, stop, 0.05), daemon=True)

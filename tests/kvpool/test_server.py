@@ -55,12 +55,13 @@ def test_tenants_do_not_share_blocks():
     assert reply.status == Status.MISS
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_write_not_newer_than_stored_is_stale_and_not_applied(version):
+@pytest.mark.parametrize(("version", "status"), [(1, Status.ERR_STALE), (2, Status.ERR_CONFLICT)])
+def test_write_not_newer_than_stored_is_refused_and_not_applied(version, status):
+    # Contract change (issue 9): the same version with other bytes is ERR_CONFLICT now (it was ERR_STALE).
     n = node()
     put(n, 0xAA, b"new", 2)
     ack = put(n, 0xAA, b"old", version)
-    assert (ack.status, ack.version) == (Status.ERR_STALE, 2)
+    assert (ack.status, ack.version) == (status, 2)
     assert request(n, Opcode.GET, 0xAA)[1][:3] == b"new"
 
 

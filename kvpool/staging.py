@@ -1,0 +1,241 @@
+"""Writes in progress at the storage node: chunks staged per writer until the block is whole, bounded and expiring.
+
+A block becomes visible only as a whole (docs/protocol.md, *Atomic blocks*), so the chunks of a PUT wait here,
+keyed by the writer (source address and port) and the version it writes, until the last one arrives. Two
+writers of one block never share a staging area, so their chunks can never be mixed into one block.
+
+The staging area is the one place a host can make the node hold memory without storing anything, so it is
+bounded three ways: a global byte budget, a per-source-address budget (one flooding host evicts its own
+oldest writes first), and an idle time after which a staged write is dropped. A dropped write is not an error
+anyone sees: its chunks were never acknowledged, so the writer resends them and they are staged again.
+
+`CommitLog` remembers, for a while, which writer committed which chunk checksums, so a writer's resend after a
+lost PUT_ACK is acknowledged OK even when a newer version has replaced its block in the meantime.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_CHUNKS, KVP_VALUE_LEN
+from kvpool.wire import Header
+
+WriteKey = tuple[str, int, int, int, int]
+"""One write: (source address, source port, tenant, prefix_hash, version)."""
+BlockKey = tuple[int, int]
+"""One block: (tenant, prefix_hash)."""
+
+CHUNK_COST = KVP_HEADER_LEN + KVP_VALUE_LEN
+"""Bytes one staged chunk is charged: the request header kept for its ack, and the 128 value bytes."""
+BLOCK_COST = KVP_MAX_CHUNKS * CHUNK_COST
+"""Bytes the largest block costs while staged: a per-source budget must hold at least one."""
+
+
+@dataclass(frozen=True, slots=True)
+class StagingOptions:
+    """Bounds of the staging area."""
+
+    max_bytes: int = 16 << 20
+    """All staged chunks together, in bytes (`CHUNK_COST` per chunk)."""
+    max_bytes_per_source: int = 2 << 20
+    """Staged bytes one source address may hold; at least one largest block (`BLOCK_COST`)."""
+    idle_timeout: float = 5.0
+    """Seconds after its last chunk arrived that an incomplete write is dropped."""
+    commit_log_entries: int = 4096
+    """Recent commits remembered for idempotent resends (oldest forgotten first)."""
+    commit_log_ttl: float = 30.0
+    """Seconds a commit is remembered (longer than any client's retry span)."""
+
+    def __post_init__(self) -> None:
+        if self.max_bytes_per_source < BLOCK_COST or self.max_bytes < self.max_bytes_per_source:
+            raise ValueError(f"staging needs max_bytes >= max_bytes_per_source >= {BLOCK_COST} "
+                             f"(one block of {KVP_MAX_CHUNKS} chunks)")
+        if self.idle_timeout <= 0 or self.commit_log_ttl <= 0 or self.commit_log_entries < 0:
+            raise ValueError("staging timeouts must be > 0 and the commit log size >= 0")
+
+
+@dataclass(slots=True)
+class StagedChunk:
+    request: Header
+    """The PUT as it came (its req_id and fields are echoed in the ack sent at commit)."""
+    value: bytes
+    """The 128 value bytes."""
+
+
+@dataclass(slots=True)
+class StagedWrite:
+    """The chunks one writer has sent of one version of one block."""
+
+    key: WriteKey
+    chunk_count: int
+    chunks: dict[int, StagedChunk] = field(default_factory=dict)
+    touched: float = 0.0
+
+    @property
+    def source(self) -> tuple[str, int]:
+        return self.key[0], self.key[1]
+
+    @property
+    def block(self) -> BlockKey:
+        return self.key[2], self.key[3]
+
+    @property
+    def version(self) -> int:
+        return self.key[4]
+
+    @property
+    def complete(self) -> bool:
+        return len(self.chunks) == self.chunk_count
+
+
+class Staged(Enum):
+    """What `StagingArea.stage` did with a chunk."""
+
+    ADDED = "added"
+    DUPLICATE = "duplicate"
+    """The same bytes again (a resend): kept once, the newest request header kept for the ack."""
+    CONFLICT = "conflict"
+    """This writer already staged other bytes for this chunk of this version: refused."""
+    COUNT_MISMATCH = "count_mismatch"
+    """This writer staged chunks of this version with another chunk_count: refused."""
+
+
+class StagingArea:
+    """Staged writes, least recently touched first, with byte accounting globally and per source address."""
+
+    def __init__(self, options: StagingOptions, clock: Callable[[], float] = time.monotonic) -> None:
+        self.options = options
+        self._clock = clock
+        self._writes: OrderedDict[WriteKey, StagedWrite] = OrderedDict()
+        self._by_source: dict[str, OrderedDict[WriteKey, None]] = {}
+        self._by_block: dict[BlockKey, set[WriteKey]] = {}
+        self._source_bytes: dict[str, int] = {}
+        self.bytes = 0
+        """Bytes charged now (`CHUNK_COST` per staged chunk)."""
+        self.evicted = 0
+        """Writes dropped to stay within a budget."""
+        self.expired = 0
+        """Writes dropped after `idle_timeout`."""
+
+    def __len__(self) -> int:
+        return len(self._writes)
+
+    def stage(self, key: WriteKey, chunk_count: int, request: Header, value: bytes) -> tuple[Staged, StagedWrite]:
+        """Add one chunk to the write `key` (creating it), evicting older writes to stay within the budgets."""
+        self.expire()
+        write = self._writes.get(key)
+        if write is None:
+            write = StagedWrite(key, chunk_count)
+            self._writes[key] = write
+            self._by_source.setdefault(key[0], OrderedDict())[key] = None
+            self._by_block.setdefault(write.block, set()).add(key)
+        write.touched = self._clock()
+        self._writes.move_to_end(key)
+        self._by_source[key[0]].move_to_end(key)
+        if chunk_count != write.chunk_count:
+            return Staged.COUNT_MISMATCH, write
+        idx = request.chunk_idx
+        known = write.chunks.get(idx)
+        if known is not None:
+            if known.value != value:
+                return Staged.CONFLICT, write
+            known.request = request
+            return Staged.DUPLICATE, write
+        self._make_room(key)
+        write.chunks[idx] = StagedChunk(request, value)
+        self._charge(key[0], CHUNK_COST)
+        return Staged.ADDED, write
+
+    def _make_room(self, keep: WriteKey) -> None:
+        """Evict least recently touched writes (the source's own first) until one more chunk fits."""
+        source = keep[0]
+        while self._source_bytes.get(source, 0) + CHUNK_COST > self.options.max_bytes_per_source:
+            victim = next((k for k in self._by_source[source] if k != keep), None)
+            assert victim is not None, "a per-source budget smaller than one block (checked in StagingOptions)"
+            self.remove(victim)
+            self.evicted += 1
+        while self.bytes + CHUNK_COST > self.options.max_bytes:
+            victim = next(k for k in self._writes if k != keep)
+            self.remove(victim)
+            self.evicted += 1
+
+    def _charge(self, source: str, amount: int) -> None:
+        self.bytes += amount
+        left = self._source_bytes.get(source, 0) + amount
+        if left:
+            self._source_bytes[source] = left
+        else:
+            del self._source_bytes[source]
+
+    def remove(self, key: WriteKey) -> StagedWrite | None:
+        """Forget the write `key` (committed, resolved or dropped); returns it."""
+        write = self._writes.pop(key, None)
+        if write is None:
+            return None
+        source = self._by_source[key[0]]
+        del source[key]
+        if not source:
+            del self._by_source[key[0]]
+        others = self._by_block[write.block]
+        others.discard(key)
+        if not others:
+            del self._by_block[write.block]
+        self._charge(key[0], -CHUNK_COST * len(write.chunks))
+        return write
+
+    def writes_of(self, block: BlockKey) -> list[StagedWrite]:
+        """The staged writes of one block, any writer, any version."""
+        return [self._writes[k] for k in self._by_block.get(block, ())]
+
+    def expire(self) -> int:
+        """Drop writes idle for longer than `idle_timeout`; how many."""
+        deadline = self._clock() - self.options.idle_timeout
+        dropped = 0
+        while self._writes:
+            key, write = next(iter(self._writes.items()))
+            if write.touched > deadline:
+                break
+            self.remove(key)
+            dropped += 1
+        self.expired += dropped
+        return dropped
+
+    def __iter__(self) -> Iterator[StagedWrite]:
+        return iter(list(self._writes.values()))
+
+
+class CommitLog:
+    """Which writer committed which chunk checksums, remembered for `commit_log_ttl` seconds (bounded)."""
+
+    def __init__(self, options: StagingOptions, clock: Callable[[], float] = time.monotonic) -> None:
+        self.options = options
+        self._clock = clock
+        self._entries: OrderedDict[WriteKey, tuple[float, int, array[int]]] = OrderedDict()
+
+    def record(self, key: WriteKey, chunk_count: int, csums: tuple[int, ...]) -> None:
+        """Remember a commit: 4 bytes per chunk (at most about 1 KiB per entry, 4 MiB for 4096 entries)."""
+        if self.options.commit_log_entries == 0:
+            return
+        self._entries[key] = (self._clock(), chunk_count, array("I", csums))
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.options.commit_log_entries:
+            self._entries.popitem(last=False)
+
+    def committed(self, key: WriteKey, chunk_idx: int, chunk_count: int, csum: int) -> bool:
+        """Whether this writer committed exactly this chunk (same count, same checksum) recently."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return False
+        at, count, csums = entry
+        if at < self._clock() - self.options.commit_log_ttl:
+            del self._entries[key]
+            return False
+        return count == chunk_count and chunk_idx < count and csums[chunk_idx] == csum
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,144 @@
+"""How a client's datagrams reach the pool: a small interface, so tests can put loss (or a whole node) in between.
+
+`UdpTransport` is the real one (one socket, one peer). `LocalTransport` hands datagrams to an in-process storage
+node (deterministic, no sockets); `LossyTransport` wraps either and drops datagrams both ways, seeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+MAX_REPLY = 2048
+"""Largest datagram read; a KVP message is at most 164 bytes."""
+
+
+class Transport(Protocol):
+    """Datagrams to one peer and back."""
+
+    peer: str
+    """The peer, for messages ("10.0.0.100:7420")."""
+
+    def send(self, data: bytes) -> None:
+        """Send one datagram to the peer (best effort: UDP may lose it)."""
+
+    def recv(self, timeout: float) -> bytes | None:
+        """The next datagram received, or None when none came within `timeout` seconds."""
+
+    def close(self) -> None: ...
+
+
+class UdpTransport:
+    """One UDP socket talking to one server address."""
+
+    def __init__(self, server: tuple[str, int], bind: str = "0.0.0.0") -> None:
+        self.server = server
+        self.peer = f"{server[0]}:{server[1]}"
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with contextlib.suppress(OSError):  # a window of replies arrives in a burst
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self._sock.bind((bind, 0))
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The local (address, port): what the storage node sees as the writer."""
+        host, port = self._sock.getsockname()
+        return host, port
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendto(data, self.server)
+
+    def recv(self, timeout: float) -> bytes | None:
+        self._sock.settimeout(max(timeout, 1e-4))
+        try:
+            return self._sock.recv(MAX_REPLY)
+        except TimeoutError:
+            return None
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class Receiver(Protocol):
+    """Anything that answers datagrams like `kvpool.server.StorageNode.receive`."""
+
+    def receive(self, data: bytes, peer: tuple[str, int]) -> Sequence[Outgoing]: ...
+
+
+class Outgoing(Protocol):
+    parts: tuple[bytes, ...]
+    to: tuple[str, int]
+
+
+class LocalTransport:
+    """A storage node in this process: `send` hands the datagram to the node, its replies queue up for `recv`.
+
+    No sockets and no threads, so tests are deterministic; `address` is the writer the node sees. Datagrams the
+    node addresses to another peer (acks settling another writer's staged write) go to `others`.
+    """
+
+    def __init__(self, node: Receiver, address: tuple[str, int] = ("127.0.0.1", 40000)) -> None:
+        self.node = node
+        self.address = address
+        self.peer = "in-process node"
+        self.inbox: deque[bytes] = deque()
+        self.others: list[tuple[tuple[str, int], bytes]] = []
+
+    def send(self, data: bytes) -> None:
+        for out in self.node.receive(data, self.address):
+            payload = b"".join(out.parts)
+            if out.to == self.address:
+                self.inbox.append(payload)
+            else:
+                self.others.append((out.to, payload))
+
+    def recv(self, timeout: float) -> bytes | None:
+        if self.inbox:
+            return self.inbox.popleft()
+        time.sleep(max(timeout, 0.0))  # nothing can arrive later: the node answers inside `send`
+        return None
+
+    def close(self) -> None:
+        self.inbox.clear()
+
+
+class LossyTransport:
+    """Wraps a transport and drops each datagram, either way, with probability `loss` (seeded: reproducible).
+
+    For tests and loss experiments; `dropped` counts what it threw away."""
+
+    def __init__(self, inner: Transport, loss: float, rng: random.Random,
+                 drop: Callable[[bytes, str], bool] | None = None) -> None:
+        self.inner = inner
+        self.peer = inner.peer
+        self.loss = loss
+        self.rng = rng
+        self.drop = drop
+        """Extra rule: drop(datagram, "out" | "in") -> True to drop it (on top of the random loss)."""
+        self.dropped = 0
+
+    def _lost(self, data: bytes, direction: str) -> bool:
+        lost = self.rng.random() < self.loss or (self.drop is not None and self.drop(data, direction))
+        self.dropped += lost
+        return lost
+
+    def send(self, data: bytes) -> None:
+        if not self._lost(data, "out"):
+            self.inner.send(data)
+
+    def recv(self, timeout: float) -> bytes | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            data = self.inner.recv(max(0.0, deadline - time.monotonic()))
+            if data is None or not self._lost(data, "in"):
+                return data
+            if time.monotonic() >= deadline:
+                return None
+
+    def close(self) -> None:
+        self.inner.close()

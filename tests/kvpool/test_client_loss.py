@@ -1,0 +1,213 @@
+"""The client under loss: windowed reads and writes, resends, never a false failure, never two versions.
+
+Unit level: an in-process node behind `LocalTransport`, with `LossyTransport` dropping datagrams (seeded).
+Process level: a real UDP proxy that drops datagrams between a client socket and a node's socket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import socket
+import threading
+
+import pytest
+
+from kvpool.client import ClientOptions, KVPClient, KVPError
+from kvpool.constants import KVP_MAX_BLOCK_LEN, KVP_MAX_CHUNKS, Opcode, Status
+from kvpool.server import StorageNode, StorageOptions
+from kvpool.transport import LocalTransport, LossyTransport
+from kvpool.wire import Header
+
+OPTIONS = ClientOptions(timeout=0.005, retries=30)
+"""Short timers: an in-process node answers inside `send`, so a missing reply is known lost at once."""
+
+
+def local_client(n: StorageNode, loss: float = 0.0, seed: int = 0, drop=None, **options) -> KVPClient:
+    transport = LossyTransport(LocalTransport(n), loss, random.Random(seed), drop)
+    return KVPClient(dataclasses.replace(OPTIONS, **options), transport)
+
+
+def is_ack(data: bytes, chunk: int) -> bool:
+    h = Header.unpack(data)
+    return h.opcode == Opcode.PUT_ACK and h.chunk_idx == chunk
+
+
+def test_a_lost_put_ack_is_resent_and_reported_as_success():
+    n = StorageNode(StorageOptions())
+    lost = []
+
+    def drop_first_ack_of_chunk_1(data: bytes, direction: str) -> bool:
+        if direction == "in" and is_ack(data, 1) and not lost:
+            lost.append(data)
+            return True
+        return False
+
+    with local_client(n, drop=drop_first_ack_of_chunk_1) as client:
+        client.put_block(0xACC, b"z" * 300, version=1)  # before issue 9 the resend got ERR_STALE and this raised
+        assert lost and client.sent == 4  # three chunks, one resend
+        assert client.get_block(0xACC).data == b"z" * 300
+    assert n.counters["status.OK"] >= 4
+
+
+@pytest.mark.parametrize(("seed", "loss"), [(0, 0.05), (1, 0.05), (2, 0.2)])
+def test_sixty_writes_under_loss_all_succeed_and_read_back(seed, loss):
+    n = StorageNode(StorageOptions())
+    rng = random.Random(seed)
+    blocks = {ph: rng.randbytes(rng.randrange(1, 2000)) for ph in range(1, 61)}
+    with local_client(n, loss=loss, seed=seed) as client:
+        for ph, data in blocks.items():
+            client.put_block(ph, data, version=1)  # never raises for a stored write
+        for ph, data in blocks.items():
+            assert client.get_block(ph).data == data
+        assert client.transport.dropped > 0
+
+
+def test_a_windowed_read_of_the_largest_block_under_loss_returns_verified_bytes():
+    n = StorageNode(StorageOptions())
+    data = random.Random(1).randbytes(KVP_MAX_BLOCK_LEN)
+    with local_client(n) as writer:
+        writer.put_block(0xB16, data, version=3)
+    with local_client(n, loss=0.2, seed=4) as client:
+        block = client.get_block(0xB16)
+        assert block.data == data and block.version == 3 and len(block.chunks) == KVP_MAX_CHUNKS
+        assert client.transport.dropped > 20
+        assert max(c.attempts for c in block.chunks) > 1
+
+
+class CountingTransport(LocalTransport):
+    """Records how many requests went out before each wait for a reply."""
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.sends, self.bursts = 0, []
+
+    def send(self, data):
+        self.sends += 1
+        super().send(data)
+
+    def recv(self, timeout):
+        self.bursts.append(self.sends)
+        return super().recv(timeout)
+
+
+@pytest.mark.parametrize("window", [1, 8, 32])
+def test_a_read_keeps_a_window_of_requests_in_flight(window):
+    n = StorageNode(StorageOptions())
+    with local_client(n) as writer:
+        writer.put_block(1, bytes(100 * 128), version=1)
+    transport = CountingTransport(n)
+    with KVPClient(ClientOptions(window=window), transport) as client:
+        client.get_block(1, chunks=100)
+    assert transport.bursts[0] == window  # `window` GETs sent before the first reply is read
+    assert transport.sends == 100  # and nothing sent twice without loss
+
+
+def test_only_the_lost_chunk_is_asked_again():
+    n = StorageNode(StorageOptions())
+    with local_client(n) as writer:
+        writer.put_block(1, bytes(50 * 128), version=1)
+    dropped = []
+
+    def drop_chunk_17_once(data, direction):
+        h = Header.unpack(data)
+        if direction == "out" and h.chunk_idx == 17 and not dropped:
+            dropped.append(h)
+            return True
+        return False
+
+    with local_client(n, drop=drop_chunk_17_once) as client:
+        block = client.get_block(1, chunks=50)
+    assert client.sent == 51 and [c.attempts for c in block.chunks if c.attempts > 1] == [2]
+
+
+def test_a_commit_during_a_read_restarts_it_at_the_new_version_instead_of_stitching():
+    n = StorageNode(StorageOptions())
+    with local_client(n) as writer:
+        writer.put_block(1, b"1" * 640, version=1)
+    replies = []
+
+    def commit_v2_after_two_replies(data, direction):
+        if direction == "in" and Header.unpack(data).opcode == Opcode.GET_REPLY:
+            replies.append(data)
+            if len(replies) == 2:
+                with local_client(n) as other:
+                    other.put_block(1, b"2" * 640, version=2)
+        return False
+
+    with local_client(n, drop=commit_v2_after_two_replies, window=1) as client:
+        block = client.get_block(1)
+    assert (block.data, block.version) == (b"2" * 640, 2)
+
+
+def test_a_stale_write_still_fails():
+    n = StorageNode(StorageOptions())
+    with local_client(n) as client:
+        client.put_block(1, b"new", version=5)
+        with pytest.raises(KVPError) as refused:
+            client.put_block(1, b"old", version=4)
+        assert refused.value.status == Status.ERR_STALE
+        with pytest.raises(KVPError) as conflict:
+            client.put_block(1, b"other", version=5)
+        assert conflict.value.status == Status.ERR_CONFLICT
+
+
+class LossyProxy:
+    """A UDP relay between one client and a node that drops each datagram, either way, with probability `loss`."""
+
+    def __init__(self, server: tuple[str, int], loss: float, seed: int) -> None:
+        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.front.bind(("127.0.0.1", 0))
+        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.back.bind(("127.0.0.1", 0))
+        self.server, self.loss, self.rng = server, loss, random.Random(seed)
+        self.client: tuple[str, int] | None = None
+        self.dropped = 0
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._relay, args=(s,), daemon=True) for s in (self.front, self.back)]
+        for t in self.threads:
+            t.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.front.getsockname()
+
+    def _relay(self, sock: socket.socket) -> None:
+        sock.settimeout(0.05)
+        while not self.stop.is_set():
+            try:
+                data, peer = sock.recvfrom(2048)
+            except (TimeoutError, OSError):
+                continue
+            if self.rng.random() < self.loss:
+                self.dropped += 1
+                continue
+            if sock is self.front:
+                self.client = peer
+                self.back.sendto(data, self.server)
+            elif self.client is not None:
+                self.front.sendto(data, self.client)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+        self.front.close()
+        self.back.close()
+
+
+def test_writes_and_reads_over_real_udp_through_a_lossy_proxy_never_fail(serve):
+    node = serve()
+    proxy = LossyProxy(node.address, loss=0.1, seed=9)
+    rng = random.Random(2)
+    blocks = {ph: rng.randbytes(rng.randrange(1, 3000)) for ph in range(1, 13)}
+    try:
+        with KVPClient(ClientOptions(server=proxy.address, timeout=0.05, retries=40)) as client:
+            for ph, data in blocks.items():
+                client.put_block(ph, data, version=1)
+            for ph, data in blocks.items():
+                assert client.get_block(ph).data == data
+    finally:
+        proxy.close()
+    assert proxy.dropped > 0
+    assert node.node.counters["put.committed"] == len(blocks)
