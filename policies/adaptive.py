@@ -17,6 +17,7 @@ best expert by more than what a switch costs.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -32,9 +33,12 @@ return model (`policies.conversation`)."""
 class AdaptiveParams(Params):
     """How fast the choice follows the workload; the same values on every trace (nothing tuned per trace)."""
 
-    half_life_capacities: float = 64.0
+    half_life_capacities: float = 256.0
     """Weights of past hits halve every this many × capacity references (and at least every 8,000)."""
-    switch_margin: float = 0.25
+    significance: float = 3.0
+    """…and by this many standard deviations of the hit-count difference (√ of the two decayed counts, as
+    for Poisson counts), so that a lead must be both real and lasting before the pool pays for a switch."""
+    switch_margin: float = 0.02
     """A challenger leads once its decayed hits exceed the leader's by this fraction: large, because a switch
     throws away the leader's learned contents (ARC's frequency list) and short-lived leads do not repay that."""
 
@@ -54,7 +58,7 @@ class Ensemble:
             make_pool(capacity_blocks, a, e, "drop", tier=Tier.SWITCH, log_limit=None) for a, e in experts
         ]
         self.scores = [0.0] * len(experts)
-        self.leader = min(1, len(experts) - 1)  # ARC until the shadows have shown something better
+        self.leader = min(1, len(experts) - 1)  # ARC until another expert has shown better
         self.switches = 0
         # Scores decay by 2^(-1/8) every eighth of a half-life, and the leader is reconsidered then.
         self._period = max(1_000, int(self.params.half_life_capacities * capacity_blocks) // 8)
@@ -90,7 +94,9 @@ class Ensemble:
 
     def _choose(self) -> None:
         best = max(range(len(self.scores)), key=self.scores.__getitem__)
-        if best != self.leader and self.scores[best] > self.scores[self.leader] * (1 + self.params.switch_margin):
+        lead, best_score = self.scores[self.leader], self.scores[best]
+        if (best != self.leader and best_score > lead * (1 + self.params.switch_margin)
+                and best_score - lead > self.params.significance * math.sqrt(best_score + lead)):
             self.leader = best
             self.switches += 1
             self._rebuild_suspects()
