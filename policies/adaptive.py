@@ -39,8 +39,8 @@ class AdaptiveParams(Params):
     """…and by this many standard deviations of the hit-count difference (√ of the two decayed counts, as
     for Poisson counts), so that a lead must be both real and lasting before the pool pays for a switch."""
     switch_margin: float = 0.02
-    """A challenger leads once its decayed hits exceed the leader's by this fraction: large, because a switch
-    throws away the leader's learned contents (ARC's frequency list) and short-lived leads do not repay that."""
+    """A challenger leads once its decayed hits exceed the leader's by this fraction (a switch
+    throws away the learned contents, e.g. ARC's frequency list, and short-lived leads do not repay that)."""
 
 
 class Ensemble:
