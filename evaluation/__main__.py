@@ -236,6 +236,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         results["studies"] = run_studies(studied, trace_name(path), options.fractions, options.switch_fraction,
                                          bar.update, args.jobs)
     cost = options.cost
+    assert cost is not None  # options_from always sets it
     results["meta"] = {
         "trace": str(path), "requests": len(trace.requests), "block_references": len(stream),
         "unique_blocks": stream.unique_blocks, "duration_s": trace.duration_s,

@@ -154,6 +154,7 @@ class _Storage:
                 return True
             self._keys.add(block.key)
             return False
+        assert self._pool is not None  # enabled and bounded
         return self._pool.access(block, now)
 
     def refresh(self, block: BlockInfo, now: float) -> bool:
@@ -164,6 +165,7 @@ class _Storage:
             fresh = block.key not in self._keys
             self._keys.add(block.key)
             return fresh
+        assert self._pool is not None
         return not self._pool.access(block, now)
 
 
@@ -265,6 +267,7 @@ class Cluster:
             if leading and source is None:
                 leading = False
             if leading:
+                assert source is not None
                 outcome.from_tier[source] = outcome.from_tier.get(source, 0) + 1
                 outcome.reused_tokens += block.tokens
                 if source == Tier.STORAGE_DRAM or (source == Tier.SWITCH and partial):

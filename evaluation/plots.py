@@ -114,7 +114,8 @@ def write_all(results: dict, out_dir: Path) -> list[Path]:
     studies = results.get("studies")
     extra = [lookahead(studies, out_dir / "lookahead.png"), calibration(studies, out_dir / "calibration.png"),
              boundary(studies, out_dir / "boundary.png")] if studies else []
-    return extra + [
+    return [
+        *extra,
         hit_ratio_vs_size(results["q1"], out_dir / "hit_ratio_vs_pool_size.png"),
         fan_in_over_time(results["q2"], out_dir / "storage_fan_in.png"),
         ttft_saved(results["q2"], out_dir / "ttft_by_tier.png"),

@@ -90,7 +90,7 @@ def generate(options: SyntheticOptions = SyntheticOptions(), seed: int = 0) -> T
         if rng.random() < options.sharing:
             p = int(rng.choice(options.system_prompts, p=prompt_weights))
             t = int(rng.choice(options.templates_per_prompt, p=template_weights))
-            labels = [("sys", p, d) for d in range(options.system_prompt_blocks)]
+            labels: list[tuple] = [("sys", p, d) for d in range(options.system_prompt_blocks)]
             labels += [("tpl", p, t, d) for d in range(options.template_blocks)]
         else:
             labels = [("own", sid, d) for d in range(options.system_prompt_blocks)]

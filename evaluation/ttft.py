@@ -119,7 +119,7 @@ def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False,
     readers, node_sends = storage_sends(result, window_s, 1.0 - share, coalesce)
     ttft = np.empty(len(result.outcomes))
     no_reuse = np.empty(len(result.outcomes))
-    link = Counter()
+    link: Counter[str] = Counter()
     sent: Counter = Counter()
     rows: list[dict] = []
     for i, outcome in enumerate(result.outcomes):
@@ -167,7 +167,7 @@ def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False,
     storage_load = [(w * window_s, heaviest[w]) for w in sorted(heaviest)]
     stats = result.switch
     duration = max(1e-9, result.outcomes[-1].arrival_s - result.outcomes[0].arrival_s) if result.outcomes else 1.0
-    control = {
+    control: dict[str, float] = {
         "digests": stats.digests,
         "digest_bytes": stats.digests * cost.control.digest_bytes,
         "table_writes": stats.table_writes,
@@ -175,5 +175,5 @@ def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False,
         "controller_utilisation": stats.table_writes * (1.0 / cost.control.updates_per_s) / duration,
         "lookup_s_total": stats.lookups * cost.control.lookup_s,
     }
-    link["control"] = control["digest_bytes"]
+    link["control"] = int(control["digest_bytes"])
     return TTFTSummary(ttft, no_reuse, dict(link), fan_in, storage_load, control, rows)
