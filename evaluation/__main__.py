@@ -20,17 +20,29 @@ from tqdm import tqdm
 from evaluation.cluster import ClusterConfig
 from evaluation.costs import ControlCosts, Links, gpu_preset
 from evaluation.experiments import EvalOptions, run_all, scale_streams, work_units
+from evaluation.memory import COMPRESSIONS, MEMORIES
 from evaluation.model import MODELS, model_preset
 from evaluation.parallel import default_jobs
 from evaluation.plots import write_all
 from evaluation.pools import parse_policies
 from evaluation.report import render
 from evaluation.stream import BlockStream
+from evaluation.studies import run_studies
+from evaluation.synthetic import INCAST_KINDS, generate_incast
 from evaluation.traces import TraceError, default_trace_path, load_trace
 from evaluation.ttft import CostModel
 
-DEFAULT_POLICIES = "lru,s3fifo,arc,tinylfu+lru,prefix_lru,value+value+residual,conversation+conversation+residual"
-"""Baseline LRU, scan-resistant classics, a prefix-aware LRU and the project's reuse-value policy."""
+DEFAULT_POLICIES = ("lru,s3fifo,arc,tinylfu+lru,value+value+residual,conversation+conversation+residual,"
+                    "adaptive+adaptive")
+"""Baseline LRU, scan-resistant classics, the project's reuse-value and conversation policies, and the default
+(`adaptive`: follows the best of LRU, ARC and conversation online)."""
+
+
+def default_extra_traces(main: Path) -> list[Path]:
+    """The other Mooncake traces next to the main one, and the shipped excerpt (so `make eval` covers all)."""
+    found = sorted(p for p in main.parent.glob("*_trace.jsonl") if p.resolve() != main.resolve())
+    excerpt = Path(__file__).resolve().parents[1] / "data" / "traces" / "mooncake_conversation_excerpt.jsonl"
+    return found + ([excerpt] if excerpt.exists() else [])
 
 
 def percent_list(text: str) -> tuple[float, ...]:
@@ -121,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scale-nodes", type=int_list, default=(2, 4, 8, 16, 32))
     run.add_argument("--link-speeds", type=float_list, default=(25.0, 100.0, 400.0), help="Gb/s, for Q4")
     run.add_argument("--scale-requests", type=positive_int, default=3000)
+    run.add_argument("--extra-traces", default="auto",
+                     help="comma-separated traces for the every-trace studies; 'auto': the other *_trace.jsonl "
+                          "beside --trace and the shipped excerpt; 'none': only --trace")
+    run.add_argument("--no-incast", action="store_true", help="leave the synthetic incast workloads out")
+    run.add_argument("--switch-memory", choices=sorted(MEMORIES), default="switch+dram",
+                     help="switch pool memory preset for Q2/Q3 (default %(default)s)")
+    run.add_argument("--compression", choices=sorted(COMPRESSIONS), default="bf16")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--out", type=Path, default=Path("out/eval"))
     run.add_argument("--jobs", type=positive_int, default=default_jobs(),
@@ -151,7 +170,8 @@ def options_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> E
                        cost=CostModel(model_preset(args.model), gpu, links, ControlCosts()),
                        switch_fraction=args.switch_size[0], recycling=recycling,
                        scale_nodes=args.scale_nodes, link_gbps=args.link_speeds,
-                       scale_requests=args.scale_requests, seed=args.seed)
+                       scale_requests=args.scale_requests, seed=args.seed,
+                       switch_memory=args.switch_memory, compression=args.compression)
 
 
 def write_outputs(results: dict, out: Path) -> list[Path]:
@@ -165,6 +185,27 @@ def write_outputs(results: dict, out: Path) -> list[Path]:
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "report.md").write_text(render(results))
     return write_all(results, out)
+
+
+def trace_name(path: Path) -> str:
+    return path.name.removesuffix(".jsonl")
+
+
+def study_streams(main: Path, stream: BlockStream, args: argparse.Namespace) -> dict[str, BlockStream]:
+    """The main trace, the extra traces and (unless --no-incast) the incast workloads, by name."""
+    streams = {trace_name(main): stream}
+    if args.extra_traces == "auto":
+        extra = default_extra_traces(main)
+    elif args.extra_traces == "none":
+        extra = []
+    else:
+        extra = [Path(p.strip()) for p in args.extra_traces.split(",") if p.strip()]
+    for path in extra:
+        streams[trace_name(path)] = BlockStream.from_trace(load_trace(path, args.limit))
+    if not args.no_incast:
+        for kind in INCAST_KINDS:
+            streams[kind] = BlockStream.from_trace(generate_incast(kind, seed=args.seed))
+    return streams
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -183,10 +224,19 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 1
     stream = BlockStream.from_trace(trace)
     streams = scale_streams(options)
-    with tqdm(total=work_units(stream, options, streams), unit="ref", unit_scale=True,
-              disable=args.no_progress, file=sys.stderr) as bar:
+    try:
+        studied = study_streams(path, stream, args)
+    except (TraceError, FileNotFoundError, UnicodeDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    total = work_units(stream, options, streams) + sum(len(s) for s in studied.values()) * 14
+    with tqdm(total=total, unit="ref", unit_scale=True, disable=args.no_progress, file=sys.stderr) as bar:
         results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs)
+        bar.set_description("every trace, lookahead, calibration")
+        results["studies"] = run_studies(studied, trace_name(path), options.fractions, options.switch_fraction,
+                                         bar.update, args.jobs)
     cost = options.cost
+    assert cost is not None  # options_from always sets it
     results["meta"] = {
         "trace": str(path), "requests": len(trace.requests), "block_references": len(stream),
         "unique_blocks": stream.unique_blocks, "duration_s": trace.duration_s,
@@ -194,6 +244,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "gpu": cost.gpu.name, "utilisation": cost.gpu.utilisation, "link_gbps": cost.links.node_nic_gbps,
         "nodes": options.cluster.nodes, "routing": options.cluster.routing,
         "switch_fraction": options.switch_fraction, "policies": [s.name for s in options.policies],
+        "switch_memory": options.switch_memory, "compression": options.compression,
         "seconds": time.perf_counter() - started, "jobs": args.jobs,
     }
     try:

@@ -8,7 +8,7 @@ prefix objective).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import libcachesim
 
@@ -19,23 +19,23 @@ NEVER = 1 << 62
 """libCacheSim's 'no next access' time for Belady: larger than any reference index."""
 
 
-def next_use(keys: Sequence[int]) -> list[int]:
+def next_use(keys: Sequence[Hashable]) -> list[int]:
     """For each reference, the index of the next reference to the same key (NEVER if none)."""
     following = [NEVER] * len(keys)
-    seen: dict[int, int] = {}
+    seen: dict[Hashable, int] = {}
     for i in range(len(keys) - 1, -1, -1):
         following[i] = seen.get(keys[i], NEVER)
         seen[keys[i]] = i
     return following
 
 
-def libcachesim_hits(keys: Sequence[int], cache: libcachesim.CacheBase,
+def libcachesim_hits(keys: Sequence[Hashable], cache: libcachesim.CacheBase,
                      following: Sequence[int] | None = None) -> list[bool]:
     """Replay `keys` (unit-size objects) through a libCacheSim cache one request at a time; per-reference hits."""
     request = libcachesim.Request()
     request.obj_size = 1
     get = cache.get
-    hits = []
+    hits: list[bool] = []
     append = hits.append
     for i, key in enumerate(keys):
         request.obj_id = key
@@ -46,15 +46,15 @@ def libcachesim_hits(keys: Sequence[int], cache: libcachesim.CacheBase,
     return hits
 
 
-def belady_hits(keys: Sequence[int], capacity: int, following: Sequence[int] | None = None) -> list[bool]:
+def belady_hits(keys: Sequence[Hashable], capacity: int, following: Sequence[int] | None = None) -> list[bool]:
     """Per-reference hits of Belady's MIN with `capacity` unit-size slots."""
     following = next_use(keys) if following is None else following
     return libcachesim_hits(keys, libcachesim.Belady(capacity), following)
 
 
-def ideal_hits(keys: Sequence[int]) -> list[bool]:
+def ideal_hits(keys: Sequence[Hashable]) -> list[bool]:
     """Infinite cache: every reference after the first to a key hits."""
-    seen: set[int] = set()
+    seen: set[Hashable] = set()
     hits = []
     for key in keys:
         hits.append(key in seen)

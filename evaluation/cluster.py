@@ -49,6 +49,9 @@ class ClusterConfig:
     switch_blocks: int = 0
     """Switch pool capacity; 0 disables it."""
     switch_policy: PolicySpec = field(default_factory=PolicySpec)
+    switch_block_share: float = 1.0
+    """Fraction of each held block's bytes in the switch: 1 = whole blocks, less = its leading chunks
+    (`evaluation.memory.plan`); the rest of a switch hit still comes from the storage node."""
     load_penalty_blocks: float = 4.0
     """Prefix routing: a node's cost grows by this many blocks per request it received in the last window."""
     load_window_s: float = 10.0
@@ -60,6 +63,8 @@ class ClusterConfig:
             raise ValueError(f"routing must be 'round-robin' or 'prefix', got {self.routing!r}")
         if min(self.hbm_blocks, self.dram_blocks, self.switch_blocks) < 0:
             raise ValueError("capacities must be ≥ 0")
+        if not 0 < self.switch_block_share <= 1:
+            raise ValueError(f"switch_block_share must be in (0, 1], got {self.switch_block_share}")
 
 
 @dataclass
@@ -76,6 +81,9 @@ class RequestOutcome:
     """Blocks of the leading run served by each tier."""
     storage_reads: dict[int, int] = field(default_factory=dict)
     """Blocks read from each storage node."""
+    storage_keys: list[tuple[int, object, bool]] = field(default_factory=list)
+    """(storage node, block key, whole) of every block read from a storage node: whole, or (False) the part
+    of a switch hit the switch does not hold. What a coalescing switch could merge with other readers'."""
     block_hits: int = 0
     """Blocks found in some tier, inside the leading run or not."""
 
@@ -146,6 +154,7 @@ class _Storage:
                 return True
             self._keys.add(block.key)
             return False
+        assert self._pool is not None  # enabled and bounded
         return self._pool.access(block, now)
 
     def refresh(self, block: BlockInfo, now: float) -> bool:
@@ -156,6 +165,7 @@ class _Storage:
             fresh = block.key not in self._keys
             self._keys.add(block.key)
             return fresh
+        assert self._pool is not None
         return not self._pool.access(block, now)
 
 
@@ -234,6 +244,7 @@ class Cluster:
         outcome = RequestOutcome(index, now, node, len(blocks), tokens)
         leading = True
         storage_nodes = self.config.storage_nodes
+        partial = self.config.switch_block_share < 1.0
         last_use = self._last_use
         for block in blocks:
             key = block.key
@@ -256,11 +267,13 @@ class Cluster:
             if leading and source is None:
                 leading = False
             if leading:
+                assert source is not None
                 outcome.from_tier[source] = outcome.from_tier.get(source, 0) + 1
                 outcome.reused_tokens += block.tokens
-                if source == Tier.STORAGE_DRAM:
+                if source == Tier.STORAGE_DRAM or (source == Tier.SWITCH and partial):
                     home = hash(key) % storage_nodes
                     outcome.storage_reads[home] = outcome.storage_reads.get(home, 0) + 1
+                    outcome.storage_keys.append((home, key, source == Tier.STORAGE_DRAM))
                 if key in last_use:
                     self.reuse_gap_s[source].append(now - last_use[key])
             last_use[key] = now

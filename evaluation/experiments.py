@@ -18,6 +18,7 @@ import numpy as np
 from evaluation.bounds import bound_counters
 from evaluation.cluster import SOURCES, ClusterConfig, ClusterResult, simulate
 from evaluation.costs import GPU, ControlCosts, FetchPlan, Links, fetch_seconds, prefill_seconds
+from evaluation.memory import block_bytes, compression_preset, memory_preset, plan
 from evaluation.model import ModelConfig
 from evaluation.parallel import run_tasks
 from evaluation.pools import PolicySpec
@@ -52,6 +53,17 @@ class EvalOptions:
     sessions_per_node_s: float = 0.5
     """Synthetic load grows with the cluster: new conversations per second per node."""
     seed: int = 0
+    switch_memory: str | None = None
+    """Memory preset (`evaluation.memory`) sizing the switch pool of Q2/Q3 in bytes; None: `switch_fraction`."""
+    compression: str = "bf16"
+
+    def switch_plan(self, stream: BlockStream) -> tuple[int, float]:
+        """(blocks, share of each block held) of the Q2/Q3 switch pool."""
+        if self.switch_memory is None or self.cost is None:
+            return stream.capacity(self.switch_fraction), 1.0
+        size = block_bytes(self.cost.model, compression_preset(self.compression), self.cost.block_tokens)
+        held = plan(memory_preset(self.switch_memory).bytes, size)
+        return held.blocks, held.share
 
 
 def default_cost(model: ModelConfig, gpu: GPU, links: Links | None = None,
@@ -96,7 +108,9 @@ def q1_pool_sweep(stream: BlockStream, options: EvalOptions, progress: Progress 
 
 
 def best_policy(q1: dict, options: EvalOptions) -> PolicySpec:
-    """The policy with the highest prefix-level hit ratio at the reference pool size (ties: first listed)."""
+    """The policy with the highest prefix-level hit ratio at the reference pool size (ties: first listed).
+
+    Q2–Q4 use it; the report's default policy is `adaptive` (`evaluation.studies.DEFAULT_POLICY`)."""
     target = min(options.fractions, key=lambda f: abs(f - options.switch_fraction))
     scores = {r["policy"]: r["prefix_hit_ratio"] for r in q1["runs"] if r["fraction"] == target}
     return max(options.policies, key=lambda s: scores.get(s.name, -1.0))
@@ -124,7 +138,8 @@ def _cluster_row(name: str, result: ClusterResult, cost: CostModel, per_request:
 # -- Q2 ---------------------------------------------------------------------------------------------
 def q2_configs(stream: BlockStream, options: EvalOptions, spec: PolicySpec) -> dict[str, ClusterConfig]:
     """The cluster with every tier, then with each tier removed in turn."""
-    base = dataclasses.replace(options.cluster, switch_blocks=stream.capacity(options.switch_fraction),
+    blocks, share = options.switch_plan(stream)
+    base = dataclasses.replace(options.cluster, switch_blocks=blocks, switch_block_share=share,
                                switch_policy=spec)
     return {
         "all tiers": base,
@@ -169,7 +184,20 @@ def q2_tiers(configs: dict[str, ClusterConfig], results: list[ClusterResult], op
                 if values:
                     gaps[tier.name] = {"blocks": len(values), "median_s": float(np.median(values)),
                                        "p90_s": float(np.percentile(values, 90))}
-    return {"policy": spec.name, "switch_blocks": configs["all tiers"].switch_blocks, "configs": rows,
+    functions = []
+    named = dict(zip(configs, results, strict=True))
+    for label, name, coalesce in (("no switch function", "without switch pool", False),
+                                  ("store only", "all tiers", False),
+                                  ("coalesce only", "without switch pool", True),
+                                  ("store + coalesce", "all tiers", True)):
+        summary = estimate(named[name], options.cost, coalesce=coalesce).as_dict()
+        functions.append({"function": label, "fan_in_max": summary["fan_in_max"],
+                          "fan_in_mean": summary["fan_in_mean"],
+                          "storage_bytes_sent": summary["link_bytes"].get("storage_nic_sent", 0),
+                          "ttft_mean_s": summary["ttft_mean_s"], "ttft_p99_s": summary["ttft_p99_s"]})
+    return {"policy": spec.name, "switch_blocks": configs["all tiers"].switch_blocks,
+            "switch_block_share": configs["all tiers"].switch_block_share, "switch_functions": functions,
+            "configs": rows,
             "reuse_gap": gaps, "block_move": block_move_costs(options.cost),
             "incast_window_s": options.cost.links.incast_window_s}
 
@@ -178,11 +206,12 @@ def q2_tiers(configs: dict[str, ClusterConfig], results: list[ClusterResult], op
 def q3_configs(stream: BlockStream, options: EvalOptions, spec: PolicySpec) -> dict[str, ClusterConfig]:
     """The switch pool with each recycling policy, in front of a bounded remote pool."""
     storage = stream.capacity(options.recycling_storage_fraction)
+    blocks, share = options.switch_plan(stream)
     configs = {}
     for name in options.recycling:
         policy = dataclasses.replace(spec, recycling=name, recycling_params={}, label="")
         configs[policy.name] = dataclasses.replace(
-            options.cluster, switch_blocks=stream.capacity(options.switch_fraction), switch_policy=policy,
+            options.cluster, switch_blocks=blocks, switch_block_share=share, switch_policy=policy,
             storage_blocks=storage)
     return configs
 

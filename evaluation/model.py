@@ -30,10 +30,16 @@ class ModelConfig:
     """Parameter count; a forward pass costs about 2 FLOPs per parameter per token."""
     source: str
     """Where the numbers come from."""
+    latent_dim: int = 0
+    """Multi-head latent attention (DeepSeek's MLA): elements cached per token per layer (the compressed KV
+    latent plus the decoupled RoPE key) instead of separate keys and values; 0 = ordinary (GQA) attention."""
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """Key and value vectors of every layer: 2 × layers × kv_heads × head_dim × dtype bytes."""
+        """Key and value vectors of every layer: 2 × layers × kv_heads × head_dim × dtype bytes (with MLA:
+        layers × latent_dim × dtype bytes)."""
+        if self.latent_dim:
+            return self.layers * self.latent_dim * self.dtype_bytes
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
 
     def block_bytes(self, block_tokens: int = BLOCK_TOKENS) -> int:
@@ -61,6 +67,13 @@ MODELS: dict[str, ModelConfig] = {
                     params=8.03e9, source="huggingface.co/meta-llama/Meta-Llama-3-8B config.json (hidden 4096)"),
         ModelConfig("llama-3-70b", layers=80, attention_heads=64, kv_heads=8, head_dim=128, dtype_bytes=2,
                     params=70.6e9, source="huggingface.co/meta-llama/Meta-Llama-3-70B config.json (hidden 8192)"),
+        # MLA caches kv_lora_rank 512 + qk_rope_head_dim 64 = 576 elements per token per layer, 61 layers:
+        # 70,272 bytes per token in BF16, ~34 MiB per 512-token block. FLOPs use the 37 B activated
+        # parameters (MoE) and the 192-wide query-key heads (128 no-RoPE + 64 RoPE).
+        ModelConfig("deepseek-v3", layers=61, attention_heads=128, kv_heads=1, head_dim=192, dtype_bytes=2,
+                    params=37e9, latent_dim=576,
+                    source="huggingface.co/deepseek-ai/DeepSeek-V3 config.json (kv_lora_rank 512, "
+                           "qk_rope_head_dim 64, 61 layers; 671 B parameters, 37 B activated)"),
         ModelConfig("qwen2.5-7b", layers=28, attention_heads=28, kv_heads=4, head_dim=128, dtype_bytes=2,
                     params=7.62e9, source="huggingface.co/Qwen/Qwen2.5-7B config.json (hidden 3584)"),
         ModelConfig("mistral-7b", layers=32, attention_heads=32, kv_heads=8, head_dim=128, dtype_bytes=2,

@@ -111,9 +111,71 @@ def net_benefit(q4: dict, out: Path) -> Path:
 
 
 def write_all(results: dict, out_dir: Path) -> list[Path]:
+    studies = results.get("studies")
+    extra = [lookahead(studies, out_dir / "lookahead.png"), calibration(studies, out_dir / "calibration.png"),
+             boundary(studies, out_dir / "boundary.png")] if studies else []
     return [
+        *extra,
         hit_ratio_vs_size(results["q1"], out_dir / "hit_ratio_vs_pool_size.png"),
         fan_in_over_time(results["q2"], out_dir / "storage_fan_in.png"),
         ttft_saved(results["q2"], out_dir / "ttft_by_tier.png"),
         net_benefit(results["q4"], out_dir / "net_benefit_vs_nodes.png"),
     ]
+
+
+def lookahead(studies: dict, out: Path) -> Path:
+    """Hit ratio against the queue lookahead W per trace, normalised to MIN."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, t in studies["traces"].items():
+        la = t["lookahead"]
+        ws = [float(w) for w in la["hits"]]
+        top = la["min"]["block_hit_ratio"] or 1.0
+        ax.plot([w + 0.5 for w in ws], [v["block_hit_ratio"] / top for v in la["hits"].values()], marker="o",
+                label=name)
+    ax.axhline(1.0, color="black", linestyle="--", label="MIN")
+    ax.set_xscale("log")
+    ax.set_xlabel("lookahead W + 0.5 s (queue seen ahead)")
+    ax.set_ylabel("hit ratio / MIN")
+    ax.set_title("what the request queue is worth")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, out)
+
+
+def calibration(studies: dict, out: Path) -> Path:
+    """LRU hit ratio over capacity in tokens, against the infinite cache, with Mooncake's 3M and 50M marks."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, c in studies["calibration"].items():
+        line, = ax.plot(c["tokens"], c["lru"], marker="o", label=f"{name} LRU")
+        ax.axhline(c["ideal"], color=line.get_color(), linestyle=":", label=f"{name} maximum")
+    for mark in (3e6, 50e6):
+        ax.axvline(mark, color="grey", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("cache capacity (tokens)")
+    ax.set_ylabel("block hit ratio")
+    ax.set_title("calibration against Mooncake FAST'25 (3M / 50M tokens)")
+    ax.grid(alpha=0.3)
+    if studies["calibration"]:
+        ax.legend(fontsize=7)
+    return _save(fig, out)
+
+
+def boundary(studies: dict, out: Path) -> Path:
+    """Heatmaps of the net TTFT benefit (ms per reader) on three planes of the Q4 boundary."""
+    planes = studies["boundary"]["planes"]
+    fig, axes = plt.subplots(1, len(planes), figsize=(6 * len(planes), 4.8))
+    for ax, (name, plane) in zip(np.atleast_1d(axes), planes.items(), strict=True):
+        values = np.array([[c["net_ms"] for c in row] for row in plane["cells"]])
+        shown = np.sign(values) * np.log10(1 + np.abs(values))
+        limit = max(1e-9, float(np.abs(shown).max()))
+        image = ax.imshow(shown, cmap="RdYlGn", vmin=-limit, vmax=limit, aspect="auto")
+        ax.set_xticks(range(len(plane["x"])), plane["x"], rotation=30, ha="right", fontsize=7)
+        ax.set_yticks(range(len(plane["y"])), plane["y"], fontsize=7)
+        x_name, y_name = name.split(" x ")
+        ax.set_xlabel(y_name)
+        ax.set_ylabel(x_name)
+        for (i, j), v in np.ndenumerate(values):
+            ax.text(j, i, f"{v:,.0f}", ha="center", va="center", fontsize=6)
+        ax.set_title(f"net benefit ms: {name}", fontsize=9)
+        fig.colorbar(image, ax=ax, label="sign × log10(1 + |ms|)")
+    return _save(fig, out)

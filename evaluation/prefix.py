@@ -13,12 +13,10 @@ from dataclasses import dataclass, field
 
 def leading_run(hits: Sequence[bool]) -> int:
     """Number of leading True values: how many blocks of the prompt can actually be reused."""
-    run = 0
-    for hit in hits:
-        if not hit:
-            break
-        run += 1
-    return run
+    try:
+        return list(hits).index(False)
+    except ValueError:
+        return len(hits)
 
 
 @dataclass
@@ -34,10 +32,14 @@ class HitCounter:
 
     def add(self, hits: Sequence[bool]) -> int:
         """Account one request's per-block outcomes; returns its leading run."""
-        run = leading_run(hits)
+        hits = hits if isinstance(hits, list) else list(hits)
+        try:
+            run = hits.index(False)
+        except ValueError:
+            run = len(hits)
         self.requests += 1
         self.block_refs += len(hits)
-        self.block_hits += sum(hits)
+        self.block_hits += hits.count(True)
         self.prefix_hits += run
         self.per_request_prefix.append(run)
         return run

@@ -34,11 +34,11 @@ def replay_pool(stream: BlockStream, spec: PolicySpec, capacity: int,
                 progress: Callable[[int], None] | None = None) -> tuple[HitCounter, dict[str, int]]:
     """Drive one fresh pool with every reference of `stream`, one `Pool.access` each, in trace order."""
     pool = spec.build(capacity)
-    access = pool.access
+    access_many = pool.access_many
     counter = HitCounter()
     blocks = stream.blocks
     for now, start, end in stream.request_slices():
-        counter.add([access(block, now) for block in blocks[start:end]])
+        counter.add(access_many(blocks[start:end], now))
         if progress:
             progress(end - start)
     return counter, dict(pool.stats)

@@ -90,7 +90,7 @@ def generate(options: SyntheticOptions = SyntheticOptions(), seed: int = 0) -> T
         if rng.random() < options.sharing:
             p = int(rng.choice(options.system_prompts, p=prompt_weights))
             t = int(rng.choice(options.templates_per_prompt, p=template_weights))
-            labels = [("sys", p, d) for d in range(options.system_prompt_blocks)]
+            labels: list[tuple] = [("sys", p, d) for d in range(options.system_prompt_blocks)]
             labels += [("tpl", p, t, d) for d in range(options.template_blocks)]
         else:
             labels = [("own", sid, d) for d in range(options.system_prompt_blocks)]
@@ -117,3 +117,88 @@ def generate(options: SyntheticOptions = SyntheticOptions(), seed: int = 0) -> T
         else:
             del prefixes[sid], turns_left[sid]
     return Trace(f"synthetic(seed={seed})", tuple(requests))
+
+
+# -- incast workloads ----------------------------------------------------------------------------------
+INCAST_KINDS = ("agent-fanout", "batch-system-prompt", "rag-popular-docs")
+"""Workloads where many readers want the same long prefix at once (the N-to-1 incast the switch relieves)."""
+
+
+@dataclass(frozen=True)
+class IncastOptions:
+    """Sizes of the incast workloads; the defaults give 3,000–4,000 requests of 10–40 blocks each."""
+
+    requests: int = 3_000
+    groups_per_s: float = 2.0
+    """Agent tasks, batch jobs (per second) or, for RAG, requests per second / 10."""
+    fanout: int = 16
+    """Parallel calls of one agent step; requests of one batch job are `4 × fanout`."""
+    shared_blocks: int = 24
+    """Blocks of the shared prompt: an agent's context (12K tokens), a batch job's system prompt, a document."""
+    private_blocks: int = 2
+    zipf_alpha: float = 1.1
+    """Popularity skew of RAG documents and batch system prompts."""
+    documents: int = 2_000
+    output_tokens: int = 200
+    block_tokens: int = BLOCK_TOKENS
+
+
+def generate_incast(kind: str, options: IncastOptions = IncastOptions(), seed: int = 0) -> Trace:
+    """A seeded incast workload of one of `INCAST_KINDS`.
+
+    * agent-fanout: an agent task issues `fanout` parallel calls within 50 ms, all sharing its long
+      context, then (60% of the time) a next step 2–10 s later whose context extends the previous one.
+    * batch-system-prompt: a batch job submits 4 × `fanout` requests over 2 s sharing one of 20 Zipf-popular
+      system prompts, each with its own document.
+    * rag-popular-docs: a Poisson stream of questions, each prefixed by a short system prompt and one of
+      `documents` Zipf-popular documents.
+    """
+    if kind not in INCAST_KINDS:
+        raise ValueError(f"unknown incast workload {kind!r}; known: {', '.join(INCAST_KINDS)}")
+    rng = np.random.default_rng(seed)
+    ids = _ChainIds()
+    requests: list[Request] = []
+    clock = 0.0
+    group = 0
+    bt = options.block_tokens
+
+    def emit(at: float, prefix: list[int], private: int, session: int) -> None:
+        blocks = prefix + ids.chain(prefix[-1] if prefix else -1,
+                                    [("own", len(requests), k) for k in range(private)])
+        tokens = bt * (len(blocks) - 1) + int(rng.integers(1, bt + 1))
+        requests.append(Request(at, tokens, options.output_tokens, tuple(blocks), session))
+
+    if kind == "rag-popular-docs":
+        weights = _zipf_weights(options.documents, options.zipf_alpha)
+        system = ids.chain(-1, [("sys", d) for d in range(2)])
+        while len(requests) < options.requests:
+            clock += float(rng.exponential(1.0 / (10 * options.groups_per_s)))
+            doc = int(rng.choice(options.documents, p=weights))
+            prefix = system + ids.chain(system[-1], [("doc", doc, d) for d in range(options.shared_blocks // 3)])
+            emit(clock, prefix, options.private_blocks, doc)
+    elif kind == "batch-system-prompt":
+        prompts = 20
+        weights = _zipf_weights(prompts, options.zipf_alpha)
+        while len(requests) < options.requests:
+            clock += float(rng.exponential(1.0 / options.groups_per_s))
+            p = int(rng.choice(prompts, p=weights))
+            prefix = ids.chain(-1, [("sys", p, d) for d in range(options.shared_blocks)])
+            for at in sorted(clock + rng.uniform(0.0, 2.0, size=4 * options.fanout)):
+                emit(float(at), prefix, options.private_blocks * 2, group)
+            group += 1
+    else:
+        pending: list[tuple[float, int, list[int]]] = []
+        while len(requests) < options.requests:
+            clock += float(rng.exponential(1.0 / options.groups_per_s))
+            heapq.heappush(pending, (clock, group, ids.chain(-1, [("ctx", group, d)
+                                                                   for d in range(options.shared_blocks)])))
+            group += 1
+            while pending and pending[0][0] <= clock and len(requests) < options.requests:
+                at, task, prefix = heapq.heappop(pending)
+                for offset in sorted(rng.uniform(0.0, 0.05, size=options.fanout)):
+                    emit(at + float(offset), prefix, options.private_blocks, task)
+                if rng.random() < 0.6:
+                    grown = prefix + ids.chain(prefix[-1], [("step", task, len(prefix), d) for d in range(2)])
+                    heapq.heappush(pending, (at + float(rng.uniform(2.0, 10.0)), task, grown))
+    requests.sort(key=lambda r: r.arrival_s)
+    return Trace(f"{kind}(seed={seed})", tuple(requests[: options.requests]))

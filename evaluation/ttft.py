@@ -82,32 +82,65 @@ def readers_per_window(result: ClusterResult, window_s: float) -> Counter:
     return readers
 
 
-def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False) -> TTFTSummary:
-    """Price every request of `result` under `cost`; `per_request` also keeps one row per request."""
+def storage_sends(result: ClusterResult, window_s: float, partial_share: float,
+                  coalesce: bool) -> tuple[Counter, list[dict[int, float]]]:
+    """Readers per (storage node, window) and, per request, the blocks' worth each storage node sends for it.
+
+    A read of the part of a switch hit the switch does not hold counts `partial_share` of a block. With
+    `coalesce`, reads of the same block from the same storage node in the same window (the model's notion of
+    concurrent) are merged: the first reader's request goes to the storage node and the switch fans the reply
+    out to the others, so only readers that add a block of their own count towards the node's fan-in.
+    """
+    readers: Counter = Counter()
+    seen: set[tuple[int, int, object]] = set()
+    sends: list[dict[int, float]] = []
+    for outcome in result.outcomes:
+        window = int(outcome.arrival_s // window_s)
+        own: dict[int, float] = {}
+        for home, key, whole in outcome.storage_keys:
+            if coalesce:
+                if (home, window, key) in seen:
+                    continue
+                seen.add((home, window, key))
+            own[home] = own.get(home, 0.0) + (1.0 if whole else partial_share)
+        for home in own:
+            readers[home, window] += 1
+        sends.append(own)
+    return readers, sends
+
+
+def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False,
+             coalesce: bool = False) -> TTFTSummary:
+    """Price every request of `result` under `cost`; `per_request` also keeps one row per request;
+    `coalesce`: the switch merges concurrent reads of one block (`storage_sends`)."""
     window_s = cost.links.incast_window_s
-    readers = readers_per_window(result, window_s)
     block = cost.block_bytes
+    share = result.config.switch_block_share
+    readers, node_sends = storage_sends(result, window_s, 1.0 - share, coalesce)
     ttft = np.empty(len(result.outcomes))
     no_reuse = np.empty(len(result.outcomes))
-    link = Counter()
+    link: Counter[str] = Counter()
     sent: Counter = Counter()
     rows: list[dict] = []
     for i, outcome in enumerate(result.outcomes):
         tiers = outcome.from_tier
         window = int(outcome.arrival_s // window_s)
-        contention = max((readers[home, window] for home in outcome.storage_reads), default=1)
+        contention = max((readers[home, window] for home in node_sends[i]), default=1)
+        switch_blocks = tiers.get(Tier.SWITCH, 0)
         plan = FetchPlan(
             hbm_bytes=tiers.get(Tier.NODE_HBM, 0) * block,
             dram_bytes=tiers.get(Tier.NODE_DRAM, 0) * block,
-            switch_bytes=tiers.get(Tier.SWITCH, 0) * block,
-            storage_bytes=tiers.get(Tier.STORAGE_DRAM, 0) * block,
-            switch_blocks=tiers.get(Tier.SWITCH, 0),
+            switch_bytes=int(switch_blocks * block * share),
+            storage_bytes=tiers.get(Tier.STORAGE_DRAM, 0) * block + switch_blocks * block - int(
+                switch_blocks * block * share),
+            switch_blocks=switch_blocks,
         )
-        for home, count in outcome.storage_reads.items():
-            sent[home, window] += count * block
+        for home, count in node_sends[i].items():
+            sent[home, window] += int(count * block)
+        link["storage_nic_sent"] += int(sum(node_sends[i].values()) * block)
         link["pcie"] += plan.dram_bytes
         link["switch_port"] += plan.switch_bytes
-        link["storage_nic"] += plan.storage_bytes
+        link["storage_nic"] += plan.storage_bytes  # bytes readers received that left a storage node
         link["node_nic"] += plan.switch_bytes + plan.storage_bytes
         fetch = fetch_seconds(plan, cost.gpu, cost.links, contention, cost.control)
         # Even a full hit recomputes the last token: its logits give the first output token (as vLLM does).
@@ -121,7 +154,7 @@ def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False) 
                 "prefilled_blocks": outcome.blocks - outcome.prefix_blocks,
                 "pcie_bytes": plan.dram_bytes, "switch_port_bytes": plan.switch_bytes,
                 "storage_nic_bytes": plan.storage_bytes, "node_nic_bytes": plan.switch_bytes + plan.storage_bytes,
-                "storage_readers_in_window": contention if outcome.storage_reads else 0,
+                "storage_readers_in_window": contention if node_sends[i] else 0,
                 "fetch_s": fetch, "ttft_s": ttft[i], "ttft_no_reuse_s": no_reuse[i],
             })
     per_window: dict[int, int] = {}
@@ -134,7 +167,7 @@ def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False) 
     storage_load = [(w * window_s, heaviest[w]) for w in sorted(heaviest)]
     stats = result.switch
     duration = max(1e-9, result.outcomes[-1].arrival_s - result.outcomes[0].arrival_s) if result.outcomes else 1.0
-    control = {
+    control: dict[str, float] = {
         "digests": stats.digests,
         "digest_bytes": stats.digests * cost.control.digest_bytes,
         "table_writes": stats.table_writes,
@@ -142,5 +175,5 @@ def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False) 
         "controller_utilisation": stats.table_writes * (1.0 / cost.control.updates_per_s) / duration,
         "lookup_s_total": stats.lookups * cost.control.lookup_s,
     }
-    link["control"] = control["digest_bytes"]
+    link["control"] = int(control["digest_bytes"])
     return TTFTSummary(ttft, no_reuse, dict(link), fan_in, storage_load, control, rows)

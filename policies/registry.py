@@ -15,6 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from policies.adaptive import (
+    AdaptiveAdmission,
+    AdaptiveAdmissionParams,
+    AdaptiveEviction,
+    AdaptiveParams,
+    Ensemble,
+)
 from policies.admission.always import AlwaysAdmission, AlwaysParams
 from policies.admission.conversation import ConversationAdmission, ConversationAdmissionParams
 from policies.admission.frequency import FrequencyAdmission, FrequencyParams
@@ -50,6 +57,8 @@ class Entry:
     uses_return_model: bool = False
     """Built around a `policies.conversation.ReturnModel`; `make_pool` shares one between the two
     `conversation` policies (the eviction feeds it, the admission reads it)."""
+    uses_ensemble: bool = False
+    """One half of the `adaptive` pair (`policies.adaptive`): `make_pool` builds both around one `Ensemble`."""
 
 
 ADMISSION: dict[str, Entry] = {
@@ -58,6 +67,8 @@ ADMISSION: dict[str, Entry] = {
     "tinylfu": Entry(TinyLFUParams, TinyLFUAdmission),
     "value": Entry(ValueAdmissionParams, ValueAdmission, uses_model=True),
     "conversation": Entry(ConversationAdmissionParams, ConversationAdmission, uses_return_model=True),
+    # uses_return_model: one of its experts ranks whole requests, so the controller refuses it with that reason.
+    "adaptive": Entry(AdaptiveAdmissionParams, AdaptiveAdmission, uses_return_model=True, uses_ensemble=True),
 }
 EVICTION: dict[str, Entry] = {
     "lru": Entry(LRUParams, LRUEviction),
@@ -68,6 +79,7 @@ EVICTION: dict[str, Entry] = {
     "value": Entry(ValueEvictionParams, ValueEviction, uses_model=True),
     "kvcache_wild": Entry(KVCacheWildParams, KVCacheWildEviction),
     "conversation": Entry(ConversationEvictionParams, ConversationEviction, uses_return_model=True),
+    "adaptive": Entry(AdaptiveParams, AdaptiveEviction, uses_return_model=True, uses_ensemble=True),
 }
 RECYCLING: dict[str, Entry] = {
     "drop": Entry(DropParams, DropRecycling),
@@ -106,6 +118,7 @@ def make_admission(
 ) -> AdmissionPolicy:
     """`return_model` is read by the `conversation` admission (else it builds one from `model_params`)."""
     entry = _entry("admission", name)
+    _no_ensemble(entry, name)
     parsed = entry.params.from_mapping(params)
     if entry.uses_return_model:
         return entry.build(parsed, model=return_model, model_params=ReturnParams.from_mapping(model_params))
@@ -125,6 +138,7 @@ def make_eviction(
     eviction given `model` only reads it (its feeder is the `value` admission); without one it builds
     its own from `model_params` and feeds it from every access."""
     entry = _entry("eviction", name)
+    _no_ensemble(entry, name)
     parsed = entry.params.from_mapping(params)
     if entry.needs_capacity:
         if capacity_blocks is None:
@@ -135,6 +149,11 @@ def make_eviction(
     if entry.uses_return_model:
         return entry.build(parsed, model=return_model, model_params=ReturnParams.from_mapping(model_params))
     return entry.build(parsed)
+
+
+def _no_ensemble(entry: Entry, name: str) -> None:
+    if entry.uses_ensemble:
+        raise ValueError(f"{name!r} is built by make_pool only: its admission and eviction share one ensemble")
 
 
 def make_recycling(name: str, params: Mapping = None) -> RecyclingPolicy:
@@ -157,6 +176,20 @@ def make_pool(
 ) -> Pool:
     """A `Pool` with the named policies; the project default is value / value / residual."""
     admission_entry, eviction_entry = _entry("admission", admission), _entry("eviction", eviction)
+    if admission_entry.uses_ensemble or eviction_entry.uses_ensemble:
+        if not (admission_entry.uses_ensemble and eviction_entry.uses_ensemble):
+            raise ValueError("adaptive admission and eviction come together: adaptive+adaptive")
+        if model_params:
+            raise ValueError("model_params given but the adaptive pool's experts keep their own models")
+        ensemble = Ensemble(capacity_blocks, AdaptiveParams.from_mapping(eviction_params))
+        return Pool(
+            capacity_blocks,
+            AdaptiveAdmission(ensemble, AdaptiveAdmissionParams.from_mapping(admission_params)),
+            AdaptiveEviction(ensemble),
+            make_recycling(recycling, recycling_params),
+            tier=tier,
+            log_limit=log_limit,
+        )
     if admission_entry.uses_return_model or eviction_entry.uses_return_model:
         return _conversation_pool(
             capacity_blocks, admission, eviction, recycling, admission_params, eviction_params,

@@ -65,9 +65,10 @@ class ReuseModel:
         if not 0.0 < p.prior_probability < 1.0 or p.prior_reuse_s <= 0 or p.prior_weight <= 0:
             raise ValueError(f"reuse model: bad priors {p}")
         self._last: dict[BlockKey, tuple[ReuseClass, float, int]] = {}
-        self._accesses: dict[ReuseClass, float] = {}
-        self._reuses: dict[ReuseClass, float] = {}
-        self._reuse_time: dict[ReuseClass, float] = {}
+        # Keyed by full classes and by their coarse 3-field prefixes (the fallback when a class is rare).
+        self._accesses: dict[tuple, float] = {}
+        self._reuses: dict[tuple, float] = {}
+        self._reuse_time: dict[tuple, float] = {}
         self._fit: dict[ReuseClass, tuple[float, float]] = {}
         self._since_fit = 0
         self.generation = 0

@@ -16,6 +16,8 @@ class AlwaysAdmission:
     """Never refuses; its score (0) is not compared with victims."""
 
     name = "always"
+    passive = True
+    """Nothing to record or decide per block: `Pool.access_many` may skip it."""
 
     def __init__(self, params: AlwaysParams | None = None) -> None:
         self.params = params or AlwaysParams()

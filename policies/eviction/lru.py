@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from policies.base import BlockInfo, BlockKey, Params, Victim
@@ -30,6 +31,18 @@ class LRUEviction:
 
     def on_remove(self, key: BlockKey) -> None:
         self._order.pop(key, None)
+
+    def fast_ops(self) -> tuple[Callable[[BlockKey], None], Callable[[BlockKey], None], Callable[[], BlockKey]]:
+        """Key-only operations for `Pool.access_many`: touch, insert, pop the least recent key."""
+        order = self._order
+
+        def insert(key: BlockKey) -> None:
+            order[key] = None
+
+        def pop_victim() -> BlockKey:
+            return order.popitem(last=False)[0]
+
+        return order.move_to_end, insert, pop_victim
 
     def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
         for key in self._order:

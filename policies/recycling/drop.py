@@ -14,6 +14,8 @@ class DropParams(Params):
 
 class DropRecycling:
     name = "drop"
+    passive = True
+    """Nothing to record or decide per block: `Pool.access_many` may skip it."""
 
     def __init__(self, params: DropParams | None = None) -> None:
         self.params = params or DropParams()

@@ -34,7 +34,7 @@ def test_run_writes_results_report_and_valid_pngs(run_dir):
         assert f"## {question}" in report
     assert "MIN (Belady" in report and "infinite cache" in report
     pngs = sorted(run_dir.glob("*.png"))
-    assert len(pngs) == 4
+    assert len(pngs) == 7
     for png in pngs:
         assert png.read_bytes()[:8] == PNG_SIGNATURE
 

@@ -14,8 +14,8 @@ PROTOCOLS = {"admission": AdmissionPolicy, "eviction": EvictionPolicy, "recyclin
 
 def test_names_list_every_policy_of_the_brief() -> None:
     assert names() == {
-        "admission": ["always", "conversation", "frequency", "tinylfu", "value"],
-        "eviction": ["arc", "conversation", "kvcache_wild", "lfu", "lru", "prefix_lru", "s3fifo", "value"],
+        "admission": ["adaptive", "always", "conversation", "frequency", "tinylfu", "value"],
+        "eviction": ["adaptive", "arc", "conversation", "kvcache_wild", "lfu", "lru", "prefix_lru", "s3fifo", "value"],
         "recycling": ["demote", "drop", "residual"],
     }
 
@@ -23,7 +23,11 @@ def test_names_list_every_policy_of_the_brief() -> None:
 @pytest.mark.parametrize(("kind", "name"), [(k, n) for k, ns in names().items() for n in ns])
 def test_every_registered_policy_builds_and_implements_its_protocol(kind: str, name: str) -> None:
     build = {"admission": make_admission, "eviction": make_eviction, "recycling": make_recycling}[kind]
-    policy = build(name, None, capacity_blocks=100) if kind == "eviction" else build(name, None)
+    if name == "adaptive":  # its two halves share one ensemble: only make_pool builds them
+        pool = make_pool(100, "adaptive", "adaptive", "drop")
+        policy = pool.admission if kind == "admission" else pool.eviction
+    else:
+        policy = build(name, None, capacity_blocks=100) if kind == "eviction" else build(name, None)
     assert isinstance(policy, PROTOCOLS[kind])
     assert policy.name == name
     params = params_class(kind, name)
@@ -36,7 +40,7 @@ def test_every_registered_policy_builds_and_implements_its_protocol(kind: str, n
     [
         (
             lambda: make_admission("nope"),
-            "unknown admission policy 'nope'; known: always, conversation, frequency",
+            "unknown admission policy 'nope'; known: adaptive, always, conversation, frequency",
         ),
         (lambda: make_eviction("lru", {"size": 3}), "unknown parameter"),
         (lambda: make_admission("frequency", {"threshold": "many"}), "expected float"),

@@ -1,0 +1,109 @@
+"""Question 4 as a boundary: where the switch pool's net TTFT benefit changes sign.
+
+A closed-form model of one incast group: `concurrency` requests read the same shared prefix of
+`prefix_blocks` blocks within one window, from `nodes` inference nodes; every link runs at `link_gbps`.
+It prices the prefix fetch for one reader in three set-ups and charges every overhead the system really has:
+
+* no switch function: the distinct fetchers (at most one per node; a node's second reader waits for the
+  first) share the storage NIC;
+* coalesce only: the storage node sends the prefix once and the switch replicates the reply (on a software
+  target each copy is one more packet through the switch; on a Tofino-class target the replication engine
+  does it at line rate);
+* store + coalesce: the part of the prefix the memory holds (`evaluation.memory.plan`) comes out of the
+  switch at its serve rate, the rest is coalesced; but only after the controller has installed it: one
+  `kv_index` entry per 128-byte chunk, at the controller's measured table-write rate (docs/status.md:
+  1,250–1,750 admissions+evictions/s over P4Runtime), after a digest, while new groups keep arriving
+  (`groups_per_s`, each needing its own prefix installed and an old one evicted);
+* every switch function adds the extra pipeline pass (`hop_s`) per request.
+
+Net benefit = fetch time without the switch − with it (ms per reader); positive means it pays off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from evaluation.costs import GBPS
+from evaluation.memory import SwitchMemory, chunks, plan
+
+CONTROLLER_WRITES_PER_S = 1_500.0
+"""Midpoint of the measured 1,250–1,750 admissions+evictions/s over P4Runtime on the softswitch."""
+INSTALL_LATENCY_S = 0.015
+"""Digest to first served hit: p50 10–17 ms measured (`bench controller`, docs/status.md)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One cell of the boundary."""
+
+    block_bytes: int
+    memory: SwitchMemory
+    concurrency: int = 16
+    link_gbps: float = 100.0
+    nodes: int = 16
+    prefix_blocks: int = 24
+    """Blocks of the shared prefix (24 × 512 = 12K tokens, the incast workloads' default)."""
+    groups_per_s: float = 2.0
+    """New shared prefixes per second that the controller must install."""
+    window_s: float = 1.0
+    """The group's readers arrive within this window."""
+    writes_per_s: float = CONTROLLER_WRITES_PER_S
+    chunk_index: bool = True
+    """True: one table entry per 128-byte chunk (the data plane as built); False: one per block (proposal)."""
+    software_target: bool = False
+    """Replication and serving go through the switch's packet rate (softswitch/BMv2) instead of line rate."""
+    hop_s: float = 1e-6
+    storage_load: float = 0.5
+    """Share of each storage NIC already taken by other reads (the steady traffic a cache competes with)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    without_s: float
+    coalesce_s: float
+    store_s: float
+    installed_share: float
+    """Share of the held prefix the controller gets installed in time for the group."""
+    table_writes_per_s: float
+
+    @property
+    def net_benefit_s(self) -> float:
+        return self.without_s - self.store_s
+
+    @property
+    def store_adds_s(self) -> float:
+        """What the memory adds on top of coalescing (negative: storing costs more than it saves)."""
+        return self.coalesce_s - self.store_s
+
+
+def evaluate(s: Scenario) -> Outcome:
+    link = s.link_gbps * GBPS
+    storage = link * (1.0 - s.storage_load)
+    prefix = s.prefix_blocks * s.block_bytes
+    fetchers = max(1, min(s.concurrency, s.nodes))
+    without = fetchers * prefix / storage
+    packet_rate_bytes = s.memory.serve_bytes_per_s  # what the switch can send out of itself or replicate
+    replicate = (fetchers - 1) * prefix / packet_rate_bytes if s.software_target else 0.0
+    coalesce = prefix / storage + replicate + s.hop_s
+    pool = plan(s.memory.bytes, s.block_bytes)
+    held_blocks = min(pool.blocks, s.prefix_blocks)
+    held = held_blocks * pool.share * s.block_bytes
+    # Installing the held part: one write per chunk (or per block), plus as many evictions once full.
+    writes = 2 * (chunks(int(held)) if s.chunk_index else held_blocks)
+    demand = writes * s.groups_per_s
+    rate_share = min(1.0, s.writes_per_s / demand) if demand else 1.0
+    install_s = INSTALL_LATENCY_S + writes / 2 / s.writes_per_s
+    in_time = max(0.0, 1.0 - install_s / s.window_s)
+    installed = held * rate_share * in_time
+    rest = prefix - installed
+    if s.software_target:
+        serve = fetchers * installed / packet_rate_bytes
+    else:
+        serve = installed / min(link, packet_rate_bytes)
+    store = serve + rest / storage + (fetchers - 1) * rest / packet_rate_bytes * s.software_target + s.hop_s
+    return Outcome(without, coalesce, store, installed / held if held else 0.0, demand)
+
+
+def grid(base: Scenario, axis_x: str, xs: list, axis_y: str, ys: list) -> list[list[Outcome]]:
+    """Outcomes over two fields of `Scenario` (rows: ys, columns: xs)."""
+    return [[evaluate(replace(base, **{axis_x: x, axis_y: y})) for x in xs] for y in ys]

@@ -1,0 +1,144 @@
+"""The studies that span traces and sizes beyond the four questions' main replay.
+
+* every trace: LRU, ARC, the default (`adaptive`) policy and MIN at every pool size, on the Mooncake traces,
+  the shipped excerpt and the incast workloads (no parameter differs between traces);
+* lookahead: hit ratio when the pool sees the queue W seconds ahead (`evaluation.lookahead`), toward MIN;
+* calibration: LRU over capacities in tokens against the infinite cache, beside Mooncake's FAST'25 figure;
+* capacity in bytes: blocks per switch memory preset, model and compression, with the byte hit ratio;
+* the Q4 boundary grid (`evaluation.boundary`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from evaluation import boundary
+from evaluation.bounds import bound_counters
+from evaluation.lookahead import lookahead_curve
+from evaluation.memory import COMPRESSIONS, MEMORIES, block_bytes, plan
+from evaluation.model import MODELS
+from evaluation.parallel import run_tasks
+from evaluation.pools import PolicySpec
+from evaluation.replay import replay_pool
+from evaluation.stream import BlockStream
+
+Progress = Callable[[int], None]
+CROSS_POLICIES = ("lru", "arc", "adaptive+adaptive")
+"""What every trace is replayed with: the two baselines the default must beat, and the default."""
+DEFAULT_POLICY = "adaptive+adaptive"
+LOOKAHEAD_S = (0.0, 1.0, 5.0, 30.0)
+CALIBRATION_TOKENS = (1e6, 3e6, 10e6, 30e6, 50e6, 100e6)
+"""Mooncake FAST'25: 3M tokens of local cache reach under half the theoretical maximum on most workloads,
+about 50M nearly all of it."""
+CAPACITY_MODELS = ("llama-3-8b", "llama-3-70b", "deepseek-v3")
+
+
+def _task(streams: dict[str, BlockStream], task: tuple, progress: Progress) -> object:
+    kind, name = task[0], task[1]
+    stream = streams[name]
+    if kind == "pool":
+        spec, capacity = PolicySpec.parse(task[2]), task[3]
+        counter, _ = replay_pool(stream, spec, capacity, progress)
+        return counter.as_dict()
+    if kind == "min":
+        minimum, ideal = bound_counters(stream, task[2], progress)
+        return {str(c): m.as_dict() for c, m in minimum.items()}, ideal.as_dict()
+    if kind == "lookahead":
+        return {str(w): c.as_dict() for w, c in lookahead_curve(stream, task[2], LOOKAHEAD_S).items()}
+    raise ValueError(f"unknown study task {kind!r}")
+
+
+def run_studies(streams: dict[str, BlockStream], main: str, fractions: Sequence[float], lookahead_fraction: float,
+                progress: Progress | None = None, jobs: int = 1) -> dict:
+    """Everything above but the boundary, as plain data; `main` names the stream whose Q1 ran already."""
+    tasks: list[tuple] = []
+    for name, stream in streams.items():
+        caps = [stream.capacity(f) for f in fractions]
+        tasks.append(("min", name, caps))
+        tasks += [("pool", name, p, c) for p in CROSS_POLICIES for c in caps]
+    tasks += [("lookahead", name, stream.capacity(lookahead_fraction)) for name, stream in streams.items()]
+    mooncake = [n for n in streams if n.endswith("_trace")]
+    calibration = {n: [max(1, round(t / 512)) for t in CALIBRATION_TOKENS] for n in mooncake}
+    tasks += [("pool", n, "lru", c) for n, caps in calibration.items() for c in caps]
+    sizes = capacity_rows(streams[main].unique_blocks)
+    byte_caps = sorted({r["blocks"] for r in sizes})
+    tasks += [("pool", main, "lru", c) for c in byte_caps]
+    results = iter(run_tasks(_task, streams, tasks, jobs, progress))
+    traces: dict[str, dict] = {}
+    for name, stream in streams.items():
+        caps = [stream.capacity(f) for f in fractions]
+        minimum, ideal = next(results)
+        runs = {p: {str(f): next(results) for f in fractions} for p in CROSS_POLICIES}
+        runs["MIN"] = {str(f): minimum[str(c)] for f, c in zip(fractions, caps, strict=True)}
+        traces[name] = {"references": len(stream), "unique_blocks": stream.unique_blocks,
+                        "capacities": {str(f): c for f, c in zip(fractions, caps, strict=True)},
+                        "runs": runs, "ideal": ideal, "lookahead": None}
+    for name in streams:
+        traces[name]["lookahead"] = {"fraction": lookahead_fraction, "hits": next(results),
+                                     "min": traces[name]["runs"]["MIN"].get(str(lookahead_fraction))}
+    calib = {n: {"tokens": list(CALIBRATION_TOKENS), "lru": [next(results)["block_hit_ratio"] for _ in caps],
+                 "ideal": traces[n]["ideal"]["block_hit_ratio"]} for n, caps in calibration.items()}
+    lru_at = {c: next(results)["block_hit_ratio"] for c in byte_caps}
+    for row in sizes:
+        row["lru_hit_ratio"] = lru_at[row["blocks"]]
+        row["byte_hit_ratio"] = row["lru_hit_ratio"] * row["share"]
+    return {"default_policy": DEFAULT_POLICY, "traces": traces, "calibration": calib, "capacity": sizes,
+            "boundary": boundary_study()}
+
+
+def capacity_rows(unique_blocks: int) -> list[dict]:
+    """Every memory preset × model × compression: bytes per block and how the pool holds them."""
+    rows = []
+    for model in CAPACITY_MODELS:
+        for comp in COMPRESSIONS.values():
+            size = block_bytes(MODELS[model], comp)
+            for memory in MEMORIES.values():
+                p = plan(memory.bytes, size)
+                rows.append({"model": model, "compression": comp.name, "memory": memory.name,
+                             "memory_bytes": memory.bytes, "block_bytes": size, "blocks": p.blocks,
+                             "share": p.share, "mode": p.mode, "whole": p.whole,
+                             "fraction_of_unique": p.blocks / max(1, unique_blocks)})
+    return rows
+
+
+BOUNDARY_BLOCKS = {f"{m} {c}": block_bytes(MODELS[m], COMPRESSIONS[c])
+                   for m, c in (("llama-3-70b", "bf16"), ("llama-3-8b", "bf16"), ("llama-3-8b", "fp8"),
+                                ("deepseek-v3", "bf16"), ("deepseek-v3", "fp8"), ("deepseek-v3", "cachegen-4.3x"))}
+BOUNDARY_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
+BOUNDARY_LINKS = (25.0, 100.0, 400.0)
+BOUNDARY_NODES = (2, 4, 8, 16, 32, 64)
+
+
+def _cells(rows: list[list[boundary.Outcome]]) -> list[list[dict]]:
+    return [[{"net_ms": 1000 * o.net_benefit_s, "store_adds_ms": 1000 * o.store_adds_s,
+              "without_ms": 1000 * o.without_s, "installed": o.installed_share,
+              "writes_per_s": o.table_writes_per_s} for o in row] for row in rows]
+
+
+def boundary_study() -> dict:
+    """Three planes through the boundary, around Llama-3-8B FP8 blocks, 16 readers, 100 Gb/s, 16 nodes."""
+    base = boundary.Scenario(block_bytes=BOUNDARY_BLOCKS["llama-3-8b fp8"], memory=MEMORIES["switch+dram"])
+    memories = list(MEMORIES)
+    planes = {}
+    rows = []
+    for mem in memories:
+        software = mem == "softswitch"
+        rows.append([boundary.evaluate(boundary.Scenario(
+            block_bytes=b, memory=MEMORIES[mem], software_target=software)) for b in BOUNDARY_BLOCKS.values()])
+    planes["memory x block bytes"] = {"x": list(BOUNDARY_BLOCKS), "y": memories, "cells": _cells(rows)}
+    planes["link x concurrency"] = {
+        "x": [f"{g:g} Gb/s" for g in BOUNDARY_LINKS], "y": [str(c) for c in BOUNDARY_CONCURRENCY],
+        "cells": _cells(boundary.grid(base, "link_gbps", list(BOUNDARY_LINKS), "concurrency",
+                                      list(BOUNDARY_CONCURRENCY)))}
+    planes["nodes x concurrency"] = {
+        "x": [str(n) for n in BOUNDARY_NODES], "y": [str(c) for c in BOUNDARY_CONCURRENCY],
+        "cells": _cells(boundary.grid(base, "nodes", list(BOUNDARY_NODES), "concurrency",
+                                      list(BOUNDARY_CONCURRENCY)))}
+    per_block = boundary.evaluate(boundary.Scenario(block_bytes=BOUNDARY_BLOCKS["llama-3-8b fp8"],
+                                                    memory=MEMORIES["switch+dram"], chunk_index=False))
+    planes_note = {"per_block_index_net_ms": 1000 * per_block.net_benefit_s,
+                   "per_block_index_installed": per_block.installed_share}
+    return {"planes": planes, "base": {"block": "llama-3-8b fp8", "memory": "switch+dram", "concurrency": 16,
+                                       "link_gbps": 100.0, "nodes": 16, "prefix_blocks": 24,
+                                       "writes_per_s": boundary.CONTROLLER_WRITES_PER_S},
+            **planes_note}

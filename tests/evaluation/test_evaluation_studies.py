@@ -1,0 +1,113 @@
+"""Capacity in bytes, coalescing at the storage NICs, lookahead toward MIN, the Q4 boundary, incast workloads."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluation import boundary
+from evaluation.bounds import belady_hits
+from evaluation.cluster import ClusterConfig, simulate
+from evaluation.costs import GPU, Links
+from evaluation.lookahead import lookahead_curve
+from evaluation.memory import COMPRESSIONS, MEMORIES, block_bytes, plan
+from evaluation.model import MODELS
+from evaluation.pools import PolicySpec
+from evaluation.stream import BlockStream
+from evaluation.synthetic import INCAST_KINDS, IncastOptions, generate_incast
+from evaluation.traces import Request, Trace, load_trace
+from evaluation.ttft import CostModel, estimate
+from kvpool.constants import KVP_VALUE_LEN
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize(("model", "mib"), [("llama-3-8b", 64), ("llama-3-70b", 160), ("deepseek-v3", 34.3)])
+def test_model_block_bytes_match_the_published_shapes(model: str, mib: float) -> None:
+    assert block_bytes(MODELS[model], COMPRESSIONS["bf16"]) / MIB == pytest.approx(mib, rel=0.01)
+
+
+@pytest.mark.parametrize("memory", list(MEMORIES))
+@pytest.mark.parametrize("compression", list(COMPRESSIONS))
+def test_plan_never_holds_more_bytes_than_the_memory(memory: str, compression: str) -> None:
+    size = block_bytes(MODELS["llama-3-8b"], COMPRESSIONS[compression])
+    p = plan(MEMORIES[memory].bytes, size)
+    assert p.blocks * p.chunks_per_block * KVP_VALUE_LEN <= MEMORIES[memory].bytes
+    assert p.whole == (MEMORIES[memory].bytes >= size)
+
+
+def test_plan_holds_leading_chunks_when_no_whole_block_fits() -> None:
+    p = plan(8 * MIB, 64 * MIB)
+    assert not p.whole and p.blocks == 64 and p.share == pytest.approx(8 / 64 / 64)
+    assert "leading" in p.mode
+
+
+def readers_of_one_block(readers: int) -> BlockStream:
+    """`readers` requests of the same 2-block prefix within one second, on `readers` nodes."""
+    trace = Trace("incast", tuple(Request(0.01 * i, 1024, 1, (7, 8)) for i in range(readers)))
+    return BlockStream.from_trace(trace)
+
+
+COST = CostModel(MODELS["llama-3-8b"], GPU("g", 1e15), Links())
+
+
+def test_coalescing_counts_concurrent_reads_of_one_block_once_at_the_storage_nic() -> None:
+    stream = readers_of_one_block(4)
+    config = ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0, routing="round-robin")
+    result = simulate(stream, config)
+    plain, merged = estimate(result, COST), estimate(result, COST, coalesce=True)
+    block = COST.block_bytes
+    # The first reader computes and writes the prefix; the other three read it from storage.
+    assert plain.link_bytes["storage_nic_sent"] == 3 * 2 * block
+    assert merged.link_bytes["storage_nic_sent"] == 2 * block
+    assert max(n for _, n in plain.fan_in) == 3 and max(n for _, n in merged.fan_in) == 1
+    assert merged.mean_ttft_s < plain.mean_ttft_s
+
+
+def test_a_switch_holding_leading_chunks_leaves_the_rest_to_storage() -> None:
+    stream = readers_of_one_block(3)
+    base = ClusterConfig(nodes=3, hbm_blocks=1, dram_blocks=0, routing="round-robin", switch_blocks=4,
+                         switch_policy=PolicySpec())
+    whole = estimate(simulate(stream, base), COST).link_bytes
+    half = estimate(simulate(stream, ClusterConfig(**{**base.__dict__, "switch_block_share": 0.5})), COST).link_bytes
+    assert whole["storage_nic"] < half["storage_nic"]
+    assert half["switch_port"] == whole["switch_port"] // 2
+
+
+def test_lookahead_is_monotone_toward_min_on_the_excerpt() -> None:
+    trace = load_trace(__import__("pathlib").Path(__file__).parents[2] / "data" / "traces"
+                       / "mooncake_conversation_excerpt.jsonl", 600)
+    stream = BlockStream.from_trace(trace)
+    keys = [b.key for b in stream.blocks]
+    for capacity in (50, 200):
+        curve = lookahead_curve(stream, capacity, (0.0, 5.0, 60.0, 1e9))
+        ratios = [c.block_hits for c in curve.values()]
+        assert ratios == sorted(ratios)
+        # Unlimited lookahead is MIN up to ties: blocks of one request share a time, MIN orders by index.
+        assert sum(belady_hits(keys, capacity)) * 0.995 <= ratios[-1] <= sum(belady_hits(keys, capacity))
+
+
+def test_boundary_has_regions_where_the_pool_does_and_does_not_pay() -> None:
+    size = block_bytes(MODELS["llama-3-8b"], COMPRESSIONS["fp8"])
+    shared = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16))
+    alone = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=1))
+    software = boundary.evaluate(boundary.Scenario(size, MEMORIES["softswitch"], software_target=True))
+    assert shared.net_benefit_s > 0
+    assert alone.net_benefit_s <= 0
+    assert software.net_benefit_s < 0
+    # As built (one table entry per 128-byte chunk) the controller cannot install a block in time.
+    assert shared.installed_share == 0.0
+    per_block = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], chunk_index=False))
+    assert per_block.installed_share > 0.5
+
+
+@pytest.mark.parametrize("kind", INCAST_KINDS)
+def test_incast_workloads_have_many_readers_of_one_block_per_second(kind: str) -> None:
+    trace = generate_incast(kind, IncastOptions(requests=600))
+    assert len(trace.requests) == 600
+    assert [r.arrival_s for r in trace.requests] == sorted(r.arrival_s for r in trace.requests)
+    per_second: dict = {}
+    for r in trace.requests:
+        key = (int(r.arrival_s), r.blocks[0])
+        per_second[key] = per_second.get(key, 0) + 1
+    assert max(per_second.values()) >= 8
+    assert generate_incast(kind, IncastOptions(requests=600)) == trace
