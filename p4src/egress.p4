@@ -32,7 +32,7 @@ control MyEgress(inout headers_t hdr,
     apply {
         if ((bit<32>)std_meta.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE
             && hdr.kvp.isValid()) {
-            if (std_meta.egress_port == std_meta.ingress_port) {
+            if (std_meta.egress_port == meta.clone_ingress_port) {
                 mark_to_drop(std_meta);
             } else {
                 make_invalidate();

@@ -156,7 +156,9 @@ control MyIngress(inout headers_t hdr,
             }
             count_event(kvp_event_t.FABRIC_INVALIDATE);
             if (hdr.kvp.aux > 0) {
-                clone(CloneType.I2E, FABRIC_INVALIDATE_SESSION);
+                meta.clone_ingress_port = std_meta.ingress_port;
+                clone_preserving_field_list(CloneType.I2E,
+                    FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             }
             mark_to_drop(std_meta);
         } else {
@@ -189,7 +191,9 @@ control MyIngress(inout headers_t hdr,
             }
             if (is_ack && meta.port_role == port_role_t.STORAGE) {
                 /* the ack's first switch tells the rest of the fabric */
-                clone(CloneType.I2E, FABRIC_INVALIDATE_SESSION);
+                meta.clone_ingress_port = std_meta.ingress_port;
+                clone_preserving_field_list(CloneType.I2E,
+                    FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             }
 
             /* ---- hot-key detection on misses ---- */

@@ -82,6 +82,9 @@ const bit<32> FABRIC_INVALIDATE_SESSION = 1;
 /* leaf-spine; a switch relays only while aux > 0, so copies are       */
 /* bounded and loop-free whatever the wiring.                          */
 const bit<32> FABRIC_INVALIDATE_HOPS = 1;
+/* Field list of the metadata fabric clones keep (@field_list(1) in    */
+/* headers.p4 must name the same number).                              */
+const bit<8> FABRIC_CLONE_FIELDS = 1;
 /* standard_metadata.instance_type of an ingress-to-egress clone       */
 /* (BMv2 simple_switch's numbering).                                    */
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;

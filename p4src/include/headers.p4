@@ -134,6 +134,11 @@ struct metadata_t {
 
     /* trust */
     port_role_t port_role;      /* of the ingress port (table port_role) */
+    /* Kept in fabric clones (field list FABRIC_CLONE_FIELDS, the only one */
+    /* a clone needs; v1model resets standard_metadata in a clone): the    */
+    /* port an INVALIDATE came in on, so egress never sends it back.       */
+    @field_list(1)
+    bit<9> clone_ingress_port;
 
     /* index */
     bool indexed;               /* kv_index hit                          */
