@@ -85,7 +85,8 @@ def target(request):
 
 
 def _index(key=KEY, slot: int = 3) -> TableEntry:
-    return TableEntry("MyIngress.kv_index", key, "MyIngress.set_slot", {"slot": slot, "min_version": 9})
+    return TableEntry("MyIngress.kv_index", key, "MyIngress.set_slot",
+                      {"slot": slot, "min_version": 9, "generation": 3})
 
 
 def test_entries_read_back_as_written(target) -> None:
@@ -94,7 +95,7 @@ def test_entries_read_back_as_written(target) -> None:
     target.table_modify(_index(slot=4))
     [index] = target.table_entries("MyIngress.kv_index")
     assert (dict(index.match), index.action, dict(index.params)) == (KEY, "MyIngress.set_slot",
-                                                                     {"slot": 4, "min_version": 9})
+                                                                     {"slot": 4, "min_version": 9, "generation": 3})
     [route] = target.table_entries("MyIngress.ipv4_lpm")
     assert dict(route.match) == ROUTE and dict(route.params) == {"dst_mac": 5, "port": 2}
     target.table_delete("MyIngress.kv_index", KEY)
