@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 

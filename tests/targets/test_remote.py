@@ -171,7 +171,7 @@ def enums() -> dict[str, dict[str, int]]:
 
     program = load_program(str(P4_MAIN))
     return {n: {m: program.type(n).value_of(m) for m in program.type(n).members}
-            for n in ("punt_reason_t", "drop_reason_t", "kvp_event_t")}
+            for n in ("punt_reason_t", "drop_reason_t", "kvp_event_t", "port_role_t")}
 
 
 @pytest.mark.parametrize("param", target_params()[1:])
@@ -179,6 +179,7 @@ def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> Non
     kind = kind_of(param)
     net = KvNet(switches.for_test(kind), enums)
     net.install_routes()
+    net.set_port_roles()
     net.index(BlockKey(), 40)
     assert net.slot_write(BlockKey(), 40, value_chunk(3), version=9).status == Status.OK
     assert [p for p, _ in net.get(BlockKey())] == [CLIENT_PORT]
@@ -190,6 +191,7 @@ def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> Non
     assert (got.status, got.tenant, got.prefix_hash, got.version) == (Status.MISS, 0, 0, 0)
     assert got[KVPValue].value_bytes == bytes(128)
     net.install_routes()
+    net.set_port_roles()
     net.index(BlockKey(), 40)
     assert [p for p, _ in net.get(BlockKey())] == [STORAGE_PORT], "nothing of the old value is served"
     net.server_reply(BlockKey(), value_chunk(4), version=1)  # older than the scrubbed key's 9: still fills
