@@ -7,10 +7,13 @@
  * docs/dataplane.md explains the pipeline, docs/naming.md lists every
  * name the controller uses, docs/protocol.md the KVP wire format.
  *
- * Layout: one file per pipeline feature.  The ingress features (counters,
- * validate, forward, index, store, sketch, punt) declare their state,
- * actions and tables inside control MyIngress, so that P4Info names them
- * MyIngress.<name>; the apply block below sequences them.
+ * Layout: one file per pipeline feature.  Pure decisions (validate.p4:
+ * validity rules, opcode classes, trust) are top-level functions that
+ * take everything they read as parameters.  The stateful ingress features (counters, forward,
+ * port_role, index, store, sketch, punt) declare their state, actions and
+ * tables inside control MyIngress, so that P4Info names them
+ * MyIngress.<name>; the apply block below sequences them.  Egress
+ * (egress.p4) turns fabric clones into INVALIDATEs.
  */
 
 #include <core.p4>
@@ -18,6 +21,7 @@
 
 #include "include/constants.p4"
 #include "include/headers.p4"
+#include "validate.p4"
 #include "parser.p4"
 #include "checksum.p4"
 
@@ -30,35 +34,97 @@ control MyIngress(inout headers_t hdr,
                   inout standard_metadata_t std_meta) {
 
 #include "counters.p4"
-#include "validate.p4"
 #include "forward.p4"
+#include "port_role.p4"
 #include "index.p4"
 #include "store.p4"
 #include "sketch.p4"
 #include "punt.p4"
 
     apply {
-        validate_kvp();
+        /* ---- what it is ---- */
+        bool kvp_port = hdr.udp.isValid()
+            && (hdr.udp.dst_port == KVP_UDP_PORT
+                || hdr.udp.src_port == KVP_UDP_PORT);
+        meta.drop_reason = drop_reason_t.NONE;
+        if (kvp_port) {
+            meta.drop_reason = kvp_check(
+                hdr.kvp.isValid(), hdr.kvp.magic, hdr.kvp.ver,
+                hdr.kvp.opcode, hdr.kvp.flags, hdr.kvp_value.isValid(),
+                hdr.kvp.chunk_idx, hdr.kvp.chunk_count, hdr.kvp.value_len);
+        }
+        meta.kvp_ok = kvp_port && meta.drop_reason == drop_reason_t.NONE;
         if (meta.drop_reason != drop_reason_t.NONE) {
             count_drop(meta.drop_reason);
         }
-        bool is_slot_op = hdr.kvp.isValid()
-            && hdr.kvp.magic == KVP_MAGIC
-            && (hdr.kvp.opcode == kvp_opcode_t.SLOT_WRITE
-                || hdr.kvp.opcode == kvp_opcode_t.SLOT_READ);
-        bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
+        kvp_opcode_t op = hdr.kvp.opcode;
+        bool from_cpu = hdr.packet_out.isValid();
+        /* SLOT_WRITE / SLOT_READ (even malformed: the controller gets */
+        /* its ERR_MALFORMED answer)                                    */
+        bool is_slot_op = hdr.kvp.isValid() && hdr.kvp.magic == KVP_MAGIC
+            && (op == kvp_opcode_t.SLOT_WRITE || op == kvp_opcode_t.SLOT_READ);
 
-        if (hdr.packet_out.isValid()) {
+        /* ---- who sent it ---- */
+        if (!from_cpu) {
+            port_role.apply();
+        }
+        bool trusted = is_trusted(meta.port_role);
+        bool routable = !from_cpu && hdr.ipv4.isValid();
+        bool refused = meta.kvp_ok
+            && (is_slot_op || (!trusted && is_controller_only(op)));
+        bool is_punt = meta.kvp_ok
+            && (op == kvp_opcode_t.INSERT || op == kvp_opcode_t.LOOKUP_META);
+        bool is_invalidate = routable && !refused && meta.kvp_ok
+            && op == kvp_opcode_t.INVALIDATE;
+        bool is_pool_op = routable && !refused && !is_punt && !is_invalidate;
+        if (is_pool_op && meta.kvp_ok && !trusted && is_reply(op)) {
+            /* a host's reply: delivered, but no switch on its way may */
+            /* store it or be bounded by it                             */
+            hdr.kvp.flags = hdr.kvp.flags | F_BYPASS;
+            hdr.udp.checksum = 0;
+            count_drop(drop_reason_t.REPLY_FROM_HOST);
+        }
+
+        /* ---- what it asks of the pool ---- */
+        bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
+        bool is_slot_write = from_cpu && meta.kvp_ok
+            && op == kvp_opcode_t.SLOT_WRITE && hdr.kvp.aux < SLOT_COUNT;
+        bool is_get = is_pool_op && meta.kvp_ok && !bypass
+            && op == kvp_opcode_t.GET;
+        /* Fill from a storage node's reply or an upstream switch's (so  */
+        /* in a fabric the readers' own leaf can cache the block too);   */
+        /* check_value / fill_slot check CRC and version for both.       */
+        bool is_fill = is_pool_op && meta.kvp_ok && !bypass && trusted
+            && op == kvp_opcode_t.GET_REPLY
+            && (hdr.kvp.status == kvp_status_t.HIT_SERVER
+                || hdr.kvp.status == kvp_status_t.HIT_SWITCH)
+            && hdr.kvp_value.isValid();
+        /* A PUT invalidates even with F_BYPASS: bypass means "do not    */
+        /* answer or fill", never "skip coherence".                      */
+        bool is_put = is_pool_op && meta.kvp_ok && op == kvp_opcode_t.PUT;
+        /* A commit acknowledged by a storage node (or relayed by an     */
+        /* upstream switch) bounds the key's versions.                   */
+        bool is_ack = is_pool_op && meta.kvp_ok && !bypass && trusted
+            && op == kvp_opcode_t.PUT_ACK
+            && hdr.kvp.status == kvp_status_t.OK;
+
+        /* ---- index (once on every path: BMv2 needs one successor) ---- */
+        meta.slot = hdr.kvp.aux;
+        if (is_slot_write || is_get || is_fill || is_put || is_ack
+            || is_invalidate) {
+            kv_index.apply();
+        }
+
+        if (from_cpu) {
             /* ---- from the controller ---- */
             if (!is_slot_op) {
                 send_packet_out();
             } else {
-                meta.slot = hdr.kvp.aux;
                 meta.slot_status = kvp_status_t.ERR_MALFORMED;
                 if (meta.kvp_ok && hdr.kvp.aux >= SLOT_COUNT) {
                     count_drop(drop_reason_t.BAD_SLOT);
-                } else if (meta.kvp_ok
-                           && hdr.kvp.opcode == kvp_opcode_t.SLOT_WRITE) {
+                } else if (is_slot_write) {
+                    /* the generation comes from the key's index entry */
                     check_value();
                     write_slot();
                     count_event(kvp_event_t.SLOT_WRITE);
@@ -66,7 +132,7 @@ control MyIngress(inout headers_t hdr,
                     read_slot();
                     count_event(kvp_event_t.SLOT_READ);
                 }
-                if (hdr.kvp.opcode == kvp_opcode_t.SLOT_WRITE) {
+                if (op == kvp_opcode_t.SLOT_WRITE) {
                     slot_reply(kvp_opcode_t.SLOT_WRITE_ACK);
                 } else {
                     slot_reply(kvp_opcode_t.SLOT_READ_REPLY);
@@ -77,32 +143,27 @@ control MyIngress(inout headers_t hdr,
         } else if (meta.kvp_ok && is_slot_op) {
             /* only the controller may touch slots */
             drop_packet(drop_reason_t.SLOT_OP_NOT_FROM_CPU);
-        } else if (meta.kvp_ok
-                   && (hdr.kvp.opcode == kvp_opcode_t.INSERT
-                       || hdr.kvp.opcode == kvp_opcode_t.LOOKUP_META)) {
+        } else if (refused) {
+            drop_packet(drop_reason_t.CONTROL_OP_FROM_HOST);
+        } else if (is_punt) {
             /* ---- for the controller ---- */
             punt(punt_reason_t.CLIENT_OP);
             count_event(kvp_event_t.PUNT);
+        } else if (is_invalidate) {
+            /* ---- from another switch (trusted: checked above) ---- */
+            if (meta.indexed) {
+                bound_slot();
+            }
+            count_event(kvp_event_t.FABRIC_INVALIDATE);
+            if (hdr.kvp.aux > 0) {
+                meta.clone_ingress_port = std_meta.ingress_port;
+                clone_preserving_field_list(CloneType.I2E,
+                    FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
+            }
+            mark_to_drop(std_meta);
         } else {
             meta.forward = true;
-            bool is_get = meta.kvp_ok && !bypass
-                && hdr.kvp.opcode == kvp_opcode_t.GET;
-            /* Fill from any reply that carries a value: a storage node's, or  */
-            /* an upstream switch's (so in a fabric the readers' own leaf can   */
-            /* cache the block, not only the storage node's leaf).  The CRC and */
-            /* version checks of check_value / fill_slot apply to both.         */
-            bool is_fill = meta.kvp_ok && !bypass
-                && hdr.kvp.opcode == kvp_opcode_t.GET_REPLY
-                && (hdr.kvp.status == kvp_status_t.HIT_SERVER
-                    || hdr.kvp.status == kvp_status_t.HIT_SWITCH)
-                && hdr.kvp_value.isValid();
-            bool is_put = meta.kvp_ok
-                && hdr.kvp.opcode == kvp_opcode_t.PUT;
-
-            /* ---- index and store ---- */
-            if (is_get || is_fill || is_put) {
-                kv_index.apply();
-            }
+            /* ---- store ---- */
             if (is_get && meta.indexed) {
                 serve_slot();
             }
@@ -123,6 +184,16 @@ control MyIngress(inout headers_t hdr,
             if (is_put && meta.indexed) {
                 invalidate_slot();
                 count_event(kvp_event_t.PUT_INVALIDATE);
+            }
+            if (is_ack && meta.indexed) {
+                bound_slot();
+                count_event(kvp_event_t.PUT_ACK_BOUND);
+            }
+            if (is_ack && meta.port_role == port_role_t.STORAGE) {
+                /* the ack's first switch tells the rest of the fabric */
+                meta.clone_ingress_port = std_meta.ingress_port;
+                clone_preserving_field_list(CloneType.I2E,
+                    FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             }
 
             /* ---- hot-key detection on misses ---- */
@@ -151,16 +222,7 @@ control MyIngress(inout headers_t hdr,
     }
 }
 
-/* ==================================================================== *
- *  Egress                                                               *
- * ==================================================================== */
-
-control MyEgress(inout headers_t hdr,
-                 inout metadata_t meta,
-                 inout standard_metadata_t std_meta) {
-    apply { }
-}
-
+#include "egress.p4"
 #include "deparser.p4"
 
 /* ==================================================================== *

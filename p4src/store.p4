@@ -2,55 +2,49 @@
 /*
  * kvswitch: the switch pool's store (included inside control MyIngress).
  *
- * One value chunk per slot, held in 16 register arrays of bit<64> (one
- * per word), with its key, version, checksum, length, a valid bit and the
- * slot's min-version (newest PUT version seen for the slot's key).
+ * One value chunk per slot (slot_value, one register of value_t), with
+ * its key, the admission generation it was filled under, version,
+ * checksum, length, chunk count, a valid bit and the slot's min-version
+ * (the newest version a trusted PUT_ACK acknowledged for the slot's key).
+ *
+ * A slot is "ours" for an index entry when it holds the entry's key AND
+ * the entry's generation; any other slot counts as empty for that entry:
+ * a fill, PUT or ack re-binds it to the entry (key, generation) first.
  *
  * Every operation on a slot is ONE action: BMv2 locks all register arrays
  * an action uses for the whole action, so a reader never sees a half-
  * written slot (no torn values), and check-then-write is atomic.
  *
  *   serve_slot       GET hit: checks, then copies the value into the reply
- *   fill_slot        GET_REPLY from a storage node fills an invalid slot
- *   invalidate_slot  PUT: slot invalid, min-version raised
+ *   fill_slot        GET_REPLY from a trusted port fills an empty slot
+ *   invalidate_slot  PUT: slot invalid (min-version unchanged)
+ *   bound_slot       trusted PUT_ACK OK / INVALIDATE: min-version raised
  *   write_slot       SLOT_WRITE from the controller
  *   read_slot        SLOT_READ from the controller
  */
 
 /* ---- slot state (index = slot, bit<32>) ---------------------------- */
 
-/* Word i of the slot's value chunk: value bytes 8i .. 8i+7.            */
-register<bit<64>>(SLOT_COUNT) slot_value_w0;
-register<bit<64>>(SLOT_COUNT) slot_value_w1;
-register<bit<64>>(SLOT_COUNT) slot_value_w2;
-register<bit<64>>(SLOT_COUNT) slot_value_w3;
-register<bit<64>>(SLOT_COUNT) slot_value_w4;
-register<bit<64>>(SLOT_COUNT) slot_value_w5;
-register<bit<64>>(SLOT_COUNT) slot_value_w6;
-register<bit<64>>(SLOT_COUNT) slot_value_w7;
-register<bit<64>>(SLOT_COUNT) slot_value_w8;
-register<bit<64>>(SLOT_COUNT) slot_value_w9;
-register<bit<64>>(SLOT_COUNT) slot_value_w10;
-register<bit<64>>(SLOT_COUNT) slot_value_w11;
-register<bit<64>>(SLOT_COUNT) slot_value_w12;
-register<bit<64>>(SLOT_COUNT) slot_value_w13;
-register<bit<64>>(SLOT_COUNT) slot_value_w14;
-register<bit<64>>(SLOT_COUNT) slot_value_w15;
-
+/* The slot's value chunk (KVP_VALUE_BYTES bytes).                      */
+register<value_t>(SLOT_COUNT) slot_value;
 /* 1 = the value may be served.                                        */
 register<bit<1>>(SLOT_COUNT) slot_valid;
 /* Version of the stored value.                                         */
 register<bit<32>>(SLOT_COUNT) slot_version;
-/* Lowest servable version for the slot's key: newest PUT version seen, */
-/* or the value's own version after a fill / SLOT_WRITE.                */
+/* Lowest servable version for the slot's key and generation: the       */
+/* newest version acknowledged by a trusted PUT_ACK (or INVALIDATE), or */
+/* the value's own version after a fill / SLOT_WRITE.                   */
 register<bit<32>>(SLOT_COUNT) slot_min_version;
 /* The key the slot holds (checked on every hit and fill).              */
 register<bit<16>>(SLOT_COUNT) slot_tenant;
 register<bit<64>>(SLOT_COUNT) slot_prefix_hash;
 register<bit<8>>(SLOT_COUNT) slot_chunk_idx;
-/* CRC-32 (zlib) of the stored 128 value bytes.                         */
+/* The admission (kv_index generation) the slot is bound to; served     */
+/* only while it equals the index entry's generation.                   */
+register<bit<32>>(SLOT_COUNT) slot_generation;
+/* CRC-32 (zlib) of the stored value bytes.                             */
 register<bit<32>>(SLOT_COUNT) slot_value_csum;
-/* Meaningful bytes of the stored value, <= 128.                        */
+/* Meaningful bytes of the stored value, <= KVP_VALUE_LEN.              */
 register<bit<16>>(SLOT_COUNT) slot_value_len;
 /* Chunks of the block the stored chunk belongs to (returned on a hit,  */
 /* so a reader that asked with chunk_count 1 learns the block's size).  */
@@ -59,80 +53,76 @@ register<bit<8>>(SLOT_COUNT) slot_chunk_count;
 /* GETs answered from each slot (packets, bytes of the requests).       */
 counter(SLOT_COUNT, CounterType.packets_and_bytes) slot_hits;
 
+/* ---- shared pieces -------------------------------------------------- */
+
+/* Bind slot meta.slot to the packet's key under the entry's admission.  */
+/* Only called from inside a slot action (so it is part of that action). */
+action bind_slot() {
+    slot_tenant.write(meta.slot, hdr.kvp.tenant);
+    slot_prefix_hash.write(meta.slot, hdr.kvp.prefix_hash);
+    slot_chunk_idx.write(meta.slot, hdr.kvp.chunk_idx);
+    slot_generation.write(meta.slot, meta.index_generation);
+}
+
+/* Store the packet's value and its header fields as the slot's valid    */
+/* contents (bound to the entry's admission).  Only inside a slot action. */
+action store_value() {
+    bind_slot();
+    slot_value.write(meta.slot, hdr.kvp_value.value);
+    slot_version.write(meta.slot, hdr.kvp.version);
+    slot_min_version.write(meta.slot, hdr.kvp.version);
+    slot_value_csum.write(meta.slot, hdr.kvp.value_csum);
+    slot_value_len.write(meta.slot, hdr.kvp.value_len);
+    slot_chunk_count.write(meta.slot, hdr.kvp.chunk_count);
+    slot_valid.write(meta.slot, 1);
+}
+
 /* ---- value checksum ------------------------------------------------- */
 
-/* meta.csum_ok = CRC-32 of the 128 value bytes equals kvp.value_csum.   */
+/* meta.csum_ok = CRC-32 of the value bytes equals kvp.value_csum.       */
 /* max 2^32: the hash is taken modulo max, so this keeps all 32 bits.   */
 action check_value() {
     hash(meta.value_crc, HashAlgorithm.crc32, 32w0,
-         {
-             hdr.kvp_value.w0,
-             hdr.kvp_value.w1,
-             hdr.kvp_value.w2,
-             hdr.kvp_value.w3,
-             hdr.kvp_value.w4,
-             hdr.kvp_value.w5,
-             hdr.kvp_value.w6,
-             hdr.kvp_value.w7,
-             hdr.kvp_value.w8,
-             hdr.kvp_value.w9,
-             hdr.kvp_value.w10,
-             hdr.kvp_value.w11,
-             hdr.kvp_value.w12,
-             hdr.kvp_value.w13,
-             hdr.kvp_value.w14,
-             hdr.kvp_value.w15
-         },
-         64w0x100000000);
+         { hdr.kvp_value.value }, 64w0x100000000);
     meta.csum_ok = meta.value_crc == hdr.kvp.value_csum;
 }
 
 /* ---- GET ------------------------------------------------------------ */
 
-/* Serve iff the slot is valid, holds this key, and its version is not  */
-/* older than the slot's min-version, the index entry's min-version and */
-/* the version the GET asks for (0 = any).  Copies the value into the   */
-/* (new) value header only then; the reply itself is build_get_reply.   */
+/* Serve iff the slot is valid, holds this key under the entry's         */
+/* admission, and its version is not older than the slot's min-version,  */
+/* the index entry's min-version and the version the GET asks for (0 =   */
+/* any).  Copies the value into the (new) value header only then; the    */
+/* reply itself is build_get_reply.                                      */
 action serve_slot() {
     bit<1> valid;
     bit<16> tenant;
     bit<64> prefix_hash;
     bit<8> chunk_idx;
+    bit<32> generation;
     bit<32> min_version;
     slot_valid.read(valid, meta.slot);
     slot_tenant.read(tenant, meta.slot);
     slot_prefix_hash.read(prefix_hash, meta.slot);
     slot_chunk_idx.read(chunk_idx, meta.slot);
+    slot_generation.read(generation, meta.slot);
     slot_version.read(meta.slot_version, meta.slot);
     slot_min_version.read(min_version, meta.slot);
     slot_value_csum.read(meta.slot_value_csum, meta.slot);
     slot_value_len.read(meta.slot_value_len, meta.slot);
     slot_chunk_count.read(meta.slot_chunk_count, meta.slot);
-    meta.served = valid == 1
-        && tenant == hdr.kvp.tenant
-        && prefix_hash == hdr.kvp.prefix_hash
-        && chunk_idx == hdr.kvp.chunk_idx
+    /* ours: the slot holds this key under the entry's admission */
+    bool ours = tenant == hdr.kvp.tenant
+                && prefix_hash == hdr.kvp.prefix_hash
+                && chunk_idx == hdr.kvp.chunk_idx
+                && generation == meta.index_generation;
+    meta.served = valid == 1 && ours
         && meta.slot_version >= min_version
         && meta.slot_version >= meta.index_min_version
         && meta.slot_version >= hdr.kvp.version;
     if (meta.served) {
         hdr.kvp_value.setValid();
-        slot_value_w0.read(hdr.kvp_value.w0, meta.slot);
-        slot_value_w1.read(hdr.kvp_value.w1, meta.slot);
-        slot_value_w2.read(hdr.kvp_value.w2, meta.slot);
-        slot_value_w3.read(hdr.kvp_value.w3, meta.slot);
-        slot_value_w4.read(hdr.kvp_value.w4, meta.slot);
-        slot_value_w5.read(hdr.kvp_value.w5, meta.slot);
-        slot_value_w6.read(hdr.kvp_value.w6, meta.slot);
-        slot_value_w7.read(hdr.kvp_value.w7, meta.slot);
-        slot_value_w8.read(hdr.kvp_value.w8, meta.slot);
-        slot_value_w9.read(hdr.kvp_value.w9, meta.slot);
-        slot_value_w10.read(hdr.kvp_value.w10, meta.slot);
-        slot_value_w11.read(hdr.kvp_value.w11, meta.slot);
-        slot_value_w12.read(hdr.kvp_value.w12, meta.slot);
-        slot_value_w13.read(hdr.kvp_value.w13, meta.slot);
-        slot_value_w14.read(hdr.kvp_value.w14, meta.slot);
-        slot_value_w15.read(hdr.kvp_value.w15, meta.slot);
+        slot_value.read(hdr.kvp_value.value, meta.slot);
     }
 }
 
@@ -164,19 +154,20 @@ action build_get_reply() {
     slot_hits.count(meta.slot);
 }
 
-/* ---- GET_REPLY from a storage node: fill on reply -------------------- */
+/* ---- GET_REPLY from a trusted port: fill on reply -------------------- */
 
 /* Fill iff the slot does not already hold a valid value for this key    */
-/* that is at least the index entry's min-version (the controller raises */
-/* it when it learns of a newer version, so an outdated copy is replaced), */
-/* the value's checksum verifies (check_value first) and its version is  */
-/* not older than the index entry's min-version nor, when the slot       */
-/* already belongs to this key, the slot's min-version (last PUT seen).  */
+/* and admission that is at least the index entry's min-version (the     */
+/* controller raises it when it learns of a newer version, so an outdated */
+/* copy is replaced), the value's checksum verifies (check_value first)  */
+/* and its version is not older than the index entry's min-version nor,  */
+/* when the slot is already ours, the slot's min-version (last ack).     */
 action fill_slot() {
     bit<1> valid;
     bit<16> tenant;
     bit<64> prefix_hash;
     bit<8> chunk_idx;
+    bit<32> generation;
     bit<32> min_version;
     bit<32> stored_version;
     slot_valid.read(valid, meta.slot);
@@ -184,125 +175,131 @@ action fill_slot() {
     slot_tenant.read(tenant, meta.slot);
     slot_prefix_hash.read(prefix_hash, meta.slot);
     slot_chunk_idx.read(chunk_idx, meta.slot);
+    slot_generation.read(generation, meta.slot);
     slot_min_version.read(min_version, meta.slot);
-    bool same_key = tenant == hdr.kvp.tenant
-                    && prefix_hash == hdr.kvp.prefix_hash
-                    && chunk_idx == hdr.kvp.chunk_idx;
+    /* ours: the slot holds this key under the entry's admission */
+    bool ours = tenant == hdr.kvp.tenant
+                && prefix_hash == hdr.kvp.prefix_hash
+                && chunk_idx == hdr.kvp.chunk_idx
+                && generation == meta.index_generation;
     meta.filled = false;
-    if (valid == 1 && same_key
-        && stored_version >= meta.index_min_version) {
+    if (valid == 1 && ours && stored_version >= meta.index_min_version) {
         /* already filled, and not outdated by the index entry's bound */
     } else if (!meta.csum_ok) {
         count_drop(drop_reason_t.BAD_CHECKSUM);
     } else if (hdr.kvp.version < meta.index_min_version
-               || (same_key && hdr.kvp.version < min_version)) {
+               || (ours && hdr.kvp.version < min_version)) {
         count_drop(drop_reason_t.STALE_FILL);
     } else {
-        slot_value_w0.write(meta.slot, hdr.kvp_value.w0);
-        slot_value_w1.write(meta.slot, hdr.kvp_value.w1);
-        slot_value_w2.write(meta.slot, hdr.kvp_value.w2);
-        slot_value_w3.write(meta.slot, hdr.kvp_value.w3);
-        slot_value_w4.write(meta.slot, hdr.kvp_value.w4);
-        slot_value_w5.write(meta.slot, hdr.kvp_value.w5);
-        slot_value_w6.write(meta.slot, hdr.kvp_value.w6);
-        slot_value_w7.write(meta.slot, hdr.kvp_value.w7);
-        slot_value_w8.write(meta.slot, hdr.kvp_value.w8);
-        slot_value_w9.write(meta.slot, hdr.kvp_value.w9);
-        slot_value_w10.write(meta.slot, hdr.kvp_value.w10);
-        slot_value_w11.write(meta.slot, hdr.kvp_value.w11);
-        slot_value_w12.write(meta.slot, hdr.kvp_value.w12);
-        slot_value_w13.write(meta.slot, hdr.kvp_value.w13);
-        slot_value_w14.write(meta.slot, hdr.kvp_value.w14);
-        slot_value_w15.write(meta.slot, hdr.kvp_value.w15);
-        slot_tenant.write(meta.slot, hdr.kvp.tenant);
-        slot_prefix_hash.write(meta.slot, hdr.kvp.prefix_hash);
-        slot_chunk_idx.write(meta.slot, hdr.kvp.chunk_idx);
-        slot_version.write(meta.slot, hdr.kvp.version);
-        slot_min_version.write(meta.slot, hdr.kvp.version);
-        slot_value_csum.write(meta.slot, hdr.kvp.value_csum);
-        slot_value_len.write(meta.slot, hdr.kvp.value_len);
-        slot_chunk_count.write(meta.slot, hdr.kvp.chunk_count);
-        slot_valid.write(meta.slot, 1);
+        store_value();
         meta.filled = true;
     }
 }
 
 /* ---- PUT: invalidate ------------------------------------------------- */
 
-/* The slot becomes invalid and bound to the PUT's key; its min-version  */
-/* becomes the PUT's version (or stays, if this key's was newer), so no  */
-/* older value is ever served or filled again.                           */
+/* The slot becomes invalid.  A PUT does not raise the min-version: it   */
+/* may still be refused (or forged); only its acknowledgement bounds the */
+/* key (bound_slot).  A slot that was not ours is re-bound to the entry  */
+/* with no bound of its own (the entry's min_version still applies).     */
 action invalidate_slot() {
     bit<16> tenant;
     bit<64> prefix_hash;
     bit<8> chunk_idx;
-    bit<32> min_version;
+    bit<32> generation;
     slot_tenant.read(tenant, meta.slot);
     slot_prefix_hash.read(prefix_hash, meta.slot);
     slot_chunk_idx.read(chunk_idx, meta.slot);
-    slot_min_version.read(min_version, meta.slot);
-    bool same_key = tenant == hdr.kvp.tenant
-                    && prefix_hash == hdr.kvp.prefix_hash
-                    && chunk_idx == hdr.kvp.chunk_idx;
-    if (!same_key || hdr.kvp.version > min_version) {
-        min_version = hdr.kvp.version;
+    slot_generation.read(generation, meta.slot);
+    /* ours: the slot holds this key under the entry's admission */
+    bool ours = tenant == hdr.kvp.tenant
+                && prefix_hash == hdr.kvp.prefix_hash
+                && chunk_idx == hdr.kvp.chunk_idx
+                && generation == meta.index_generation;
+    if (!ours) {
+        bind_slot();
+        slot_min_version.write(meta.slot, 0);
     }
     slot_valid.write(meta.slot, 0);
-    slot_tenant.write(meta.slot, hdr.kvp.tenant);
-    slot_prefix_hash.write(meta.slot, hdr.kvp.prefix_hash);
-    slot_chunk_idx.write(meta.slot, hdr.kvp.chunk_idx);
+}
+
+/* ---- PUT_ACK OK (trusted) / INVALIDATE: bound --------------------------- */
+
+/* A storage node committed kvp.version: the slot's min-version rises to  */
+/* it (never falls), and a valid copy older than it is invalidated.  A    */
+/* slot that was not ours is re-bound to the entry, invalid, bounded by   */
+/* the acknowledged version.                                              */
+action bound_slot() {
+    bit<1> valid;
+    bit<16> tenant;
+    bit<64> prefix_hash;
+    bit<8> chunk_idx;
+    bit<32> generation;
+    bit<32> min_version;
+    bit<32> stored_version;
+    slot_valid.read(valid, meta.slot);
+    slot_version.read(stored_version, meta.slot);
+    slot_tenant.read(tenant, meta.slot);
+    slot_prefix_hash.read(prefix_hash, meta.slot);
+    slot_chunk_idx.read(chunk_idx, meta.slot);
+    slot_generation.read(generation, meta.slot);
+    slot_min_version.read(min_version, meta.slot);
+    /* ours: the slot holds this key under the entry's admission */
+    bool ours = tenant == hdr.kvp.tenant
+                && prefix_hash == hdr.kvp.prefix_hash
+                && chunk_idx == hdr.kvp.chunk_idx
+                && generation == meta.index_generation;
+    if (!ours) {
+        bind_slot();
+        valid = 0;
+        min_version = 0;
+    }
+    if (hdr.kvp.version > min_version) {
+        min_version = hdr.kvp.version;
+    }
+    if (stored_version < min_version) {
+        valid = 0;
+    }
     slot_min_version.write(meta.slot, min_version);
+    slot_valid.write(meta.slot, valid);
 }
 
 /* ---- SLOT_WRITE / SLOT_READ from the controller ---------------------- */
 
-/* Write the value into slot kvp.aux for the header's key and mark it    */
-/* valid, unless the checksum fails (ERR_CHECKSUM) or the slot already   */
-/* belongs to this key with a newer min-version (ERR_STALE).             */
+/* Write the value into slot kvp.aux for the header's key, under the     */
+/* admission of the key's kv_index entry, with the header's chunk_count, */
+/* version and value_len, and mark it valid; unless the key is not       */
+/* indexed at that slot (ERR_DENIED), the checksum fails (ERR_CHECKSUM)  */
+/* or the version is older than the entry's min-version or, when the     */
+/* slot is already ours, the slot's min-version (ERR_STALE).             */
 action write_slot() {
     bit<16> tenant;
     bit<64> prefix_hash;
     bit<8> chunk_idx;
+    bit<32> generation;
     bit<32> min_version;
     slot_tenant.read(tenant, meta.slot);
     slot_prefix_hash.read(prefix_hash, meta.slot);
     slot_chunk_idx.read(chunk_idx, meta.slot);
+    slot_generation.read(generation, meta.slot);
     slot_min_version.read(min_version, meta.slot);
-    bool same_key = tenant == hdr.kvp.tenant
-                    && prefix_hash == hdr.kvp.prefix_hash
-                    && chunk_idx == hdr.kvp.chunk_idx;
-    if (!meta.csum_ok) {
+    /* ours: the slot holds this key under the entry's admission */
+    bool ours = tenant == hdr.kvp.tenant
+                && prefix_hash == hdr.kvp.prefix_hash
+                && chunk_idx == hdr.kvp.chunk_idx
+                && generation == meta.index_generation;
+    if (!meta.indexed || meta.slot != hdr.kvp.aux) {
+        meta.slot_status = kvp_status_t.ERR_DENIED;
+        count_drop(drop_reason_t.SLOT_NOT_INDEXED);
+    } else if (!meta.csum_ok) {
         meta.slot_status = kvp_status_t.ERR_CHECKSUM;
         count_drop(drop_reason_t.BAD_CHECKSUM);
-    } else if (same_key && hdr.kvp.version < min_version) {
+    } else if (hdr.kvp.version < meta.index_min_version
+               || (ours && hdr.kvp.version < min_version)) {
         meta.slot_status = kvp_status_t.ERR_STALE;
         count_drop(drop_reason_t.STALE_FILL);
     } else {
-        slot_value_w0.write(meta.slot, hdr.kvp_value.w0);
-        slot_value_w1.write(meta.slot, hdr.kvp_value.w1);
-        slot_value_w2.write(meta.slot, hdr.kvp_value.w2);
-        slot_value_w3.write(meta.slot, hdr.kvp_value.w3);
-        slot_value_w4.write(meta.slot, hdr.kvp_value.w4);
-        slot_value_w5.write(meta.slot, hdr.kvp_value.w5);
-        slot_value_w6.write(meta.slot, hdr.kvp_value.w6);
-        slot_value_w7.write(meta.slot, hdr.kvp_value.w7);
-        slot_value_w8.write(meta.slot, hdr.kvp_value.w8);
-        slot_value_w9.write(meta.slot, hdr.kvp_value.w9);
-        slot_value_w10.write(meta.slot, hdr.kvp_value.w10);
-        slot_value_w11.write(meta.slot, hdr.kvp_value.w11);
-        slot_value_w12.write(meta.slot, hdr.kvp_value.w12);
-        slot_value_w13.write(meta.slot, hdr.kvp_value.w13);
-        slot_value_w14.write(meta.slot, hdr.kvp_value.w14);
-        slot_value_w15.write(meta.slot, hdr.kvp_value.w15);
-        slot_tenant.write(meta.slot, hdr.kvp.tenant);
-        slot_prefix_hash.write(meta.slot, hdr.kvp.prefix_hash);
-        slot_chunk_idx.write(meta.slot, hdr.kvp.chunk_idx);
-        slot_version.write(meta.slot, hdr.kvp.version);
-        slot_min_version.write(meta.slot, hdr.kvp.version);
-        slot_value_csum.write(meta.slot, hdr.kvp.value_csum);
-        slot_value_len.write(meta.slot, hdr.kvp.value_len);
-        slot_chunk_count.write(meta.slot, hdr.kvp.chunk_count);
-        slot_valid.write(meta.slot, 1);
+        store_value();
         meta.slot_status = kvp_status_t.OK;
     }
 }
@@ -320,22 +317,7 @@ action read_slot() {
     slot_value_len.read(hdr.kvp.value_len, meta.slot);
     slot_chunk_count.read(hdr.kvp.chunk_count, meta.slot);
     hdr.kvp_value.setValid();
-    slot_value_w0.read(hdr.kvp_value.w0, meta.slot);
-    slot_value_w1.read(hdr.kvp_value.w1, meta.slot);
-    slot_value_w2.read(hdr.kvp_value.w2, meta.slot);
-    slot_value_w3.read(hdr.kvp_value.w3, meta.slot);
-    slot_value_w4.read(hdr.kvp_value.w4, meta.slot);
-    slot_value_w5.read(hdr.kvp_value.w5, meta.slot);
-    slot_value_w6.read(hdr.kvp_value.w6, meta.slot);
-    slot_value_w7.read(hdr.kvp_value.w7, meta.slot);
-    slot_value_w8.read(hdr.kvp_value.w8, meta.slot);
-    slot_value_w9.read(hdr.kvp_value.w9, meta.slot);
-    slot_value_w10.read(hdr.kvp_value.w10, meta.slot);
-    slot_value_w11.read(hdr.kvp_value.w11, meta.slot);
-    slot_value_w12.read(hdr.kvp_value.w12, meta.slot);
-    slot_value_w13.read(hdr.kvp_value.w13, meta.slot);
-    slot_value_w14.read(hdr.kvp_value.w14, meta.slot);
-    slot_value_w15.read(hdr.kvp_value.w15, meta.slot);
+    slot_value.read(hdr.kvp_value.value, meta.slot);
     if (valid == 1) {
         meta.slot_status = kvp_status_t.OK;
     } else {

@@ -1,51 +1,86 @@
 /* -*- P4_16 -*- */
 /*
- * kvswitch: KVP validity rules (included inside control MyIngress).
+ * kvswitch: KVP validity rules and opcode classes (top-level functions:
+ * everything they read is a parameter).
  *
- * docs/protocol.md, "Validity rules".  Sets meta.kvp_ok for a well-formed
- * KVP message, otherwise meta.drop_reason for UDP on port 7420 that is not
- * one.  The rules are checked in kvpool.wire.check's order (length,
- * magic, version, opcode, value, chunk, value_len), so both name the
- * same reason.  Malformed messages never reach the index, store, sketch
- * or punt: they are forwarded as plain UDP.
+ * docs/protocol.md, "Validity rules".  kvp_check names the reason a UDP
+ * datagram on port 7420 is not a well-formed KVP message (the caller
+ * decides which datagrams are KVP: port 7420 either way), checked in
+ * kvpool.wire.check's order (length, magic, version, opcode, value,
+ * chunk, value_len), so both name the same reason.  Malformed messages
+ * never reach the index, store, sketch or punt: they are forwarded as
+ * plain UDP.
  */
 
-action validate_kvp() {
-    meta.kvp_ok = false;
-    meta.drop_reason = drop_reason_t.NONE;
-    bool kvp_port = false;
-    if (hdr.udp.isValid()) {
-        kvp_port = hdr.udp.dst_port == KVP_UDP_PORT
-                   || hdr.udp.src_port == KVP_UDP_PORT;
+/* An opcode of docs/protocol.md (or the switches' own INVALIDATE). */
+bool is_known_opcode(in kvp_opcode_t op) {
+    return op == kvp_opcode_t.GET || op == kvp_opcode_t.GET_REPLY
+        || op == kvp_opcode_t.PUT || op == kvp_opcode_t.PUT_ACK
+        || op == kvp_opcode_t.INSERT || op == kvp_opcode_t.INSERT_ACK
+        || op == kvp_opcode_t.LOOKUP_META
+        || op == kvp_opcode_t.LOOKUP_META_REPLY
+        || op == kvp_opcode_t.SLOT_WRITE || op == kvp_opcode_t.SLOT_WRITE_ACK
+        || op == kvp_opcode_t.SLOT_READ || op == kvp_opcode_t.SLOT_READ_REPLY
+        || op == kvp_opcode_t.TIER_MOVE || op == kvp_opcode_t.TIER_MOVE_ACK
+        || op == kvp_opcode_t.STAT || op == kvp_opcode_t.STAT_REPLY
+        || op == kvp_opcode_t.INVALIDATE;
+}
+
+/* Opcodes whose message carries a value chunk (F_VALUE required). */
+bool needs_value(in kvp_opcode_t op) {
+    return op == kvp_opcode_t.PUT || op == kvp_opcode_t.SLOT_WRITE;
+}
+
+/* Answers to a request: what a host could forge to plant or bound a     */
+/* value.  From a HOST port they are forwarded marked F_BYPASS.           */
+bool is_reply(in kvp_opcode_t op) {
+    return op == kvp_opcode_t.GET_REPLY || op == kvp_opcode_t.PUT_ACK
+        || op == kvp_opcode_t.INSERT_ACK
+        || op == kvp_opcode_t.LOOKUP_META_REPLY
+        || op == kvp_opcode_t.STAT_REPLY;
+}
+
+/* Sent only by the controller, the switch or between storage node and   */
+/* controller: never legitimately by a host (dropped from HOST ports).   */
+/* TIER_MOVE_ACK is here too: a forged one would mislead the controller  */
+/* about where a chunk lives.                                             */
+bool is_controller_only(in kvp_opcode_t op) {
+    return op == kvp_opcode_t.SLOT_WRITE || op == kvp_opcode_t.SLOT_WRITE_ACK
+        || op == kvp_opcode_t.SLOT_READ || op == kvp_opcode_t.SLOT_READ_REPLY
+        || op == kvp_opcode_t.TIER_MOVE || op == kvp_opcode_t.TIER_MOVE_ACK
+        || op == kvp_opcode_t.INVALIDATE;
+}
+
+/* May fill a slot or bound its version: a storage node or another switch. */
+bool is_trusted(in port_role_t role) {
+    return role == port_role_t.STORAGE || role == port_role_t.FABRIC;
+}
+
+/* Why a UDP datagram on port 7420 is not a well-formed KVP message, or  */
+/* NONE when it is one.  The parameters are the fields the rules read    */
+/* (`kvp_valid`, `value_valid`: the parser extracted kvp_h, kvp_value_h). */
+drop_reason_t kvp_check(in bool kvp_valid, in bit<16> magic, in bit<8> ver,
+                        in kvp_opcode_t opcode, in bit<8> flags,
+                        in bool value_valid, in bit<8> chunk_idx,
+                        in bit<8> chunk_count, in bit<16> value_len) {
+    bool has_value = (flags & F_VALUE) != 0;
+    drop_reason_t reason = drop_reason_t.NONE;
+    if (!kvp_valid) {
+        reason = drop_reason_t.SHORT;
+    } else if (magic != KVP_MAGIC) {
+        reason = drop_reason_t.BAD_MAGIC;
+    } else if (ver != KVP_VERSION) {
+        reason = drop_reason_t.BAD_VERSION;
+    } else if (!is_known_opcode(opcode)) {
+        reason = drop_reason_t.UNKNOWN_OP;
+    } else if (has_value && !value_valid) {
+        reason = drop_reason_t.NO_VALUE;
+    } else if (needs_value(opcode) && !has_value) {
+        reason = drop_reason_t.NO_VALUE;
+    } else if (chunk_count == 0 || chunk_idx >= chunk_count) {
+        reason = drop_reason_t.BAD_CHUNK;
+    } else if (value_len > KVP_VALUE_LEN) {
+        reason = drop_reason_t.BAD_VALUE_LEN;
     }
-    bit<8> op = (bit<8>)hdr.kvp.opcode;
-    bool has_value = (hdr.kvp.flags & F_VALUE) != 0;
-    bool known_op = op == 0x01 || op == 0x02 || op == 0x03 || op == 0x04
-                    || op == 0x05 || op == 0x06 || op == 0x07 || op == 0x08
-                    || op == 0x10 || op == 0x11 || op == 0x12 || op == 0x13
-                    || op == 0x20 || op == 0x21 || op == 0x22 || op == 0x23;
-    bool needs_value = hdr.kvp.opcode == kvp_opcode_t.PUT
-                       || hdr.kvp.opcode == kvp_opcode_t.SLOT_WRITE;
-    if (!kvp_port) {
-        /* not KVP at all */
-    } else if (!hdr.kvp.isValid()) {
-        meta.drop_reason = drop_reason_t.SHORT;
-    } else if (hdr.kvp.magic != KVP_MAGIC) {
-        meta.drop_reason = drop_reason_t.BAD_MAGIC;
-    } else if (hdr.kvp.ver != KVP_VERSION) {
-        meta.drop_reason = drop_reason_t.BAD_VERSION;
-    } else if (!known_op) {
-        meta.drop_reason = drop_reason_t.UNKNOWN_OP;
-    } else if (has_value && !hdr.kvp_value.isValid()) {
-        meta.drop_reason = drop_reason_t.NO_VALUE;
-    } else if (needs_value && !has_value) {
-        meta.drop_reason = drop_reason_t.NO_VALUE;
-    } else if (hdr.kvp.chunk_count == 0
-               || hdr.kvp.chunk_idx >= hdr.kvp.chunk_count) {
-        meta.drop_reason = drop_reason_t.BAD_CHUNK;
-    } else if (hdr.kvp.value_len > KVP_VALUE_LEN) {
-        meta.drop_reason = drop_reason_t.BAD_VALUE_LEN;
-    } else {
-        meta.kvp_ok = true;
-    }
+    return reason;
 }

@@ -27,6 +27,12 @@ const bit<32> SKETCH_CELLS = 32w1 << SKETCH_INDEX_WIDTH;
 #define BLOOM_INDEX_WIDTH 12
 const bit<32> BLOOM_CELLS = 32w1 << BLOOM_INDEX_WIDTH;
 
+/* Bytes of one value chunk (kvp_value_h, one slot): the one constant  */
+/* the value's width, the wire length and the IPv4/UDP lengths of       */
+/* replies derive from.                                                 */
+#define KVP_VALUE_BYTES 128
+typedef bit<(KVP_VALUE_BYTES * 8)> value_t;
+
 /* Size of the drop_reason and kvp_events counters (≥ largest code+1). */
 const bit<32> DROP_REASON_COUNT = 32;
 const bit<32> KVP_EVENT_COUNT = 32;
@@ -56,15 +62,32 @@ const bit<8> KVP_VERSION = 1;
 
 /* Bytes of kvp_h and of kvp_value_h.                                   */
 const bit<16> KVP_HEADER_LEN = 36;
-const bit<16> KVP_VALUE_LEN = 128;
+const bit<16> KVP_VALUE_LEN = KVP_VALUE_BYTES;
 /* Header bytes in front of KVP: IPv4 without options, UDP.             */
 const bit<16> IPV4_HEADER_LEN = 20;
 const bit<16> UDP_HEADER_LEN = 8;
 
-/* flags bits.                                                           */
+/* flags bits the switch acts on (0x04, F_PIN, is the controller's:     */
+/* an INSERT's pin request, punted unchanged; docs/protocol.md).        */
 const bit<8> F_VALUE = 0x01;   /* a kvp_value_h follows                 */
 const bit<8> F_BYPASS = 0x02;  /* the switch must not answer or fill    */
-const bit<8> F_PIN = 0x04;     /* INSERT asks for a pin                 */
+
+/* Fabric invalidation (docs/dataplane.md, "Fabric coherence").  The    */
+/* clone session the controller configures with the switch's FABRIC    */
+/* ports; without it (one switch, no fabric) the clone is a no-op.     */
+/* 1: the first session id; the program uses no other.                 */
+const bit<32> FABRIC_INVALIDATE_SESSION = 1;
+/* Relays an INVALIDATE may still take when a switch originates it     */
+/* (its `aux`): 1 = leaf -> spine -> every other leaf in a two-tier    */
+/* leaf-spine; a switch relays only while aux > 0, so copies are       */
+/* bounded and loop-free whatever the wiring.                          */
+const bit<32> FABRIC_INVALIDATE_HOPS = 1;
+/* Field list of the metadata fabric clones keep (@field_list(1) in    */
+/* headers.p4 must name the same number).                              */
+const bit<8> FABRIC_CLONE_FIELDS = 1;
+/* standard_metadata.instance_type of an ingress-to-egress clone       */
+/* (BMv2 simple_switch's numbering).                                    */
+const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
 
 /* Receiver id of digests (v1model's first argument; BMv2 ignores it).  */
 const bit<32> HOT_DIGEST_RECEIVER = 1;
@@ -96,7 +119,12 @@ enum bit<8> kvp_opcode_t {
     TIER_MOVE         = 0x20,
     TIER_MOVE_ACK     = 0x21,
     STAT              = 0x22,
-    STAT_REPLY        = 0x23
+    STAT_REPLY        = 0x23,
+    /* switch -> switch only (docs/dataplane.md, "Fabric coherence"):   */
+    /* a storage node acknowledged `version` of the key; raise the      */
+    /* slot's min-version.  0x30: a new range for switch-to-switch      */
+    /* messages, after the controller's 0x1x and 0x2x.                  */
+    INVALIDATE        = 0x30
 }
 
 /* KVP status codes (docs/protocol.md, "Status codes").                 */
@@ -110,7 +138,8 @@ enum bit<8> kvp_status_t {
     ERR_CHECKSUM   = 0x12,
     ERR_STALE      = 0x13,
     ERR_UNKNOWN_OP = 0x14,
-    ERR_DENIED     = 0x15
+    ERR_DENIED     = 0x15,
+    ERR_CONFLICT   = 0x16    /* same version, different bytes (storage) */
 }
 
 /* Storage tiers (docs/protocol.md, "Tiers"); the data plane is SWITCH. */
@@ -121,6 +150,15 @@ enum bit<8> kvp_tier_t {
     STORAGE_DISK = 3,
     NODE_HBM     = 4,
     NODE_DRAM    = 5
+}
+
+/* What the device behind an ingress port is (table port_role); decides */
+/* whose messages may fill or bound a slot.  HOST (the default) is     */
+/* untrusted: its replies never fill, its acks never raise.            */
+enum bit<8> port_role_t {
+    HOST    = 0,   /* a client host, or anything unknown                */
+    STORAGE = 1,   /* a storage node                                    */
+    FABRIC  = 2    /* a link to another switch of the fabric            */
 }
 
 /* Why the switch sent a packet to the CPU port (packet_in.reason).     */
@@ -147,8 +185,15 @@ enum bit<8> drop_reason_t {
     NO_ROUTE      = 11,  /* no ipv4_lpm entry: dropped                  */
     TTL_EXPIRED   = 12,  /* IPv4 TTL <= 1: dropped                      */
     NOT_IPV4      = 13,  /* not IPv4: dropped (the switch is L3 only)   */
-    SLOT_OP_NOT_FROM_CPU = 14  /* SLOT_WRITE/SLOT_READ not from the CPU */
+    SLOT_OP_NOT_FROM_CPU = 14, /* SLOT_WRITE/SLOT_READ not from the CPU */
                                /* port: dropped                         */
+    CONTROL_OP_FROM_HOST = 15, /* TIER_MOVE, TIER_MOVE_ACK, SLOT_WRITE_ */
+                               /* ACK, SLOT_READ_REPLY or INVALIDATE    */
+                               /* from a HOST port: dropped             */
+    REPLY_FROM_HOST = 16,      /* a reply from a HOST port: forwarded   */
+                               /* with F_BYPASS, never stored           */
+    SLOT_NOT_INDEXED = 17      /* SLOT_WRITE for a key not indexed at   */
+                               /* slot aux: answered ERR_DENIED         */
 }
 
 /* Index of the kvp_events counter: what the KVP pipeline did.          */
@@ -161,7 +206,9 @@ enum bit<8> kvp_event_t {
     HOT_DIGEST     = 6,   /* a hot-key digest was sent                  */
     SLOT_WRITE     = 7,   /* SLOT_WRITE applied                         */
     SLOT_READ      = 8,   /* SLOT_READ answered                         */
-    PACKET_OUT     = 9    /* packet-out sent out of its egress port     */
+    PACKET_OUT     = 9,   /* packet-out sent out of its egress port     */
+    PUT_ACK_BOUND  = 10,  /* a trusted PUT_ACK OK bounded an indexed slot */
+    FABRIC_INVALIDATE = 11  /* an INVALIDATE from the fabric was applied */
 }
 
 #endif  /* KVSWITCH_CONSTANTS_P4 */

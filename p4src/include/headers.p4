@@ -92,24 +92,10 @@ header kvp_h {
     bit<32> aux;            /* opcode-specific; slot index for SLOT_*    */
 }
 
-/* The value chunk, 128 bytes; present iff flags & F_VALUE.             */
+/* The value chunk, KVP_VALUE_BYTES (128) bytes; present iff             */
+/* flags & F_VALUE.  One field: the store keeps it in one register.     */
 header kvp_value_h {
-    bit<64> w0;   /* value bytes 0..7 (big-endian word)                  */
-    bit<64> w1;   /* bytes 8..15                                         */
-    bit<64> w2;   /* bytes 16..23                                        */
-    bit<64> w3;   /* bytes 24..31                                        */
-    bit<64> w4;   /* bytes 32..39                                        */
-    bit<64> w5;   /* bytes 40..47                                        */
-    bit<64> w6;   /* bytes 48..55                                        */
-    bit<64> w7;   /* bytes 56..63                                        */
-    bit<64> w8;   /* bytes 64..71                                        */
-    bit<64> w9;   /* bytes 72..79                                        */
-    bit<64> w10;  /* bytes 80..87                                        */
-    bit<64> w11;  /* bytes 88..95                                        */
-    bit<64> w12;  /* bytes 96..103                                       */
-    bit<64> w13;  /* bytes 104..111                                      */
-    bit<64> w14;  /* bytes 112..119                                      */
-    bit<64> w15;  /* bytes 120..127                                      */
+    value_t value;  /* the chunk's bytes, big-endian (byte 0 first)     */
 }
 
 struct headers_t {
@@ -146,16 +132,27 @@ struct metadata_t {
     drop_reason_t drop_reason;  /* why not (NONE when kvp_ok)            */
     bool forward;               /* leave through ipv4_lpm                */
 
+    /* trust */
+    port_role_t port_role;      /* of the ingress port (table port_role) */
+    /* Kept in fabric clones (field list FABRIC_CLONE_FIELDS, the only one */
+    /* a clone needs; v1model resets standard_metadata in a clone): the    */
+    /* port an INVALIDATE came in on, so egress never sends it back.       */
+    @field_list(1)
+    bit<9> clone_ingress_port;
+
     /* index */
     bool indexed;               /* kv_index hit                          */
     bit<32> slot;               /* slot of the key, as a register index  */
     bit<32> index_min_version;  /* lowest servable version (entry param) */
+    bit<32> index_generation;   /* admission of the key to the slot      */
+                                /* (entry param); a slot filled under    */
+                                /* another one is empty for this entry   */
 
     /* store */
     bool served;                /* GET answered from the slot            */
     bool filled;                /* GET_REPLY written into the slot       */
     bool csum_ok;               /* crc32 of the value == kvp.value_csum  */
-    bit<32> value_crc;          /* crc32 of the 16 value words           */
+    bit<32> value_crc;          /* crc32 of the value chunk              */
     bit<32> slot_version;       /* version read from the slot            */
     bit<32> slot_value_csum;    /* value checksum read from the slot     */
     bit<16> slot_value_len;     /* value length read from the slot       */

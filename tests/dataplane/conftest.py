@@ -31,7 +31,8 @@ def program():
 @pytest.fixture(scope="session")
 def enums(program) -> dict[str, dict[str, int]]:
     """The program's serializable enums, {type: {member: value}}, read from the P4 source."""
-    names = ("kvp_opcode_t", "kvp_status_t", "kvp_tier_t", "punt_reason_t", "drop_reason_t", "kvp_event_t")
+    names = ("kvp_opcode_t", "kvp_status_t", "kvp_tier_t", "punt_reason_t", "drop_reason_t", "kvp_event_t",
+             "port_role_t")
     out = {}
     for name in names:
         t = program.type(name)
@@ -63,7 +64,8 @@ def target(request, program) -> Target:
 
 @pytest.fixture
 def net(target, enums) -> KvNet:
-    """The two-host network with its host routes installed, sketch off."""
+    """The two-host network with its host routes and port roles installed, sketch off."""
     n = KvNet(target, enums, epoch_offset=getattr(target, "epoch_offset", 0))
     n.install_routes()
+    n.set_port_roles()
     return n

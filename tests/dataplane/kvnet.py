@@ -4,11 +4,12 @@ The tests talk to the switch only through `softswitch.target.Target` (packets in
 entries, counters, digests), so the same tests can run against another target (BMv2 behind P4Runtime)
 by giving `target` another implementation. Registers are read only where a test says why.
 
-Network used by every test (one switch, two hosts, the CPU port)::
+Network used by every test (one switch, two hosts, two fabric links, the CPU port)::
 
-    client 10.0.0.1 ── port 1 ─┐
-                               kvswitch ── CPU_PORT 255 (controller)
-    storage 10.0.0.2 ─ port 2 ─┘
+    client 10.0.0.1 ── port 1 (HOST) ────┐             ┌─ port 3 (FABRIC) ── another switch
+                                         kvswitch ─────┤
+    storage 10.0.0.2 ─ port 2 (STORAGE) ─┘     │       └─ port 4 (FABRIC) ── another switch
+                                         CPU_PORT 255 (controller)
 """
 
 from __future__ import annotations
@@ -17,25 +18,31 @@ import os
 import pathlib
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
-from softswitch.target import DigestMessage, Exact, Lpm, TableEntry, Target
+from softswitch.target import DigestMessage, Exact, Lpm, Replica, TableEntry, Target
 
 P4_MAIN = pathlib.Path(os.environ.get("KVSWITCH_P4_MAIN")
                        or pathlib.Path(__file__).resolve().parents[2] / "p4src" / "kvswitch.p4")
 """The program under test; KVSWITCH_P4_MAIN points the tests at a variant (e.g. a deliberately broken copy)."""
 CPU_PORT = 255
 CLIENT_PORT, STORAGE_PORT = 1, 2
+FABRIC_PORTS = (3, 4)
+"""Links to other switches of a fabric (port_role FABRIC); nothing is routed through them."""
+FABRIC_INVALIDATE_SESSION = 1
+"""The clone session of fabric invalidations (`FABRIC_INVALIDATE_SESSION` in p4src/include/constants.p4)."""
 CLIENT_IP, STORAGE_IP = "10.0.0.1", "10.0.0.2"
 CLIENT_MAC, STORAGE_MAC = "00:00:00:00:00:01", "00:00:00:00:00:02"
 SWITCH_MAC = "00:00:00:00:00:fe"
 """The MAC hosts use as next hop; the switch itself never checks it (it routes on IPv4 only)."""
 CLIENT_UDP_PORT = 40001
+INVALIDATE = 0x30
+"""`kvp_opcode_t.INVALIDATE` (switch to switch; not in `kvpool.constants.Opcode` until the lead adds it)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,10 @@ class KvNet:
     epoch_offset: int = 0
     """Added to the epoch `sketch` sets: a switch shared between tests (a switch process) gets a new block of
     epoch numbers per test, so cells a previous test tagged with "its" epoch 1 never count again."""
+    generations: dict[BlockKey, int] = field(default_factory=dict)
+    """The generation of each key's current admission (what the controller keeps per index entry)."""
+    last_generation: int = 0
+    """Generations handed out so far: every `index` is a new admission with a new, larger one."""
 
     # -- controller-style configuration
     def install_routes(self) -> None:
@@ -81,20 +92,39 @@ class KvNet:
                 "MyIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(_ip(ip), 32)},
                 "MyIngress.ipv4_forward", {"dst_mac": _mac(mac), "port": port}))
 
-    def index(self, key: BlockKey, slot: int, min_version: int = 0) -> None:
-        self.target.table_insert(TableEntry(
-            "MyIngress.kv_index",
-            {"hdr.kvp.tenant": Exact(key.tenant), "hdr.kvp.prefix_hash": Exact(key.prefix_hash),
-             "hdr.kvp.chunk_idx": Exact(key.chunk_idx)},
-            "MyIngress.set_slot", {"slot": slot, "min_version": min_version}))
+    def set_port_roles(self) -> None:
+        """STORAGE for the storage node's port, FABRIC for the fabric links; the client's stays HOST."""
+        roles = self.enums["port_role_t"]
+        for port, role in [(STORAGE_PORT, "STORAGE")] + [(p, "FABRIC") for p in FABRIC_PORTS]:
+            self.target.table_insert(TableEntry(
+                "MyIngress.port_role", {"ingress_port": Exact(port)},
+                "MyIngress.set_port_role", {"role": roles[role]}))
+
+    def index(self, key: BlockKey, slot: int, min_version: int = 0, generation: int | None = None) -> None:
+        """Admit `key` to `slot`: a new admission, with a fresh generation unless the test names one."""
+        if generation is None:
+            generation = self.last_generation + 1
+        self.last_generation = max(self.last_generation, generation)
+        self.generations[key] = generation
+        self.target.table_insert(self._index_entry(key, slot, min_version))
 
     def reindex(self, key: BlockKey, slot: int, min_version: int) -> None:
-        """Modify `key`'s index entry, as the controller does when it learns of a newer version."""
-        self.target.table_modify(TableEntry(
-            "MyIngress.kv_index",
-            {"hdr.kvp.tenant": Exact(key.tenant), "hdr.kvp.prefix_hash": Exact(key.prefix_hash),
-             "hdr.kvp.chunk_idx": Exact(key.chunk_idx)},
-            "MyIngress.set_slot", {"slot": slot, "min_version": min_version}))
+        """Modify `key`'s index entry (same admission), as the controller does when it learns of a newer
+        version."""
+        self.target.table_modify(self._index_entry(key, slot, min_version))
+
+    def evict(self, key: BlockKey) -> None:
+        """Delete `key`'s index entry, as the controller does on eviction."""
+        self.target.table_delete("MyIngress.kv_index", _key_match(key))
+        del self.generations[key]
+
+    def _index_entry(self, key: BlockKey, slot: int, min_version: int) -> TableEntry:
+        return TableEntry("MyIngress.kv_index", _key_match(key), "MyIngress.set_slot",
+                          {"slot": slot, "min_version": min_version, "generation": self.generations[key]})
+
+    def fabric_session(self, ports: tuple[int, ...] = FABRIC_PORTS) -> None:
+        """Configure the fabric invalidation clone session with these ports (the controller's job)."""
+        self.target.clone_session_set(FABRIC_INVALIDATE_SESSION, [Replica(p, 0) for p in ports])
 
     def sketch(self, hot_threshold: int, epoch: int) -> None:
         self.target.table_set_default("MyIngress.sketch_config", "MyIngress.set_sketch_config",
@@ -110,26 +140,42 @@ class KvNet:
         return self.send(CLIENT_PORT, kvp_frame(kvp))
 
     def server_reply(self, key: BlockKey, value: bytes, version: int, *, csum: int | None = None,
-                     flags: int | None = None, req_id: int = 1) -> list[tuple[int, bytes]]:
-        kvp = KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=key.tenant,
+                     flags: int | None = None, req_id: int = 1, port: int = STORAGE_PORT,
+                     status: int = Status.HIT_SERVER) -> list[tuple[int, bytes]]:
+        """A GET_REPLY with a value, as the storage node sends it (or a host forging one, `port` = CLIENT_PORT)."""
+        kvp = KVP(opcode=Opcode.GET_REPLY, status=status, tenant=key.tenant,
                   prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx, chunk_count=4, req_id=req_id,
                   version=version, value_csum=csum, flags=flags) / KVPValue.from_bytes(value)
-        return self.send(STORAGE_PORT, kvp_frame(kvp, to_storage=False))
+        return self.send(port, kvp_frame(kvp, to_storage=False))
 
     def put(self, key: BlockKey, value: bytes, version: int) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=Opcode.PUT, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, version=version) / KVPValue.from_bytes(value)
         return self.send(CLIENT_PORT, kvp_frame(kvp))
 
+    def put_ack(self, key: BlockKey, version: int, *, status: int = Status.OK,
+                port: int = STORAGE_PORT) -> list[tuple[int, bytes]]:
+        """The storage node's answer to a PUT (from `port`: CLIENT_PORT for a host forging one)."""
+        kvp = KVP(opcode=Opcode.PUT_ACK, status=status, tenant=key.tenant, prefix_hash=key.prefix_hash,
+                  chunk_idx=key.chunk_idx, chunk_count=4, version=version)
+        return self.send(port, kvp_frame(kvp, to_storage=False))
+
+    def invalidate(self, key: BlockKey, version: int, *, hops: int,
+                   port: int = FABRIC_PORTS[0]) -> list[tuple[int, bytes]]:
+        """Another switch's INVALIDATE (`hops` = relays it may still take), arriving on `port`."""
+        kvp = KVP(opcode=INVALIDATE, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
+                  chunk_count=4, version=version, aux=hops)
+        return self.send(port, kvp_frame(kvp, to_storage=False))
+
     # -- controller through the CPU port
     def packet_out(self, egress_port: int, frame: Ether | bytes) -> list[tuple[int, bytes]]:
         return self.target.process(CPU_PORT, struct.pack("!HH", egress_port, 0) + bytes(frame))
 
     def slot_write(self, key: BlockKey, slot: int, value: bytes, version: int,
-                   csum: int | None = None) -> KVP:
+                   csum: int | None = None, chunk_count: int = 4, value_len: int | None = None) -> KVP:
         kvp = KVP(opcode=Opcode.SLOT_WRITE, tenant=key.tenant, prefix_hash=key.prefix_hash,
-                  chunk_idx=key.chunk_idx, chunk_count=4, version=version, aux=slot,
-                  value_csum=csum) / KVPValue.from_bytes(value)
+                  chunk_idx=key.chunk_idx, chunk_count=chunk_count, version=version, aux=slot,
+                  value_csum=csum, value_len=value_len) / KVPValue.from_bytes(value)
         return self._slot_op(kvp)
 
     def slot_read(self, slot: int) -> KVP:
@@ -156,6 +202,11 @@ class KvNet:
 
     def digests(self) -> list[DigestMessage]:
         return self.target.drain_digests()
+
+
+def _key_match(key: BlockKey) -> dict[str, Exact]:
+    return {"hdr.kvp.tenant": Exact(key.tenant), "hdr.kvp.prefix_hash": Exact(key.prefix_hash),
+            "hdr.kvp.chunk_idx": Exact(key.chunk_idx)}
 
 
 def _ip(text: str) -> int:

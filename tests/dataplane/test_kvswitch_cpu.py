@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
@@ -41,6 +42,7 @@ def test_packet_out_leaves_unchanged_through_its_port(net: KvNet) -> None:
 
 def test_slot_write_then_read_returns_key_version_and_value(net: KvNet) -> None:
     value = value_chunk(9)
+    net.index(KEY, 17)  # SLOT_WRITE takes its generation from the key's index entry
     ack = net.slot_write(KEY, slot=17, value=value, version=6)
     assert (ack.opcode, ack.status, int(ack.flags) & Flag.VALUE) == (Opcode.SLOT_WRITE_ACK, Status.OK, 0)
     assert not ack.payload or not isinstance(ack.payload, KVPValue)
@@ -69,16 +71,57 @@ def test_never_written_slot_reads_as_miss(net: KvNet) -> None:
 
 
 def test_slot_write_with_bad_checksum_is_refused(net: KvNet) -> None:
+    net.index(KEY, 4)
     ack = net.slot_write(KEY, slot=4, value=value_chunk(1), version=1, csum=crc(value_chunk(1)) ^ 0xFF)
     assert ack.status == Status.ERR_CHECKSUM
     assert net.slot_read(4).status == Status.MISS
 
 
-def test_slot_write_older_than_last_put_is_refused(net: KvNet) -> None:
+def test_slot_write_older_than_last_acknowledged_put_is_refused(net: KvNet) -> None:
+    """Changed with issue 9: a PUT alone no longer bounds the slot (it may be refused); its PUT_ACK OK does."""
     net.index(KEY, 4)
     net.put(KEY, value_chunk(1), version=8)
+    assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=7).status == Status.OK
+    net.put_ack(KEY, version=8)
     assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=7).status == Status.ERR_STALE
     assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=8).status == Status.OK
+
+
+def test_slot_write_older_than_the_entrys_min_version_is_refused(net: KvNet) -> None:
+    net.index(KEY, 4, min_version=5)
+    assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=4).status == Status.ERR_STALE
+    assert net.drops("STALE_FILL") == 1
+    assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=5).status == Status.OK
+
+
+@pytest.mark.parametrize("indexed_at", [None, 5], ids=["not-indexed", "indexed-elsewhere"])
+def test_slot_write_for_a_key_not_indexed_at_that_slot_is_denied(net: KvNet, indexed_at: int | None) -> None:
+    if indexed_at is not None:
+        net.index(KEY, indexed_at)
+    ack = net.slot_write(KEY, slot=4, value=value_chunk(1), version=1)
+    assert ack.status == Status.ERR_DENIED
+    assert net.drops("SLOT_NOT_INDEXED") == 1
+    assert net.slot_read(4).status == Status.MISS
+
+
+def test_slot_write_keeps_the_blocks_chunk_count_and_value_len(net: KvNet) -> None:
+    """Issue 9: a 3-chunk block written by the controller is served with chunk_count 3, so a reader that
+    asked without knowing the block size reads all three chunks."""
+    chunks = [value_chunk(20 + i) for i in range(3)]
+    lens = [128, 128, 44]
+    keys = [BlockKey(KEY.tenant, KEY.prefix_hash, i) for i in range(3)]
+    for i, key in enumerate(keys):
+        net.index(key, 30 + i)
+        ack = net.slot_write(key, slot=30 + i, value=chunks[i], version=3, chunk_count=3, value_len=lens[i])
+        assert ack.status == Status.OK
+    first = Ether(net.get(keys[0])[0][1])[KVP]
+    assert (first.status, first.chunk_count, first.version) == (Status.HIT_SWITCH, 3, 3)
+    read = b""
+    for i in range(first.chunk_count):
+        reply = Ether(net.get(keys[i], req_id=i)[0][1])
+        assert reply[KVP].status == Status.HIT_SWITCH
+        read += reply[KVPValue].value_bytes[: reply[KVP].value_len]
+    assert read == chunks[0] + chunks[1] + chunks[2][:44]
 
 
 def test_slot_ops_out_of_range_are_malformed(net: KvNet) -> None:

@@ -154,7 +154,9 @@ def test_raised_min_version_retires_a_valid_copy_and_the_next_reply_replaces_it(
     assert net.get(KEY, req_id=7) == [(CLIENT_PORT, switch_reply(KEY, new, version=4, value_len=128, req_id=7))]
 
 
-def test_put_invalidates_slot_and_older_value_never_comes_back(net: KvNet) -> None:
+def test_put_invalidates_slot_but_does_not_bound_it(net: KvNet) -> None:
+    """Changed with issue 9: a PUT may still be refused (or forged), so it only invalidates; a reply of the
+    current version may fill again until a PUT_ACK says the new version is committed."""
     net.index(KEY, SLOT)
     fill(net, KEY, value_chunk(1), version=3)
     assert [p for p, _ in net.get(KEY)] == [CLIENT_PORT]
@@ -163,10 +165,31 @@ def test_put_invalidates_slot_and_older_value_never_comes_back(net: KvNet) -> No
     assert net.events("PUT_INVALIDATE") == 1
     assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT], "invalidated: the storage node answers"
 
+    fill(net, KEY, value_chunk(1), version=3)  # v4 is not acknowledged: v3 is still the committed value
+    assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(1), version=3, value_len=128))]
+
+
+def test_acknowledged_put_bounds_the_slot_and_older_value_never_comes_back(net: KvNet) -> None:
+    net.index(KEY, SLOT)
+    fill(net, KEY, value_chunk(1), version=3)
+    net.put(KEY, value_chunk(2), version=4)
+    assert [p for p, _ in net.put_ack(KEY, version=4)] == [CLIENT_PORT], "the ack reaches the writer"
+    assert net.events("PUT_ACK_BOUND") == 1
+
     fill(net, KEY, value_chunk(1), version=3)  # a reply that was in flight before the PUT
     assert net.drops("STALE_FILL") == 1
     assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
 
+    fill(net, KEY, value_chunk(2), version=4)
+    assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(2), version=4, value_len=128))]
+
+
+def test_acknowledged_put_retires_an_older_valid_copy(net: KvNet) -> None:
+    """A PUT that went around this switch but whose ack passes through it: the old copy stops being served."""
+    net.index(KEY, SLOT)
+    fill(net, KEY, value_chunk(1), version=3)
+    net.put_ack(KEY, version=4)
+    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
     fill(net, KEY, value_chunk(2), version=4)
     assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(2), version=4, value_len=128))]
 

@@ -2,8 +2,9 @@
 
 Tables and counters are easy (delete, write 0). The store's registers are not reachable on BMv2, so every
 slot a test may have written is scrubbed with the program's own operations: a SLOT_WRITE of key (0, 0, 0),
-version 0 and a zero value, then a PUT of that key through a temporary index entry, which leaves the slot
-invalid with version and min-version 0. The scrubbed slot differs from a never-written one only in
+version 0 and a zero value through a temporary index entry of generation 0 (SLOT_WRITE needs the key
+indexed at the slot), then a PUT of that key, which leaves the slot invalid with version, min-version and
+generation 0. The scrubbed slot differs from a never-written one only in
 `slot_value_csum` (CRC-32 of 128 zero bytes instead of 0) and `slot_chunk_count` (1 instead of 0: a
 SLOT_WRITE needs chunk_count >= 1), visible solely to a SLOT_READ of that slot.
 The sketch and Bloom filter need no scrubbing: a new epoch number resets them (`KvNet.epoch_offset`).
@@ -36,6 +37,8 @@ class SlotTracker:
     def __init__(self, target: RemoteTarget) -> None:
         self._target = target
         self.dirty_slots: set[int] = set()
+        self.clone_sessions: set[int] = set()
+        """Clone sessions this test configured (deleted by the reset)."""
         self.epoch_offset = 0
         """Added to every sketch epoch the test sets (`KvNet.epoch_offset`): old cells never count again."""
 
@@ -49,6 +52,10 @@ class SlotTracker:
     def table_modify(self, entry: TableEntry) -> None:
         self._note_entry(entry)
         self._target.table_modify(entry)
+
+    def clone_session_set(self, session_id: int, replicas, truncate: int = 0) -> None:
+        self.clone_sessions.add(session_id)
+        self._target.clone_session_set(session_id, replicas, truncate)
 
     def process(self, ingress_port: int, data: bytes) -> list[tuple[int, bytes]]:
         if ingress_port == self._target.cpu_port:
@@ -68,6 +75,9 @@ def reset_kvswitch(tracker: SlotTracker) -> None:
     slot_count = target.names.counter("MyIngress.slot_hits").size
     slots = sorted(s for s in tracker.dirty_slots if s < slot_count)
     target.clear_tables()
+    for session in sorted(tracker.clone_sessions):
+        target.clone_session_delete(session)
+    tracker.clone_sessions.clear()
     if slots:
         _scrub_slots(target, slots)
         target.clear_tables()
@@ -84,11 +94,13 @@ def _scrub_slots(target: RemoteTarget, slots: list[int]) -> None:
                                    "MyIngress.ipv4_forward", {"dst_mac": _mac(STORAGE_MAC), "port": STORAGE_PORT}))
     zero = bytes(128)
     for slot in slots:
+        # generation 0: what a never-written slot holds (every test admission has a generation >= 1)
+        target.table_insert(TableEntry(INDEX, SCRUB_KEY, "MyIngress.set_slot",
+                                       {"slot": slot, "min_version": 0, "generation": 0}))
         write = KVP(opcode=Opcode.SLOT_WRITE, chunk_count=1, version=0, aux=slot, value_len=0,
                     value_csum=zlib.crc32(zero)) / KVPValue.from_bytes(zero)
         out = target.process(target.cpu_port, struct.pack("!HH", 0, 0) + bytes(kvp_frame(write)))
         assert len(out) == 1 and Ether(out[0][1][4:])[KVP].status == Status.OK, f"scrub of slot {slot}: {out}"
-        target.table_insert(TableEntry(INDEX, SCRUB_KEY, "MyIngress.set_slot", {"slot": slot, "min_version": 0}))
         put = KVP(opcode=Opcode.PUT, chunk_count=1, version=0) / KVPValue.from_bytes(zero)
         out = target.process(CLIENT_PORT, bytes(kvp_frame(put)))
         assert [p for p, _ in out] == [STORAGE_PORT], f"scrub of slot {slot}: the PUT was not forwarded: {out}"

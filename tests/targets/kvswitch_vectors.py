@@ -8,6 +8,7 @@ named cases; each step is something the `Target` interface does, with what it ga
     {"case": ..., "op": "packet",  "port": P, "in": HEX, "out": [[port, HEX], ...]}
     {"case": ..., "op": "digests", "out": [[name, [[field, value], ...]], ...]}
     {"case": ..., "op": "counter", "name": ..., "index": I, "out": [packets, bytes]}
+    {"case": ..., "op": "clone_session", "session": S, "ports": [port, ...]}
 
 Regenerate the golden file (after a deliberate change of the program's behaviour, reviewing the diff):
 
@@ -30,7 +31,7 @@ from scapy.packet import Raw
 
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
-from softswitch.target import Exact, Lpm, Match, TableEntry, Target, Ternary
+from softswitch.target import Exact, Lpm, Match, Replica, TableEntry, Target, Ternary
 from tests.dataplane.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
@@ -55,6 +56,13 @@ Step = dict[str, Any]
 KEY = BlockKey(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=0)
 HOT = BlockKey(tenant=3, prefix_hash=0xAAAABBBBCCCCDDDD, chunk_idx=2)
 OTHER = BlockKey(tenant=9, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
+WRITTEN = BlockKey(tenant=5, prefix_hash=0x0BADC0DE0BADC0DE, chunk_idx=0)
+"""The key the SLOT_WRITE cases write (indexed at slot 17: SLOT_WRITE needs the key indexed at its slot)."""
+FABRIC_PORTS = (3, 4)
+INVALIDATE = 0x30
+"""kvp_opcode_t.INVALIDATE (switch to switch)."""
+PORT_ROLE = {"STORAGE": 1, "FABRIC": 2}
+"""port_role_t values (p4src/include/constants.p4)."""
 
 
 def _key_match(key: BlockKey) -> dict[str, list]:
@@ -87,7 +95,7 @@ def build_steps() -> Iterator[Step]:
         return {"case": case, "op": "packet", "port": port, "in": bytes(frame).hex()}
 
     def counters(case: str) -> Iterator[Step]:
-        for name, size in (("MyIngress.drop_reason", 15), ("MyIngress.kvp_events", 10)):
+        for name, size in (("MyIngress.drop_reason", 18), ("MyIngress.kvp_events", 12)):
             for i in range(size):
                 yield {"case": case, "op": "counter", "name": name, "index": i}
 
@@ -101,6 +109,11 @@ def build_steps() -> Iterator[Step]:
     yield {"case": "routes", "op": "insert", "table": "MyIngress.ipv4_lpm",
            "match": {"hdr.ipv4.dst_addr": ["lpm", _ip("10.1.0.0"), 16]}, "action": "MyIngress.ipv4_forward",
            "params": {"dst_mac": 0x0000000000AA, "port": 3}}
+
+    for port, role in [(STORAGE_PORT, "STORAGE")] + [(p, "FABRIC") for p in FABRIC_PORTS]:
+        yield {"case": "port_roles", "op": "insert", "table": "MyIngress.port_role",
+               "match": {"ingress_port": ["exact", port]}, "action": "MyIngress.set_port_role",
+               "params": {"role": PORT_ROLE[role]}}
 
     # -- L3
     base = Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP)
@@ -126,7 +139,7 @@ def build_steps() -> Iterator[Step]:
     # -- GET miss, index, fill, hit
     yield packet("get_miss_unindexed", CLIENT_PORT, kvp_frame(_kvp(req_id=1)))
     yield {"case": "index", "op": "insert", "table": "MyIngress.kv_index", "match": _key_match(KEY),
-           "action": "MyIngress.set_slot", "params": {"slot": 5, "min_version": 0}}
+           "action": "MyIngress.set_slot", "params": {"slot": 5, "min_version": 0, "generation": 1}}
     yield packet("get_miss_indexed_unfilled", CLIENT_PORT, kvp_frame(_kvp(req_id=2)))
     yield packet("fill", STORAGE_PORT, _reply(KEY, value_chunk(1), version=3))
     yield packet("get_hit", CLIENT_PORT, kvp_frame(_kvp(req_id=3)))
@@ -140,6 +153,17 @@ def build_steps() -> Iterator[Step]:
     yield packet("put_invalidates", CLIENT_PORT, kvp_frame(_kvp(opcode=Opcode.PUT, version=4)
                                                            / KVPValue.from_bytes(value_chunk(7))))
     yield packet("get_after_put", CLIENT_PORT, kvp_frame(_kvp(req_id=7)))
+    yield packet("fill_after_unacknowledged_put", STORAGE_PORT, _reply(KEY, value_chunk(1), version=3))
+    yield packet("get_hit_before_ack", CLIENT_PORT, kvp_frame(_kvp(req_id=12)))
+    yield packet("forged_put_ack_from_host", CLIENT_PORT, kvp_frame(
+        _kvp(opcode=Opcode.PUT_ACK, status=Status.OK, version=0xFFFFFFFF), to_storage=False))
+    yield packet("refused_put_ack", STORAGE_PORT, kvp_frame(
+        _kvp(opcode=Opcode.PUT_ACK, status=Status.ERR_STALE, version=4), to_storage=False))
+    yield packet("get_hit_after_refused_ack", CLIENT_PORT, kvp_frame(_kvp(req_id=13)))
+    yield packet("put_ack_bounds", STORAGE_PORT, kvp_frame(
+        _kvp(opcode=Opcode.PUT_ACK, status=Status.OK, version=4), to_storage=False))
+    yield packet("get_after_ack", CLIENT_PORT, kvp_frame(_kvp(req_id=14)))
+    yield packet("forged_fill_from_host", CLIENT_PORT, _reply(KEY, value_chunk(66), version=4))
     yield packet("stale_fill", STORAGE_PORT, _reply(KEY, value_chunk(1), version=3))
     yield packet("fill_bad_checksum", STORAGE_PORT, _reply(KEY, value_chunk(2), version=4,
                                                             value_csum=crc(value_chunk(2)) ^ 1))
@@ -149,10 +173,12 @@ def build_steps() -> Iterator[Step]:
     yield packet("fill_short_value", STORAGE_PORT, _reply(KEY, short, version=4, value_len=100))
     yield packet("get_hit_short_value", CLIENT_PORT, kvp_frame(_kvp(req_id=8)))
     yield {"case": "index_other_same_slot", "op": "insert", "table": "MyIngress.kv_index",
-           "match": _key_match(OTHER), "action": "MyIngress.set_slot", "params": {"slot": 5, "min_version": 0}}
+           "match": _key_match(OTHER), "action": "MyIngress.set_slot",
+           "params": {"slot": 5, "min_version": 0, "generation": 2}}
     yield packet("get_other_key_same_slot", CLIENT_PORT, kvp_frame(_kvp(OTHER, req_id=9)))
     yield {"case": "index_min_version", "op": "insert", "table": "MyIngress.kv_index",
-           "match": _key_match(HOT), "action": "MyIngress.set_slot", "params": {"slot": 6, "min_version": 5}}
+           "match": _key_match(HOT), "action": "MyIngress.set_slot",
+           "params": {"slot": 6, "min_version": 5, "generation": 3}}
     yield packet("fill_below_index_min_version", STORAGE_PORT, _reply(HOT, value_chunk(4), version=4))
     yield packet("fill_at_index_min_version", STORAGE_PORT, _reply(HOT, value_chunk(4), version=5))
     yield packet("get_hit_hot", CLIENT_PORT, kvp_frame(_kvp(HOT, req_id=10)))
@@ -167,22 +193,50 @@ def build_steps() -> Iterator[Step]:
     yield packet("slot_write_from_host_dropped", CLIENT_PORT, kvp_frame(
         _kvp(opcode=Opcode.SLOT_WRITE, aux=4) / KVPValue.from_bytes(value_chunk(1))))
     yield packet("get_reply_opcode_from_client", CLIENT_PORT, kvp_frame(_kvp(opcode=Opcode.SLOT_WRITE_ACK)))
+    for op in (Opcode.TIER_MOVE, Opcode.TIER_MOVE_ACK, INVALIDATE):
+        yield packet(f"controller_op_{op:#04x}_from_host_dropped", CLIENT_PORT, kvp_frame(_kvp(opcode=op, aux=1)))
+    yield packet("tier_move_from_fabric_forwarded", FABRIC_PORTS[0], kvp_frame(_kvp(opcode=Opcode.TIER_MOVE)))
 
     # -- SLOT_WRITE / SLOT_READ through the CPU port
     def slot_op(kvp) -> bytes:
         return _out(0, kvp_frame(kvp))
     yield packet("slot_read_never_written", CPU_PORT, slot_op(KVP(opcode=Opcode.SLOT_READ, aux=3, req_id=99)))
-    yield packet("slot_write_ok", CPU_PORT, slot_op(_kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=6, aux=17)
-                                                  / KVPValue.from_bytes(value_chunk(9))))
+    yield packet("slot_write_not_indexed", CPU_PORT, slot_op(_kvp(WRITTEN, opcode=Opcode.SLOT_WRITE, version=6,
+                                                                  aux=17) / KVPValue.from_bytes(value_chunk(9))))
+    yield {"case": "index_written", "op": "insert", "table": "MyIngress.kv_index", "match": _key_match(WRITTEN),
+           "action": "MyIngress.set_slot", "params": {"slot": 17, "min_version": 0, "generation": 4}}
+    yield packet("slot_write_ok", CPU_PORT, slot_op(_kvp(WRITTEN, opcode=Opcode.SLOT_WRITE, version=6, aux=17,
+                                                         chunk_count=3, value_len=77)
+                                                    / KVPValue.from_bytes(value_chunk(9))))
     yield packet("slot_read_ok", CPU_PORT, slot_op(KVP(opcode=Opcode.SLOT_READ, aux=17, req_id=98)))
+    yield packet("get_hit_slot_written", CLIENT_PORT, kvp_frame(_kvp(WRITTEN, req_id=15, chunk_count=1)))
     yield packet("slot_write_bad_checksum", CPU_PORT, slot_op(
-        _kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=7, aux=18, value_csum=1) / KVPValue.from_bytes(value_chunk(9))))
-    yield packet("slot_write_stale", CPU_PORT, slot_op(_kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=5, aux=17)
+        _kvp(WRITTEN, opcode=Opcode.SLOT_WRITE, version=7, aux=17, value_csum=1)
+        / KVPValue.from_bytes(value_chunk(9))))
+    yield packet("put_ack_bounds_written", STORAGE_PORT, kvp_frame(
+        _kvp(WRITTEN, opcode=Opcode.PUT_ACK, status=Status.OK, version=8), to_storage=False))
+    yield packet("slot_write_stale", CPU_PORT, slot_op(_kvp(WRITTEN, opcode=Opcode.SLOT_WRITE, version=7, aux=17)
                                                      / KVPValue.from_bytes(value_chunk(9))))
+    yield packet("slot_write_indexed_elsewhere", CPU_PORT, slot_op(
+        _kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=7, aux=18) / KVPValue.from_bytes(value_chunk(9))))
     yield packet("slot_write_out_of_range", CPU_PORT, slot_op(
         _kvp(OTHER, opcode=Opcode.SLOT_WRITE, version=1, aux=1 << 20) / KVPValue.from_bytes(value_chunk(9))))
     yield packet("slot_read_out_of_range", CPU_PORT, slot_op(KVP(opcode=Opcode.SLOT_READ, aux=4096)))
     yield packet("slot_read_after_put", CPU_PORT, slot_op(KVP(opcode=Opcode.SLOT_READ, aux=5)))
+
+    # -- fabric invalidation: a storage node's ack starts it, a spine relays it once, a leaf applies it
+    yield {"case": "fabric_session", "op": "clone_session", "session": 1, "ports": list(FABRIC_PORTS)}
+    yield packet("storage_ack_to_fabric", STORAGE_PORT, kvp_frame(
+        _kvp(HOT, opcode=Opcode.PUT_ACK, status=Status.OK, version=6), to_storage=False))
+    yield packet("get_hot_after_ack", CLIENT_PORT, kvp_frame(_kvp(HOT, req_id=16)))
+    yield packet("fabric_ack_not_restarted", FABRIC_PORTS[0], kvp_frame(
+        _kvp(HOT, opcode=Opcode.PUT_ACK, status=Status.OK, version=6), to_storage=False))
+    yield packet("fill_hot_v6", STORAGE_PORT, _reply(HOT, value_chunk(5), version=6))
+    yield packet("invalidate_relayed", FABRIC_PORTS[0], kvp_frame(
+        _kvp(HOT, opcode=INVALIDATE, version=7, aux=1), to_storage=False))
+    yield packet("get_hot_after_invalidate", CLIENT_PORT, kvp_frame(_kvp(HOT, req_id=17)))
+    yield packet("invalidate_last_hop", FABRIC_PORTS[1], kvp_frame(
+        _kvp(HOT, opcode=INVALIDATE, version=7, aux=0), to_storage=False))
 
     # -- malformed KVP: counted, forwarded as plain UDP
     malformed = {
@@ -244,6 +298,9 @@ def run_step(target: Target, step: Step) -> Any:
         return [[m.name, [list(f) for f in m.fields]] for m in target.drain_digests()]
     if op == "counter":
         return list(target.counter_read(step["name"], step["index"]))
+    if op == "clone_session":
+        target.clone_session_set(step["session"], [Replica(p, 0) for p in step["ports"]])
+        return None
     raise ValueError(f"unknown step {op!r}")
 
 

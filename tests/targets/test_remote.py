@@ -85,7 +85,8 @@ def target(request):
 
 
 def _index(key=KEY, slot: int = 3) -> TableEntry:
-    return TableEntry("MyIngress.kv_index", key, "MyIngress.set_slot", {"slot": slot, "min_version": 9})
+    return TableEntry("MyIngress.kv_index", key, "MyIngress.set_slot",
+                      {"slot": slot, "min_version": 9, "generation": 3})
 
 
 def test_entries_read_back_as_written(target) -> None:
@@ -94,7 +95,7 @@ def test_entries_read_back_as_written(target) -> None:
     target.table_modify(_index(slot=4))
     [index] = target.table_entries("MyIngress.kv_index")
     assert (dict(index.match), index.action, dict(index.params)) == (KEY, "MyIngress.set_slot",
-                                                                     {"slot": 4, "min_version": 9})
+                                                                     {"slot": 4, "min_version": 9, "generation": 3})
     [route] = target.table_entries("MyIngress.ipv4_lpm")
     assert dict(route.match) == ROUTE and dict(route.params) == {"dst_mac": 5, "port": 2}
     target.table_delete("MyIngress.kv_index", KEY)
@@ -170,7 +171,7 @@ def enums() -> dict[str, dict[str, int]]:
 
     program = load_program(str(P4_MAIN))
     return {n: {m: program.type(n).value_of(m) for m in program.type(n).members}
-            for n in ("punt_reason_t", "drop_reason_t", "kvp_event_t")}
+            for n in ("punt_reason_t", "drop_reason_t", "kvp_event_t", "port_role_t")}
 
 
 @pytest.mark.parametrize("param", target_params()[1:])
@@ -178,6 +179,7 @@ def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> Non
     kind = kind_of(param)
     net = KvNet(switches.for_test(kind), enums)
     net.install_routes()
+    net.set_port_roles()
     net.index(BlockKey(), 40)
     assert net.slot_write(BlockKey(), 40, value_chunk(3), version=9).status == Status.OK
     assert [p for p, _ in net.get(BlockKey())] == [CLIENT_PORT]
@@ -189,6 +191,7 @@ def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> Non
     assert (got.status, got.tenant, got.prefix_hash, got.version) == (Status.MISS, 0, 0, 0)
     assert got[KVPValue].value_bytes == bytes(128)
     net.install_routes()
+    net.set_port_roles()
     net.index(BlockKey(), 40)
     assert [p for p, _ in net.get(BlockKey())] == [STORAGE_PORT], "nothing of the old value is served"
     net.server_reply(BlockKey(), value_chunk(4), version=1)  # older than the scrubbed key's 9: still fills

@@ -1,0 +1,42 @@
+/* -*- P4_16 -*- */
+/*
+ * kvswitch: egress -- fabric invalidations (docs/dataplane.md, "Fabric
+ * coherence").
+ *
+ * The only egress work is on ingress-to-egress clones to
+ * FABRIC_INVALIDATE_SESSION (the switch's FABRIC ports).  Such a clone
+ * carries the packet as it entered ingress: either a storage node's
+ * PUT_ACK OK (this switch originates the invalidation) or an INVALIDATE
+ * from the fabric (this switch relays it).  Each copy becomes an
+ * INVALIDATE with one relay fewer; the copy back out of the port the
+ * packet came in on is dropped.  Ordinary packets pass unchanged.
+ */
+
+control MyEgress(inout headers_t hdr,
+                 inout metadata_t meta,
+                 inout standard_metadata_t std_meta) {
+
+    /* PUT_ACK -> INVALIDATE with FABRIC_INVALIDATE_HOPS relays left;    */
+    /* INVALIDATE -> one relay fewer.  The key and version stay; the UDP */
+    /* checksum is 0 (not used) since the header changed.                */
+    action make_invalidate() {
+        if (hdr.kvp.opcode == kvp_opcode_t.INVALIDATE) {
+            hdr.kvp.aux = hdr.kvp.aux - 1;
+        } else {
+            hdr.kvp.opcode = kvp_opcode_t.INVALIDATE;
+            hdr.kvp.aux = FABRIC_INVALIDATE_HOPS;
+        }
+        hdr.udp.checksum = 0;
+    }
+
+    apply {
+        if ((bit<32>)std_meta.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE
+            && hdr.kvp.isValid()) {
+            if (std_meta.egress_port == meta.clone_ingress_port) {
+                mark_to_drop(std_meta);
+            } else {
+                make_invalidate();
+            }
+        }
+    }
+}
