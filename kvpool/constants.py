@@ -47,6 +47,9 @@ class Opcode(IntEnum):
     TIER_MOVE_ACK = 0x21
     STAT = 0x22
     STAT_REPLY = 0x23
+    INVALIDATE = 0x30
+    """Switch to switch only (fabric coherence, docs/dataplane.md): a storage node's acknowledged PUT, relayed
+    over FABRIC ports so every switch drops older copies; dropped when it comes from a host port."""
 
 
 REPLY_OF: dict[Opcode, Opcode] = {
