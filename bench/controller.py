@@ -313,7 +313,7 @@ def insert_latency(work: Path, inserts: int) -> dict:
 
 
 def _churn(pool, keys: int, start: int) -> float:
-    from controller.keys import ChunkKey
+    from kvpool.keys import ChunkKey
 
     began = time.perf_counter()
     for index in range(keys):
@@ -325,10 +325,10 @@ def churn(work: Path, ops: int) -> dict:
     """Admission + eviction per second: over P4Runtime to the embedded switch, and in memory (baseline)."""
     from controller.dataplane import MemoryDataPlane
     from controller.p4dataplane import P4RuntimeDataPlane
-    from controller.p4info import P4Info
     from controller.policy import PolicySpec, build_policies
     from controller.pool import PoolManager
     from controller.switch import SwitchConnection, SwitchOptions
+    from p4rt.p4info import P4Info
 
     p4info_path, config = compile_program(work)
     spec = PolicySpec("always", "lru", "drop")
@@ -363,10 +363,10 @@ def ls_latency(work: Path, keys: int, repeats: int) -> dict:
     """`/blocks` and `python -m controller ls` with `keys` cached chunks."""
     from controller.api import ApiServer
     from controller.dataplane import MemoryDataPlane
-    from controller.keys import ChunkKey
     from controller.metrics import Metrics
     from controller.policy import PolicySpec, build_policies
     from controller.pool import PoolManager
+    from kvpool.keys import ChunkKey
 
     class Backend:
         def __init__(self) -> None:

@@ -26,10 +26,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from controller.errors import P4RuntimeError
-from controller.keys import ChunkKey
 from controller.metrics import Metrics
 from controller.pool import PinError, PoolManager
+from kvpool.keys import ChunkKey
+from p4rt.errors import P4RuntimeError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from controller.keys import ChunkKey
+from kvpool.keys import ChunkKey
 
 DEFAULT_API = "127.0.0.1:9090"
 SORT_FIELDS = ("slot", "key", "tenant", "hits", "age", "score", "tier", "pin")

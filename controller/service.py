@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.client_ops import ClientService
-from controller.errors import P4RuntimeError
 from controller.hosts import Host, load_hosts
 from controller.metrics import Metrics, serve_prometheus
 from controller.p4dataplane import DetectorOptions, P4RuntimeDataPlane, PipelineNames
-from controller.p4info import P4Info
-from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_kind, replace_policy
+from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_kind
 from controller.pool import PoolManager, PoolOptions
 from controller.state import StateStore
 from controller.storage import StorageOptions, UdpStorageNode, parse_address
 from controller.switch import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from controller.tiers import TierMap, TierMover
+from p4rt.errors import P4RuntimeError
+from p4rt.p4info import P4Info
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class Controller:
         log.warning("packet-in with unknown reason %r ignored", reason)
 
     def _on_digest(self, digests: DigestList) -> None:
-        from controller.keys import ChunkKey
+        from kvpool.keys import ChunkKey
 
         for member in digests.members:
             try:
@@ -309,6 +309,6 @@ class Controller:
             kind = infer_kind(name)
         spec = self.policy_spec.with_policy(kind, name, params)
         with self.pool.lock:
-            self.pool.policies = replace_policy(self.pool, spec, self.policy_factory)
+            self.pool.set_policies(build_policies(spec, self.pool.slots.capacity, self.policy_factory))
             self.policy_spec = spec
         return self.policy_view()

@@ -11,11 +11,11 @@ from rich.console import Console
 from controller.__main__ import build_parser, main
 from controller.api import ApiServer, handle
 from controller.cli import CliError, run
-from controller.keys import ChunkKey
 from controller.metrics import Metrics
 from controller.policy import infer_kind
 from controller.pool import PoolManager
 from controller.tiers import TierMap, TierMover
+from kvpool.keys import ChunkKey
 from policies.base import Tier
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 

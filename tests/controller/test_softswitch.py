@@ -14,10 +14,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from bench.controller import CLIENT, STORAGE, InProcessSwitch, compile_program
-from controller.keys import ChunkKey
 from controller.service import Controller, ServeOptions
 from kvpool import wire
 from kvpool.constants import Opcode, Status, Tier, tiers_of
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP
 
 pytestmark = pytest.mark.slow
@@ -119,9 +119,9 @@ def test_controller_restart_reconciles_with_what_the_switch_holds(testbed):
 
 
 def test_a_second_controller_with_a_lower_election_id_stays_backup(testbed, program):
-    from controller.errors import P4RuntimeError
-    from controller.p4info import P4Info
     from controller.switch import SwitchConnection, SwitchOptions
+    from p4rt.errors import P4RuntimeError
+    from p4rt.p4info import P4Info
 
     switch, start_controller = testbed
     controller = start_controller()
