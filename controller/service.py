@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.client_ops import ClientService
-from controller.hosts import Host, load_hosts
+from controller.hosts import HostPlan, load_plan
 from controller.metrics import Metrics, serve_prometheus
 from controller.p4dataplane import DetectorOptions, P4RuntimeDataPlane, PipelineNames
 from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_kind
@@ -25,6 +25,7 @@ from controller.state import StateStore
 from controller.storage import StorageOptions, UdpStorageNode, parse_address
 from controller.switch import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from controller.tiers import TierMap, TierMover
+from kvpool.keys import ChunkKey
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
 
@@ -82,7 +83,8 @@ class Controller:
         self.p4info = P4Info.load(options.p4info)
         self.device_config = Path(options.device_config).read_bytes()
         self.cookie = pipeline_cookie(self.p4info.message.SerializeToString(), self.device_config)
-        self.hosts: list[Host] = load_hosts(options.hosts_file) if options.hosts_file else []
+        self.plan = load_plan(options.hosts_file) if options.hosts_file else HostPlan([], {})
+        self.hosts = self.plan.hosts
         self.switch = SwitchConnection(
             SwitchOptions(options.switch, options.device_id, options.election_id),
             self.p4info, on_packet_in=self._on_packet_in, on_digest=self._on_digest, on_connect=self._on_connect,
@@ -182,6 +184,9 @@ class Controller:
         self._new_epoch()
         if self.hosts:
             self.dataplane.install_routes(self.hosts)
+        roles = self.dataplane.install_port_roles(self.plan.ports)
+        if roles:
+            log.info("port roles installed: %s", {port: role.name for port, role in sorted(self.plan.ports.items())})
 
     def _new_epoch(self) -> None:
         self.epoch = (self.epoch + 1) & 0xFFFFFFFF or 1
@@ -209,8 +214,6 @@ class Controller:
         log.warning("packet-in with unknown reason %r ignored", reason)
 
     def _on_digest(self, digests: DigestList) -> None:
-        from kvpool.keys import ChunkKey
-
         for member in digests.members:
             try:
                 key = ChunkKey(member["tenant"], member["prefix_hash"], member["chunk_idx"])
