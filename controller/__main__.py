@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -107,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if args.json:  # scripts read one JSON document whatever happened
+            print(json.dumps({"error": str(exc)}))
+        else:
+            print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
