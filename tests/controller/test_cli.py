@@ -258,7 +258,7 @@ def test_show_of_a_block_reports_the_stored_versions_not_zero(api):
 
 def test_pinning_an_unknown_block_is_refused_with_the_reason_unless_forced(api):
     backend, address = api
-    with pytest.raises(CliError, match="unknown.*--force"):
+    with pytest.raises(CliError, match=r"unknown.*--force"):
         cli(address, "pin", str(B))
     assert backend.dataplane.index == {}
     assert cli(address, "pin", str(B), "--force")[0] == 0
