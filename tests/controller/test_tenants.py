@@ -42,7 +42,7 @@ def test_insert_from_a_tenant_not_allowed_is_denied_and_counted():
 
 
 def test_pin_flag_from_a_tenant_not_allowed_to_pin_is_denied():
-    pool, dp = make_pool(TenantPolicy(pin=frozenset()))
+    pool, _dp = make_pool(TenantPolicy(pin=frozenset()))
     reply = insert(ClientService(pool), 3, 0x30, Flag.PIN)
     assert reply.status == Status.ERR_DENIED and pool.pins.all() == []
     assert pool.metrics.denied["pin"] == 1

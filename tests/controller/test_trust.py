@@ -38,7 +38,7 @@ def contract_p4info() -> P4Info:
 
 
 def test_index_entries_carry_the_generation_and_read_back_with_it(fake):  # noqa: F811
-    server, address = fake
+    _server, address = fake
     switch = connect(address, contract_p4info())
     try:
         dp = P4RuntimeDataPlane(switch)
@@ -53,7 +53,7 @@ def test_index_entries_carry_the_generation_and_read_back_with_it(fake):  # noqa
 
 
 def test_older_program_without_generations_is_driven_without_them(fake):  # noqa: F811
-    server, address = fake
+    _server, address = fake
     switch = connect(address, P4Info.load(P4INFO_PATH))
     try:
         dp = P4RuntimeDataPlane(switch)
@@ -80,7 +80,7 @@ def test_port_roles_come_from_the_plans_ports(tmp_path, fake):  # noqa: F811
     plan = load_plan(write_plan(tmp_path, [{"port": 1, "role": "host"}, {"port": 5, "role": "storage"},
                                            {"port": 3, "role": "fabric"}]))
     assert plan.ports == {1: PortRole.HOST, 5: PortRole.STORAGE, 3: PortRole.FABRIC}
-    server, address = fake
+    _server, address = fake
     switch = connect(address, contract_p4info())
     try:
         dp = P4RuntimeDataPlane(switch)
@@ -100,7 +100,7 @@ def test_without_ports_only_ports_of_storage_routes_are_trusted(tmp_path):
 @pytest.mark.parametrize("ports", [[{"port": 1, "role": "king"}], [{"port": 600, "role": "host"}], [{"role": "host"}],
                                    {"port": 1}])
 def test_bad_ports_are_reported_with_the_entry(tmp_path, ports):
-    with pytest.raises(ValueError, match="hosts.json"):
+    with pytest.raises(ValueError, match=r"hosts\.json"):
         load_plan(write_plan(tmp_path, ports))
 
 
@@ -125,7 +125,7 @@ def test_controller_code_never_reads_the_p4_source():
 def test_a_p4info_without_enums_falls_back_to_the_packaged_codes(fake):  # noqa: F811
     message = P4Info.load(P4INFO_PATH).message
     message.type_info.ClearField("serializable_enums")
-    server, address = fake
+    _server, address = fake
     switch = connect(address, P4Info(message))
     try:
         dp = P4RuntimeDataPlane(switch)
