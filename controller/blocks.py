@@ -104,7 +104,8 @@ class BlockOps:
                                    + "; --force pins it anyway")
             chunks = chunks or (key.chunk(0),)
         orphans = self.evict_orphans(view)
-        pinned, kind, expires = [], "hard", None
+        pinned: list[str] = []
+        kind, expires = "hard", None
         for chunk in chunks:
             try:
                 pin = self.pool.pin(chunk, ttl)

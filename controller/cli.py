@@ -107,7 +107,7 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
         return real_add(name, parents=[parent], **kwargs)
 
-    sub.add_parser = add_parser  # every client command accepts --api/--json after its name
+    sub.add_parser = add_parser  # type: ignore[method-assign]  # every client command takes --api/--json after it
     sub.add_parser("status", help="controller, switch and pool summary")
     ls = sub.add_parser("ls", help="cached chunks in the switch pool")
     ls.add_argument("--sort", choices=SORT_FIELDS, default="slot", help="sort column (default slot)")
@@ -144,7 +144,7 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     read_slot.add_argument("slot", type=slot_arg)
     decisions = sub.add_parser("log", help="recent decisions with their reasons")
     decisions.add_argument("--limit", "-n", type=int, default=30)
-    sub.add_parser = real_add
+    sub.add_parser = real_add  # type: ignore[method-assign]
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -172,7 +172,7 @@ class PoolManager:
             int(state.meta(GENERATION_CEILING, "1") or 1) if state is not None else 1,
             reserve=(lambda ceiling: state.set_meta(GENERATION_CEILING, str(ceiling))) if state is not None else None,
         )
-        self.slotpool = SlotPool(dataplane.capacity, policies.admission, policies.eviction, policies.recycling,
+        self.slotpool: SlotPool[ChunkKey] = SlotPool(dataplane.capacity, policies.admission, policies.eviction, policies.recycling,
                                  generations)
         self._params = dict(policies.params)
         self.tracked: dict[ChunkKey, Tracked] = {}
@@ -184,12 +184,12 @@ class PoolManager:
     # ---- views of the slot pool --------------------------------------------------------------------------
 
     @property
-    def slots(self) -> SlotMap:
+    def slots(self) -> SlotMap[ChunkKey]:
         """Which chunk holds which slot (read-only for callers: change it through the pool's methods)."""
         return self.slotpool.slots
 
     @property
-    def pins(self) -> PinTable:
+    def pins(self) -> PinTable[ChunkKey]:
         return self.slotpool.pins
 
     @property
@@ -276,7 +276,7 @@ class PoolManager:
             if pin and not tenants.may_pin(key.tenant):
                 raise self.deny(key, f"tenant {key.tenant} may not pin", "pin", now)
             known = self.tracked.get(key)
-            if parent is None and known is not None:
+            if parent is None and known is not None and isinstance(known.info.parent, ChunkKey):
                 parent = known.info.parent  # another client's INSERT may not know the chain
             info = BlockInfo(key, depth=depth, tokens=tokens, size_bytes=SLOT_BYTES, parent=parent)
             entry = self.track(key, now, info)
@@ -367,17 +367,18 @@ class PoolManager:
 
     def admit_chain(self, key: ChunkKey, now: float, reason: str, label: str) -> int | None:
         """Admit `key` after its not-yet-resident ancestors (a block is useless without its prefix)."""
-        chain = []
+        chain: list[ChunkKey] = []
         parent = self.tracked[key].info.parent
         while parent is not None and parent not in self.slots and len(chain) < self.options.max_chain:
+            assert isinstance(parent, ChunkKey)
             ancestor = self.tracked.get(parent)
             if ancestor is None:
                 break
             chain.append(parent)
             parent = ancestor.info.parent
         held = set(chain)
-        for ancestor in reversed(chain):
-            if self.admit_one(ancestor, now, f"prefix of {key}", held, label="prefix chain") is None:
+        for link in reversed(chain):
+            if self.admit_one(link, now, f"prefix of {key}", held, label="prefix chain") is None:
                 break
         return self.admit_one(key, now, reason, held, label=label)
 
@@ -529,13 +530,13 @@ class PoolManager:
 
     # ---- pins --------------------------------------------------------------------------------------------
 
-    def pin(self, key: ChunkKey, ttl: float | None = None, now: float | None = None) -> Pin:
+    def pin(self, key: ChunkKey, ttl: float | None = None, now: float | None = None) -> Pin[ChunkKey]:
         """Pin hard (ttl None) or soft; the chunk is admitted at once (evicting an unpinned victim if needed)."""
         with self.lock:
             now = self.clock() if now is None else now
             return self._pin_locked(key, ttl, now, "operator request")
 
-    def _pin_locked(self, key: ChunkKey, ttl: float | None, now: float, reason: str, client: bool = False) -> Pin:
+    def _pin_locked(self, key: ChunkKey, ttl: float | None, now: float, reason: str, client: bool = False) -> Pin[ChunkKey]:
         self.track(key, now)
         if key not in self.slots and self.admit_one(key, now, f"pinned ({reason})", force=True, label="pin",
                                                     operator=not client) is None:

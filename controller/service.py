@@ -7,6 +7,7 @@ All share one `PoolManager` behind its lock.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from controller.client_ops import ClientService
 from controller.hosts import HostPlan, load_plan
@@ -28,6 +30,9 @@ from controller.tiers import TierMap, TierMover
 from kvpool.keys import ChunkKey
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
+
+if TYPE_CHECKING:
+    from controller.api import ApiServer
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +112,9 @@ class Controller:
         self._restored = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.api_server = None
-        self.metrics_server = None
+        self.api_server: ApiServer | None = None
+        self.metrics_server: Any = None
+        """The Prometheus endpoint's server (prometheus_client's type), once started."""
         self.last_reconcile: dict[str, int] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
@@ -240,7 +246,7 @@ class Controller:
             poll = time.monotonic() - last_poll >= self.options.poll_seconds
             if poll:
                 last_poll = time.monotonic()
-            self._guarded("tick", lambda poll=poll: self.pool.tick(poll=poll))
+            self._guarded("tick", functools.partial(self.pool.tick, poll=poll))
             if time.monotonic() - self._epoch_started >= self.options.detector.epoch_seconds:
                 self._guarded("new epoch", self._new_epoch)
             if time.monotonic() - last_check >= self.options.check_seconds:

@@ -138,7 +138,8 @@ class SwitchConnection:
                 self._receive(responses)
                 raise _StreamEnded
             except (grpc.RpcError, _StreamEnded) as exc:
-                error = f"{exc.code().name}: {exc.details()}" if hasattr(exc, "code") else str(exc)
+                error = (f"{exc.code().name}: {exc.details()}"  # type: ignore[union-attr]
+                         if isinstance(exc, grpc.RpcError) and hasattr(exc, "code") else str(exc))
                 if not self._closed.is_set() and not self._last_error.startswith("on_connect failed"):
                     self._log_failure(error)
                     self._last_error = error

@@ -16,14 +16,14 @@ Keys are any hashable (the controller's `kvpool.keys.ChunkKey`); time is seconds
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from policies.base import (
     AccessObserver,
     AdmissionPolicy,
     BlockInfo,
-    BlockKey,
     EvictionPolicy,
     Recycle,
     RecyclingPolicy,
@@ -31,6 +31,9 @@ from policies.base import (
     Victim,
 )
 from policies.pool import Pool
+
+K = TypeVar("K", bound=Hashable)
+"""The key type a pool is keyed by (the controller: `kvpool.keys.ChunkKey`)."""
 
 GENERATION_BITS = 32
 """Width of `set_slot`'s `generation` (bit<32> in the P4 program)."""
@@ -42,15 +45,15 @@ class PoolFull(Exception):
     """No free slot: the caller must evict first."""
 
 
-class SlotMap:
+class SlotMap(Generic[K]):
     """A bijection between occupied slots and keys over `0 ≤ slot < capacity`; lowest free slot first."""
 
     def __init__(self, capacity: int) -> None:
         if capacity <= 0:
             raise ValueError(f"pool capacity must be positive, got {capacity}")
         self.capacity = capacity
-        self._by_key: dict[BlockKey, int] = {}
-        self._by_slot: dict[int, BlockKey] = {}
+        self._by_key: dict[K, int] = {}
+        self._by_slot: dict[int, K] = {}
         self._free = list(range(capacity - 1, -1, -1))  # a stack: pop() gives the lowest index
 
     def __len__(self) -> int:
@@ -63,13 +66,13 @@ class SlotMap:
     def full(self) -> bool:
         return len(self._by_key) >= self.capacity
 
-    def slot_of(self, key: BlockKey) -> int | None:
+    def slot_of(self, key: K) -> int | None:
         return self._by_key.get(key)
 
-    def key_at(self, slot: int) -> BlockKey | None:
+    def key_at(self, slot: int) -> K | None:
         return self._by_slot.get(slot)
 
-    def allocate(self, key: BlockKey) -> int:
+    def allocate(self, key: K) -> int:
         if key in self._by_key:
             return self._by_key[key]
         if not self._free:
@@ -78,7 +81,7 @@ class SlotMap:
         self._bind(key, slot)
         return slot
 
-    def claim(self, key: BlockKey, slot: int) -> None:
+    def claim(self, key: K, slot: int) -> None:
         """Bind `key` to a given `slot` (reconciling with what a switch holds); the slot must be free."""
         if not 0 <= slot < self.capacity:
             raise ValueError(f"slot {slot} outside the pool (capacity {self.capacity})")
@@ -88,11 +91,11 @@ class SlotMap:
             self._free.remove(slot)
         self._bind(key, slot)
 
-    def _bind(self, key: BlockKey, slot: int) -> None:
+    def _bind(self, key: K, slot: int) -> None:
         self._by_key[key] = slot
         self._by_slot[slot] = key
 
-    def release(self, key: BlockKey) -> int | None:
+    def release(self, key: K) -> int | None:
         slot = self._by_key.pop(key, None)
         if slot is None:
             return None
@@ -101,15 +104,15 @@ class SlotMap:
         self._free.sort(reverse=True)
         return slot
 
-    def items(self) -> list[tuple[BlockKey, int]]:
+    def items(self) -> list[tuple[K, int]]:
         return list(self._by_key.items())
 
 
 # ---- pins ------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class Pin:
-    key: BlockKey
+class Pin(Generic[K]):
+    key: K
     expires_at: float | None = None
     """When a soft pin lapses (the caller's clock, seconds); None for a hard pin."""
 
@@ -121,13 +124,13 @@ class Pin:
         return self.expires_at is None or now < self.expires_at
 
 
-class PinTable:
+class PinTable(Generic[K]):
     """The current pins by key: a hard pin lasts until unpinned, a soft pin until its TTL runs out."""
 
     def __init__(self) -> None:
-        self._pins: dict[BlockKey, Pin] = {}
+        self._pins: dict[K, Pin[K]] = {}
 
-    def pin(self, key: BlockKey, now: float, ttl: float | None = None) -> Pin:
+    def pin(self, key: K, now: float, ttl: float | None = None) -> Pin[K]:
         """Pin `key` hard (ttl None) or soft for `ttl` seconds; a hard pin is never weakened by a soft one."""
         if ttl is not None and ttl <= 0:
             raise ValueError(f"a soft pin needs a positive TTL, got {ttl}")
@@ -138,27 +141,27 @@ class PinTable:
         self._pins[key] = pin
         return pin
 
-    def restore(self, pin: Pin) -> None:
+    def restore(self, pin: Pin[K]) -> None:
         self._pins[pin.key] = pin
 
-    def unpin(self, key: BlockKey) -> bool:
+    def unpin(self, key: K) -> bool:
         return self._pins.pop(key, None) is not None
 
-    def get(self, key: BlockKey, now: float) -> Pin | None:
+    def get(self, key: K, now: float) -> Pin[K] | None:
         pin = self._pins.get(key)
         return pin if pin is not None and pin.active(now) else None
 
-    def expire(self, now: float) -> list[Pin]:
+    def expire(self, now: float) -> list[Pin[K]]:
         """Drop the soft pins whose TTL ran out and return them."""
         lapsed = [p for p in self._pins.values() if not p.active(now)]
         for pin in lapsed:
             del self._pins[pin.key]
         return lapsed
 
-    def protected(self, now: float) -> frozenset[BlockKey]:
+    def protected(self, now: float) -> frozenset[K]:
         return frozenset(k for k, p in self._pins.items() if p.active(now))
 
-    def all(self) -> list[Pin]:
+    def all(self) -> list[Pin[K]]:
         return list(self._pins.values())
 
 
@@ -205,24 +208,24 @@ class GenerationCounter:
 # ---- the pool --------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class Evicted:
+class Evicted(Generic[K]):
     """A key that left its slot, with the eviction's reason and residual and the recycling decision."""
 
-    key: BlockKey
+    key: K
     slot: int
     victim: Victim
     recycle: Recycle
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(Generic[K]):
     """What `SlotPool.place` did: the newcomer's slot and generation (None: refused, see `refused`) and the
     keys that made room for it."""
 
-    key: BlockKey
+    key: K
     slot: int | None
     generation: int
-    evicted: tuple[Evicted, ...] = ()
+    evicted: tuple[Evicted[K], ...] = ()
     refused: str | None = None
 
 
@@ -244,18 +247,23 @@ class _RecordingRecycler:
         return outcome
 
 
-class SlotPool:
+def _key_of(block: BlockInfo) -> K:  # type: ignore[type-var]
+    """A block's key in the pool's key type (Pool and the policies see it as a plain hashable)."""
+    return block.key  # type: ignore[return-value]
+
+
+class SlotPool(Generic[K]):
     """One switch pool: `Pool`'s decisions over numbered slots, with generations and pins."""
 
     def __init__(self, capacity: int, admission: AdmissionPolicy, eviction: EvictionPolicy,
                  recycling: RecyclingPolicy, generations: GenerationCounter | None = None,
                  tier: Tier = Tier.SWITCH) -> None:
-        self.slots = SlotMap(capacity)
-        self.pins = PinTable()
+        self.slots: SlotMap[K] = SlotMap(capacity)
+        self.pins: PinTable[K] = PinTable()
         self.generations = generations or GenerationCounter()
         self.tier = tier
-        self._generation: dict[BlockKey, int] = {}
-        self._held: set[BlockKey] = set()
+        self._generation: dict[K, int] = {}
+        self._held: set[K] = set()
         """Keys pinned in `pool` on behalf of `pins` (a Pool pin needs a resident key)."""
         self.pool = self._new_pool(admission, eviction, recycling)
 
@@ -290,7 +298,7 @@ class SlotPool:
     def __len__(self) -> int:
         return len(self.slots)
 
-    def generation_of(self, key: BlockKey) -> int | None:
+    def generation_of(self, key: K) -> int | None:
         return self._generation.get(key)
 
     # ---- accesses
@@ -311,11 +319,11 @@ class SlotPool:
 
     # ---- placement
     def place(self, block: BlockInfo, now: float, compare: bool = True,
-              hold: Iterable[BlockKey] = ()) -> Placement:
+              hold: Iterable[K] = ()) -> Placement[K]:
         """Give `block` a slot and a fresh generation, evicting `Pool`'s victim when full (the caller asked
         admission already). `compare=False` lets it displace any unpinned victim (a pin); `hold` are resident
         keys that may not be the victim this time (its prefix chain)."""
-        key = block.key
+        key: K = _key_of(block)
         if key in self.slots:
             slot = self.slots.slot_of(key)
             assert slot is not None
@@ -344,7 +352,7 @@ class SlotPool:
         self._hold_if_pinned(key, now)
         return Placement(key, slot, generation, evicted)
 
-    def regenerate(self, key: BlockKey) -> int:
+    def regenerate(self, key: K) -> int:
         """A fresh generation for a resident key whose entry is re-installed (its slot's bytes become unservable
         until refilled under the new one)."""
         if key not in self.slots:
@@ -355,23 +363,24 @@ class SlotPool:
 
     def claim(self, block: BlockInfo, slot: int, generation: int, now: float) -> None:
         """Take `block` at a given `slot` with the generation its index entry carries (restore after a restart)."""
-        self.slots.claim(block.key, slot)
-        if block.key not in self.pool and not self.pool.place(block, now, compare=False):
-            self.slots.release(block.key)
-            raise PinnedError(f"cannot claim {block.key!r}: the pool is full of pinned keys")
+        key: K = _key_of(block)
+        self.slots.claim(key, slot)
+        if key not in self.pool and not self.pool.place(block, now, compare=False):
+            self.slots.release(key)
+            raise PinnedError(f"cannot claim {key!r}: the pool is full of pinned keys")
         self._recycler.decided.clear()
-        self._generation[block.key] = generation
+        self._generation[key] = generation
         self.generations.above(generation)
-        self._hold_if_pinned(block.key, now)
+        self._hold_if_pinned(key, now)
 
-    def cancel(self, key: BlockKey) -> None:
+    def cancel(self, key: K) -> None:
         """Undo a placement whose index write failed: the key leaves without recycling."""
         self._unhold(key)
         self.pool.evict(key, "index write failed")
         self.slots.release(key)
         self._generation.pop(key, None)
 
-    def evict(self, key: BlockKey, now: float, reason: str, residual: float | None = None) -> Evicted:
+    def evict(self, key: K, now: float, reason: str, residual: float | None = None) -> Evicted[K]:
         """An explicit eviction (operator, invalidation), recycled; pinned keys must be unpinned first."""
         if key not in self.slots:
             raise KeyError(f"{key!r} is not in the pool")
@@ -384,15 +393,16 @@ class SlotPool:
         victim = Victim(key, residual, reason)
         return self._release(victim, self.recycling.decide(victim, self.tier, now))
 
-    def _release(self, victim: Victim, outcome: Recycle) -> Evicted:
-        self._unhold(victim.key)
-        slot = self.slots.release(victim.key)
-        assert slot is not None, f"the pool evicted {victim.key!r}, which had no slot"
-        self._generation.pop(victim.key, None)
-        return Evicted(victim.key, slot, victim, outcome)
+    def _release(self, victim: Victim, outcome: Recycle) -> Evicted[K]:
+        key: K = victim.key  # type: ignore[assignment]  # Pool names its residents, all of type K
+        self._unhold(key)
+        slot = self.slots.release(key)
+        assert slot is not None, f"the pool evicted {key!r}, which had no slot"
+        self._generation.pop(key, None)
+        return Evicted(key, slot, victim, outcome)
 
     # ---- pins
-    def pin(self, key: BlockKey, now: float, ttl: float | None = None) -> Pin:
+    def pin(self, key: K, now: float, ttl: float | None = None) -> Pin[K]:
         """Pin a resident key hard (ttl None) or soft; place it first (`place(..., compare=False)`)."""
         if key not in self.slots:
             raise KeyError(f"cannot pin {key!r}: not resident")
@@ -400,40 +410,40 @@ class SlotPool:
         self._hold_if_pinned(key, now)
         return pin
 
-    def restore_pin(self, pin: Pin) -> None:
+    def restore_pin(self, pin: Pin[K]) -> None:
         """A pin saved before a restart; it protects its key once the key is resident again."""
         self.pins.restore(pin)
         if pin.key in self.pool:
             self._hold(pin.key)
 
-    def unpin(self, key: BlockKey) -> bool:
+    def unpin(self, key: K) -> bool:
         self._unhold(key)
         return self.pins.unpin(key)
 
-    def expire(self, now: float) -> list[Pin]:
+    def expire(self, now: float) -> list[Pin[K]]:
         """Drop the soft pins whose TTL ran out; their keys become evictable."""
         lapsed = self.pins.expire(now)
         for pin in lapsed:
             self._unhold(pin.key)
         return lapsed
 
-    def _hold_if_pinned(self, key: BlockKey, now: float) -> None:
+    def _hold_if_pinned(self, key: K, now: float) -> None:
         if self.pins.get(key, now) is not None:
             self._hold(key)
 
-    def _hold(self, key: BlockKey) -> None:
+    def _hold(self, key: K) -> None:
         if key not in self._held and key in self.pool:
             self.pool.pin(key)
             self._held.add(key)
 
-    def _unhold(self, key: BlockKey) -> None:
+    def _unhold(self, key: K) -> None:
         if key in self._held:
             self._held.discard(key)
             self.pool.unpin(key)
 
     # ---- policies
     def replace_policies(self, admission: AdmissionPolicy, eviction: EvictionPolicy, recycling: RecyclingPolicy,
-                         blocks: Mapping[BlockKey, BlockInfo], now: float) -> None:
+                         blocks: Mapping[K, BlockInfo], now: float) -> None:
         """Run new policies over the same residents (told about each, in slot order) and the same pins."""
         pool = self._new_pool(admission, eviction, recycling)
         for key, _ in sorted(self.slots.items(), key=lambda kv: kv[1]):
