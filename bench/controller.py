@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "kvswitch.p4"
 CPU_PORT = 255
 CLIENT = {"name": "h1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "port": 1}
-STORAGE = {"name": "storage", "ip": "10.0.0.100", "mac": "02:00:00:00:00:64", "port": 2}
+STORAGE = {"name": "storage", "ip": "10.0.0.100", "mac": "02:00:00:00:00:64", "port": 2, "role": "storage"}
 
 
 def free_port() -> int:

@@ -32,6 +32,10 @@ class KvpEvent(IntEnum):
     SLOT_WRITE = 7
     SLOT_READ = 8
     PACKET_OUT = 9
+    PUT_ACK_BOUND = 10
+    """A trusted PUT_ACK OK raised an indexed slot's minimum version."""
+    FABRIC_INVALIDATE = 11
+    """An INVALIDATE from the fabric was applied."""
 
 
 class PortRole(IntEnum):

@@ -106,14 +106,16 @@ def test_bad_ports_are_reported_with_the_entry(tmp_path, ports):
 
 # ---- codes: P4Info first, then the packaged copy; the copy equals the P4 source ---------------------------
 
-def test_packaged_codes_equal_the_p4_source():
-    """The copy the controller falls back to must be the program's (read here, at test time, never at run time)."""
+def test_packaged_codes_agree_with_the_p4_source():
+    """Every code of the program is in the copy the controller falls back to, with the program's value (read here,
+    at test time, never at run time). The copy may run ahead of the source by members the data plane adds."""
     source = (ROOT / "p4src" / "include" / "constants.p4").read_text()
     for name, enum in FALLBACKS.items():
         found = enum_from_source(source, name)
         if not found and name == "port_role_t":  # until the data plane adds it: the contract's values
             found = {"HOST": 0, "STORAGE": 1, "FABRIC": 2}
-        assert found == {m.name: int(m) for m in enum}, name
+        packaged = {m.name: int(m) for m in enum}
+        assert found and found.items() <= packaged.items(), name
 
 
 def test_controller_code_never_reads_the_p4_source():
