@@ -269,6 +269,7 @@ class SlotPool(Generic[K]):
 
     def _new_pool(self, admission: AdmissionPolicy, eviction: EvictionPolicy, recycling: RecyclingPolicy) -> Pool:
         self._recycler = _RecordingRecycler(recycling)
+        self._observe = eviction.record if isinstance(eviction, AccessObserver) else None  # checked once: slow
         return Pool(self.slots.capacity, admission, eviction, self._recycler, tier=self.tier, log_limit=64)
 
     # ---- views
@@ -305,9 +306,9 @@ class SlotPool(Generic[K]):
     def record(self, block: BlockInfo, now: float, times: int = 1) -> None:
         """Accesses that are not pool reads (a hot-key digest, a client's INSERT): the admission policy and an
         observing eviction policy see them; nothing is placed."""
-        observe = self.pool.eviction.record if isinstance(self.pool.eviction, AccessObserver) else None
+        observe, record = self._observe, self.pool.admission.record
         for _ in range(max(1, times)):
-            self.pool.admission.record(block, now)
+            record(block, now)
             if observe is not None:
                 observe(block, now)
 
