@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "kvswitch.p4"
 CPU_PORT = 255
 CLIENT = {"name": "h1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "port": 1}
-STORAGE = {"name": "storage", "ip": "10.0.0.100", "mac": "02:00:00:00:00:64", "port": 2}
+STORAGE = {"name": "storage", "ip": "10.0.0.100", "mac": "02:00:00:00:00:64", "port": 2, "role": "storage"}
 
 
 def free_port() -> int:
@@ -313,7 +313,7 @@ def insert_latency(work: Path, inserts: int) -> dict:
 
 
 def _churn(pool, keys: int, start: int) -> float:
-    from controller.keys import ChunkKey
+    from kvpool.keys import ChunkKey
 
     began = time.perf_counter()
     for index in range(keys):
@@ -325,10 +325,10 @@ def churn(work: Path, ops: int) -> dict:
     """Admission + eviction per second: over P4Runtime to the embedded switch, and in memory (baseline)."""
     from controller.dataplane import MemoryDataPlane
     from controller.p4dataplane import P4RuntimeDataPlane
-    from controller.p4info import P4Info
     from controller.policy import PolicySpec, build_policies
     from controller.pool import PoolManager
     from controller.switch import SwitchConnection, SwitchOptions
+    from p4rt.p4info import P4Info
 
     p4info_path, config = compile_program(work)
     spec = PolicySpec("always", "lru", "drop")
@@ -363,10 +363,10 @@ def ls_latency(work: Path, keys: int, repeats: int) -> dict:
     """`/blocks` and `python -m controller ls` with `keys` cached chunks."""
     from controller.api import ApiServer
     from controller.dataplane import MemoryDataPlane
-    from controller.keys import ChunkKey
     from controller.metrics import Metrics
     from controller.policy import PolicySpec, build_policies
     from controller.pool import PoolManager
+    from kvpool.keys import ChunkKey
 
     class Backend:
         def __init__(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -37,6 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="policy parameter, e.g. admission.threshold=0.5 (repeatable; model.* = shared reuse model)")
     serve.add_argument("--hot-threshold", type=int, default=3, help="GET misses per epoch that make a key hot")
     serve.add_argument("--epoch-seconds", type=float, default=10.0, help="sketch reset period")
+    serve.add_argument("--insert-tenants", default=None, metavar="T[,T...]",
+                       help="tenants allowed to INSERT (default all; 'none' = no one); others get ERR_DENIED")
+    serve.add_argument("--pin-tenants", default=None, metavar="T[,T...]",
+                       help="tenants allowed to ask for a pin with INSERT's F_PIN (default all; 'none' = no one)")
+    serve.add_argument("--tenant-quota", action="append", default=[], metavar="TENANT=SLOTS",
+                       help="switch slots one tenant may hold at most (repeatable)")
+    serve.add_argument("--default-tenant-quota", type=int, default=None, metavar="SLOTS",
+                       help="slot quota of tenants without --tenant-quota (default unlimited)")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     add_client_commands(sub)
     return parser
@@ -44,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from controller.p4dataplane import DetectorOptions
+    from controller.pool import PoolOptions
     from controller.service import Controller, ServeOptions
+    from controller.tenants import TenantPolicy
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     params: dict[str, dict[str, str]] = {}
@@ -53,12 +64,17 @@ def serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not dot or kind not in ("admission", "eviction", "recycling", "model"):
             parser.error(f"--param {name}={value}: expected admission|eviction|recycling|model.NAME=VALUE")
         params.setdefault(kind, {})[field] = value
+    try:
+        tenants = TenantPolicy.from_options(args.insert_tenants, args.pin_tenants, args.tenant_quota,
+                                            args.default_tenant_quota)
+    except ValueError as exc:
+        parser.error(str(exc))
     options = ServeOptions(
         switch=args.switch, device_id=args.device_id, election_id=args.election_id, p4info=args.p4info,
         device_config=args.device_config, storage=args.storage, state=args.state, api=args.api,
         hosts_file=args.hosts_file, metrics_port=args.metrics_port, admission=args.admission,
         eviction=args.eviction, recycling=args.recycling, policy_params=params,
-        detector=DetectorOptions(args.hot_threshold, args.epoch_seconds),
+        detector=DetectorOptions(args.hot_threshold, args.epoch_seconds), pool=PoolOptions(tenants=tenants),
     )
     try:
         controller = Controller(options)
@@ -92,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if args.json:  # scripts read one JSON document whatever happened
+            print(json.dumps({"error": str(exc)}))
+        else:
+            print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -3,11 +3,11 @@
 The controller is the only P4Runtime primary; everything an operator does goes through here.
 
     GET    /status                 controller, switch and pool summary
-    GET    /blocks[?all=1]         residents (all=1: every tracked chunk)
-    GET    /blocks/KEY             one chunk
-    POST   /pins      {key, ttl}   pin (ttl null = hard)
+    GET    /blocks[?all=1][&key=K] residents (all=1: every tracked chunk; key: of one block or chunk)
+    GET    /blocks/KEY             one block (TENANT:PREFIX, every chunk) or chunk (TENANT:PREFIX:CHUNK)
+    POST   /pins {key, ttl, force} pin a block's chunks or one chunk (ttl null = hard; unknown keys need force)
     DELETE /pins/KEY               unpin
-    POST   /evict     {key}        evict now
+    POST   /evict     {key}        evict now (a block: every cached chunk)
     POST   /tiers     {key, tier}  storage node: move to "dram" or "disk" (TIER_MOVE)
     GET    /stats                  metrics snapshot
     GET    /decisions?limit=N      recent decisions with reasons
@@ -26,10 +26,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from controller.errors import P4RuntimeError
-from controller.keys import ChunkKey
+from controller.blocks import BlockOps
 from controller.metrics import Metrics
 from controller.pool import PinError, PoolManager
+from kvpool.keys import BlockKey, ChunkKey, parse_key
+from p4rt.errors import P4RuntimeError
 
 log = logging.getLogger(__name__)
 
@@ -61,38 +62,44 @@ def _key(text: str) -> ChunkKey:
         raise ApiError(HTTPStatus.BAD_REQUEST, str(exc)) from None
 
 
+def _any_key(text: str) -> BlockKey | ChunkKey:
+    """A block (`TENANT:PREFIX`) or a chunk (`TENANT:PREFIX:CHUNK`)."""
+    try:
+        return parse_key(unquote(text))
+    except ValueError as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+
+
 def _routes(backend: Backend, method: str, path: str, query: dict[str, list[str]], body: dict) -> Any:
     parts = [p for p in path.split("/") if p]
     pool = backend.pool
+    blocks = BlockOps(pool)
     match method, parts:
         case "GET", ["status"]:
             return backend.status()
         case "GET", ["blocks"]:
-            if query.get("all", ["0"])[0] in ("1", "true"):
+            everything = query.get("all", ["0"])[0] in ("1", "true")
+            if "key" in query:
+                return blocks.rows(_any_key(query["key"][0]), everything)
+            if everything:
                 with pool.lock:
                     keys = list(pool.tracked)
                 return pool.describe_many(keys)
             return pool.residents()
         case "GET", ["blocks", key]:
             try:
-                return pool.describe(_key(key))
+                return blocks.show(_any_key(key))
             except KeyError as exc:
                 raise ApiError(HTTPStatus.NOT_FOUND, str(exc).strip("'\"")) from None
         case "POST", ["pins"]:
             ttl = body.get("ttl")
             if ttl is not None and (not isinstance(ttl, int | float) or ttl <= 0):
                 raise ApiError(HTTPStatus.BAD_REQUEST, f"ttl must be a positive number of seconds, got {ttl!r}")
-            pin = pool.pin(_key(str(body.get("key", ""))), ttl)
-            return {"key": str(pin.key), "kind": pin.kind, "expires_at": pin.expires_at}
+            return blocks.pin(_any_key(str(body.get("key", ""))), ttl, force=bool(body.get("force")))
         case "DELETE", ["pins", key]:
-            chunk = _key(key)
-            if not pool.unpin(chunk):
-                raise ApiError(HTTPStatus.NOT_FOUND, f"{chunk} is not pinned")
-            return {"key": str(chunk), "unpinned": True}
+            return blocks.unpin(_any_key(key))
         case "POST", ["evict"]:
-            decision = pool.evict(_key(str(body.get("key", ""))))
-            return {"key": str(decision.key), "slot": decision.slot, "reason": decision.reason,
-                    "outcome": [d for d in pool.recent_decisions(5) if d["key"] == str(decision.key)][-1]}
+            return blocks.evict(_any_key(str(body.get("key", ""))))
         case "POST", ["tiers"]:
             return backend.move_tier(_key(str(body.get("key", ""))), str(body.get("tier", "")))
         case "GET", ["stats"]:

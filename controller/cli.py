@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from controller.keys import ChunkKey
+from kvpool.keys import BlockKey, ChunkKey, parse_key
 
 DEFAULT_API = "127.0.0.1:9090"
 SORT_FIELDS = ("slot", "key", "tenant", "hits", "age", "score", "tier", "pin")
@@ -49,7 +49,15 @@ class ApiClient:
 
 # ---- argument types: bad input is a usage error, not a traceback -----------------------------------------
 
-def key_arg(text: str) -> ChunkKey:
+def key_arg(text: str) -> BlockKey | ChunkKey:
+    """A block `TENANT:PREFIXHASH_HEX` (all its chunks) or one chunk `TENANT:PREFIXHASH_HEX:CHUNK`."""
+    try:
+        return parse_key(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def chunk_arg(text: str) -> ChunkKey:
     try:
         return ChunkKey.parse(text)
     except ValueError as exc:
@@ -99,7 +107,7 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
         return real_add(name, parents=[parent], **kwargs)
 
-    sub.add_parser = add_parser  # every client command accepts --api/--json after its name
+    sub.add_parser = add_parser  # type: ignore[method-assign]  # every client command takes --api/--json after it
     sub.add_parser("status", help="controller, switch and pool summary")
     ls = sub.add_parser("ls", help="cached chunks in the switch pool")
     ls.add_argument("--sort", choices=SORT_FIELDS, default="slot", help="sort column (default slot)")
@@ -108,17 +116,20 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
                     help="show at most N rows (table default 100, since a rich table of 10k rows takes seconds; "
                          "0 = all; --json default all)")
     ls.add_argument("--all", action="store_true", help="every tracked chunk, candidates included")
-    show = sub.add_parser("show", help="everything known about one chunk")
-    show.add_argument("key", type=key_arg, help="TENANT:PREFIXHASH_HEX[:CHUNK]")
-    pin = sub.add_parser("pin", help="keep a chunk in the switch pool (hard, or soft with --ttl)")
-    pin.add_argument("key", type=key_arg, help="TENANT:PREFIXHASH_HEX[:CHUNK]")
+    ls.add_argument("key", type=key_arg, nargs="?", default=None, help="only this block (or chunk)")
+    key_help = "a block TENANT:PREFIXHASH_HEX (all its chunks) or one chunk TENANT:PREFIXHASH_HEX:CHUNK"
+    show = sub.add_parser("show", help="everything known about a block (each chunk) or one chunk")
+    show.add_argument("key", type=key_arg, help=key_help)
+    pin = sub.add_parser("pin", help="keep a block's chunks (or one chunk) in the switch pool (hard, or soft --ttl)")
+    pin.add_argument("key", type=key_arg, help=key_help)
     pin.add_argument("--ttl", type=positive_float, default=None, help="soft pin lasting this many seconds")
-    unpin = sub.add_parser("unpin", help="remove a pin")
-    unpin.add_argument("key", type=key_arg)
-    evict = sub.add_parser("evict", help="evict a chunk now (recycled by the recycling policy)")
-    evict.add_argument("key", type=key_arg)
+    pin.add_argument("--force", action="store_true", help="pin even if the storage node does not hold it")
+    unpin = sub.add_parser("unpin", help="remove the pins of a block's chunks (or of one chunk)")
+    unpin.add_argument("key", type=key_arg, help=key_help)
+    evict = sub.add_parser("evict", help="evict a block's cached chunks (or one chunk) now (recycled by policy)")
+    evict.add_argument("key", type=key_arg, help=key_help)
     tier = sub.add_parser("tier", help="promote/demote a chunk between the storage node's DRAM and disk")
-    tier.add_argument("key", type=key_arg)
+    tier.add_argument("key", type=chunk_arg)
     tier.add_argument("tier", choices=("dram", "disk"))
     stats = sub.add_parser("stats", help="hit ratio, occupancy, admissions, evictions, latency")
     stats.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
@@ -133,7 +144,7 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     read_slot.add_argument("slot", type=slot_arg)
     decisions = sub.add_parser("log", help="recent decisions with their reasons")
     decisions.add_argument("--limit", "-n", type=int, default=30)
-    sub.add_parser = real_add
+    sub.add_parser = real_add  # type: ignore[method-assign]
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -162,14 +173,15 @@ def sort_rows(rows: list[dict], field: str, reverse: bool) -> list[dict]:
 
 def render_blocks(console: Console, rows: list[dict]) -> None:
     table = Table(title=f"switch pool: {len(rows)} chunk(s)")
-    for column in ("tenant", "prefix hash", "chunk", "slot", "hits", "age s", "score", "tiers", "pin"):
-        table.add_column(column, justify="right" if column in {"chunk", "slot", "hits", "age s", "score"} else "left",
-                         no_wrap=column in {"prefix hash", "tiers"})
+    for column in ("tenant", "prefix hash", "chunk", "slot", "version", "hits", "age s", "score", "tiers", "pin"):
+        table.add_column(column, justify="right" if column in {"chunk", "slot", "version", "hits", "age s", "score"}
+                         else "left", no_wrap=column in {"prefix hash", "tiers"})
     for row in rows:
         pin = row["pin"] or ""
         if row.get("pin_expires_in") is not None:
             pin += f" ({row['pin_expires_in']:.0f}s)"
-        table.add_row(str(row["tenant"]), row["prefix_hash"], str(row["chunk"]), _fmt(row["slot"]), str(row["hits"]),
+        table.add_row(str(row["tenant"]), row["prefix_hash"], str(row["chunk"]), _fmt(row["slot"]),
+                      _fmt(row.get("version") or None), str(row["hits"]),
                       _fmt(row["age"]), _fmt(row["score"], 3), ",".join(row["tiers"]), pin)
     console.print(table)
 
@@ -181,6 +193,33 @@ def render_mapping(console: Console, title: str, data: dict) -> None:
     for name, value in data.items():
         table.add_row(name, json.dumps(value) if isinstance(value, dict | list) else _fmt(value, 3))
     console.print(table)
+
+
+def _chunks_note(data: dict) -> str:
+    chunks = data.get("chunks") or []
+    if len(chunks) == 1 and chunks[0] == data["key"]:
+        return ""
+    note = f": {len(chunks)} chunk(s)"
+    if data.get("orphans_evicted"):
+        note += f"; evicted {len(data['orphans_evicted'])} orphan chunk(s) beyond its {data['chunk_count']}"
+    return note
+
+
+def render_show(console: Console, title: str, data: dict) -> None:
+    if "chunks" not in data:  # one chunk
+        render_mapping(console, title, data)
+        return
+    summary = {k: v for k, v in data.items() if k != "chunks"}
+    render_mapping(console, f"block {title}", summary)
+    render_blocks(console, data["chunks"])
+
+
+def render_evict(console: Console, data: dict) -> None:
+    if "outcome" in data:
+        console.print(f"evicted {data['key']} from slot {data['slot']}: {data['outcome']['action']} "
+                      f"({data['outcome']['reason']})")
+    else:
+        console.print(f"evicted {len(data['chunks'])} chunk(s) of {data['key']} from slots {data['slots']}")
 
 
 def render_stats(console: Console, stats: dict) -> None:
@@ -219,7 +258,11 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     if command == "status":
         out(api.call("GET", "/status"), lambda d: render_mapping(console, "controller status", d))
     elif command == "ls":
-        rows = sort_rows(api.call("GET", "/blocks" + ("?all=1" if args.all else "")), args.sort, args.reverse)
+        query = [("all", "1")] if args.all else []
+        if args.key is not None:
+            query.append(("key", str(args.key)))
+        path = "/blocks" + ("?" + "&".join(f"{k}={v}" for k, v in query) if query else "")
+        rows = sort_rows(api.call("GET", path), args.sort, args.reverse)
         limit = args.limit if args.limit is not None else (0 if args.json else 100)
         shown = rows[:limit] if limit > 0 else rows
         if args.json:
@@ -229,16 +272,14 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             if len(shown) < len(rows):
                 console.print(f"… {len(rows) - len(shown)} more (--limit 0 shows all, --json for scripts)")
     elif command == "show":
-        out(api.call("GET", f"/blocks/{args.key}"), lambda d: render_mapping(console, str(args.key), d))
+        out(api.call("GET", f"/blocks/{args.key}"), lambda d: render_show(console, str(args.key), d))
     elif command == "pin":
-        out(api.call("POST", "/pins", {"key": str(args.key), "ttl": args.ttl}),
-            lambda d: console.print(f"pinned {d['key']} ({d['kind']})"))
+        out(api.call("POST", "/pins", {"key": str(args.key), "ttl": args.ttl, "force": args.force}),
+            lambda d: console.print(f"pinned {d['key']} ({d['kind']})" + _chunks_note(d)))
     elif command == "unpin":
-        out(api.call("DELETE", f"/pins/{args.key}"), lambda d: console.print(f"unpinned {d['key']}"))
+        out(api.call("DELETE", f"/pins/{args.key}"), lambda d: console.print(f"unpinned {d['key']}" + _chunks_note(d)))
     elif command == "evict":
-        out(api.call("POST", "/evict", {"key": str(args.key)}),
-            lambda d: console.print(f"evicted {d['key']} from slot {d['slot']}: {d['outcome']['action']} "
-                                    f"({d['outcome']['reason']})"))
+        out(api.call("POST", "/evict", {"key": str(args.key)}), lambda d: render_evict(console, d))
     elif command == "tier":
         out(api.call("POST", "/tiers", {"key": str(args.key), "tier": args.tier}),
             lambda d: console.print(f"{d['key']} now in {', '.join(d['tiers'])}"))

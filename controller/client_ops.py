@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.keys import ChunkKey
-from controller.pool import PinError, PoolManager
+from controller.pool import Denied, PinError, PoolManager
 from kvpool import wire
 from kvpool.constants import Flag, Opcode, Status
+from kvpool.keys import ChunkKey
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +124,8 @@ class ClientService:
         try:
             bitmap = self.pool.offer(request.key, depth=depth, tokens=tokens, parent=parent, value=request.value,
                                      version=h.version, pin=bool(h.flags & Flag.PIN), host=request.client)
-        except PinError as exc:
-            log.info("INSERT %s with F_PIN refused: %s", request.key, exc)
+        except (PinError, Denied) as exc:
+            log.info("INSERT %s refused: %s", request.key, exc)
             bitmap, _ = self.pool.lookup(request.key)
             return reply_frame(request, base.replace(status=Status.ERR_DENIED, aux=bitmap))
         return reply_frame(request, base.replace(status=Status.OK, aux=bitmap))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from controller.keys import ChunkKey
+from kvpool.keys import ChunkKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +45,9 @@ class DataPlane(Protocol):
     capacity: int
     """Number of slots in the pool."""
 
-    def install(self, key: ChunkKey, slot: int, min_version: int = 0) -> None:
-        """Index `key` at `slot`; the next storage reply for `key` (version ≥ min_version) fills the slot."""
+    def install(self, key: ChunkKey, slot: int, min_version: int = 0, generation: int = 0) -> None:
+        """Index `key` at `slot` under admission `generation`; the next storage reply for `key` (version ≥
+        min_version) fills the slot, which is served only while the entry carries that generation."""
         ...
 
     def remove(self, key: ChunkKey) -> None:
@@ -57,8 +58,9 @@ class DataPlane(Protocol):
         """The index entries the switch holds now (read back), key → slot."""
         ...
 
-    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes) -> None:
-        """Fill `slot` directly (SLOT_WRITE packet-out) when the controller knows the value."""
+    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes, chunk_count: int) -> None:
+        """Fill `slot` directly (SLOT_WRITE packet-out) with what the storage node holds: its version and value
+        and the block's real chunk_count; the switch fills under the generation of `key`'s index entry."""
         ...
 
     def slot_hits(self, slots: list[int] | None = None) -> dict[int, int]:
@@ -77,7 +79,7 @@ class MemoryDataPlane:
         self.index: dict[ChunkKey, int] = {}
         self.values: dict[int, tuple[ChunkKey, int, bytes]] = {}
 
-    def install(self, key: ChunkKey, slot: int, min_version: int = 0) -> None:
+    def install(self, key: ChunkKey, slot: int, min_version: int = 0, generation: int = 0) -> None:
         self.index[key] = slot
 
     def remove(self, key: ChunkKey) -> None:
@@ -86,7 +88,7 @@ class MemoryDataPlane:
     def installed(self) -> dict[ChunkKey, int]:
         return dict(self.index)
 
-    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes) -> None:
+    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes, chunk_count: int) -> None:
         self.values[slot] = (key, version, value)
 
     def slot_hits(self, slots: list[int] | None = None) -> dict[int, int]:

@@ -51,6 +51,9 @@ class Metrics:
         """Candidates not admitted, by reason."""
         self.client_requests: Counter[str] = Counter()
         """INSERT / LOOKUP_META punted to us, by opcode name."""
+        self.denied: Counter[str] = Counter()
+        """Requests the tenant policy refused (ERR_DENIED, or an admission over quota), by reason: insert, pin,
+        quota."""
         self.digests = 0
         self._digest_times: deque[float] = deque(maxlen=100_000)
         self.hot_to_installed: deque[float] = deque(maxlen=10_000)
@@ -102,6 +105,7 @@ class Metrics:
                 "drops": self.recycled.get("ABSENT", 0),
                 "refusals": dict(self.refusals),
                 "client_requests": dict(self.client_requests),
+                "denied": dict(self.denied),
                 "digests": self.digests,
                 "gets": {"switch": self.hits.switch, "server": self.hits.server, "fills": self.hits.fills},
                 "switch_connections": self.switch_connections,
@@ -132,6 +136,7 @@ class MetricsCollector:
             ("kvswitch_evictions", "Chunks evicted from the switch pool", snap["evictions"], "reason"),
             ("kvswitch_refusals", "Candidates not admitted", snap["refusals"], "reason"),
             ("kvswitch_client_requests", "INSERT/LOOKUP_META requests answered", snap["client_requests"], "op"),
+            ("kvswitch_denied", "Requests the tenant policy refused", snap["denied"], "reason"),
         ):
             family = CounterMetricFamily(name, help_text, labels=[label])
             for key, value in values.items():

@@ -1,8 +1,10 @@
 """The switch pool over P4Runtime: `DataPlane` in terms of p4src/kvswitch.p4's tables, counters and packet-outs.
 
-Every P4 name the controller uses is in `PipelineNames` (one place, matching docs/naming.md); every number
-comes from P4Info (ids, widths, enum values such as `kvp_event_t.GET_HIT` or `punt_reason_t.SLOT_REPLY`).
-Only BMv2-supported P4Runtime features are used: table writes/reads, indirect counter reads, packet-out/in.
+Every P4 name the controller uses is in `PipelineNames` (one place, matching docs/naming.md), by P4Info alias
+(the shortest unique suffix), so the program may move objects into sub-controls. Every number comes from P4Info
+(ids, widths, enum values such as `kvp_event_t.GET_HIT`), or, for enums p4c leaves out of P4Info, from the
+packaged `controller.codes`; the P4 source is never read at run time. Only BMv2-supported P4Runtime features
+are used: table writes/reads, indirect counter reads, packet-out/in.
 """
 
 from __future__ import annotations
@@ -10,41 +12,49 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller.codes import KvpEvent, PortRole, PuntReason, members
 from controller.dataplane import HitCounts, SlotContents
-from controller.errors import P4RuntimeError
 from controller.hosts import Host
-from controller.keys import ChunkKey
 from controller.switch import SwitchConnection
 from kvpool import wire
 from kvpool.constants import KVP_HEADER_LEN, KVP_UDP_PORT, Opcode, Status
-from softswitch.target import Exact, Lpm, TableEntry
+from kvpool.keys import ChunkKey
+from p4rt.entities import Exact, Lpm, TableEntry
+from p4rt.errors import P4RuntimeError
 
 
 @dataclass(frozen=True)
 class PipelineNames:
     """P4 names (P4Info aliases) the controller relies on; see docs/naming.md."""
 
-    index_table: str = "MyIngress.kv_index"
-    index_action: str = "MyIngress.set_slot"
-    index_key: tuple[str, str, str] = ("hdr.kvp.tenant", "hdr.kvp.prefix_hash", "hdr.kvp.chunk_idx")
+    index_table: str = "kv_index"
+    index_action: str = "set_slot"
+    index_key: tuple[str, str, str] = ("tenant", "prefix_hash", "chunk_idx")
+    """Key fields of kv_index by their last name component (P4Info: `hdr.kvp.tenant`, ...)."""
     slot_param: str = "slot"
     min_version_param: str = "min_version"
-    slot_hits_counter: str = "MyIngress.slot_hits"
-    events_counter: str = "MyIngress.kvp_events"
+    generation_param: str = "generation"
+    """Admission generation (issue 9); a program without it gets none (the pre-generation kvswitch.p4)."""
+    slot_hits_counter: str = "slot_hits"
+    events_counter: str = "kvp_events"
     events_enum: str = "kvp_event_t"
     punt_enum: str = "punt_reason_t"
-    sketch_table: str = "MyIngress.sketch_config"
-    sketch_action: str = "MyIngress.set_sketch_config"
-    route_table: str = "MyIngress.ipv4_lpm"
-    route_action: str = "MyIngress.ipv4_forward"
-    route_key: str = "hdr.ipv4.dst_addr"
+    port_role_enum: str = "port_role_t"
+    sketch_table: str = "sketch_config"
+    sketch_action: str = "set_sketch_config"
+    route_table: str = "ipv4_lpm"
+    route_action: str = "ipv4_forward"
+    route_key: str = "dst_addr"
+    port_role_table: str = "port_role"
+    port_role_action: str = "set_port_role"
+    port_role_key: str = "ingress_port"
+    port_role_param: str = "role"
     hot_digest: str = "hot_key_digest_t"
 
 
@@ -57,9 +67,6 @@ class DetectorOptions:
     epoch_seconds: float = 10.0
     """A new epoch every this many seconds resets the sketch, so a key can be reported again."""
 
-
-DEFAULT_P4_CONSTANTS = Path(__file__).resolve().parent.parent / "p4src" / "include" / "constants.p4"
-"""Where the enums live when the P4Info lacks them (BMv2's P4Info, see docs/naming.md)."""
 
 CONTROLLER_MAC = "02:00:00:00:00:fe"
 """Source MAC of SLOT_* packet-outs: they never leave the switch, any locally administered address does."""
@@ -83,14 +90,19 @@ class P4RuntimeDataPlane:
     """The pool index and slots of one switch running kvswitch.p4."""
 
     def __init__(self, switch: SwitchConnection, names: PipelineNames | None = None,
-                 capacity: int | None = None, slot_read_timeout: float = 2.0,
-                 p4_sources: Sequence[Path] = (DEFAULT_P4_CONSTANTS,)) -> None:
+                 capacity: int | None = None, slot_read_timeout: float = 2.0) -> None:
         self.switch = switch
-        self.names = names or PipelineNames()
+        self.names = names = names or PipelineNames()
         info = switch.p4info
-        self.capacity = capacity or info.counter_size(self.names.slot_hits_counter)
-        self.events = info.enum_members(self.names.events_enum, p4_sources)
-        self.punt_reasons = info.enum_members(self.names.punt_enum, p4_sources)
+        self.capacity = capacity or info.counter_size(names.slot_hits_counter)
+        self.events = info.enum_members(names.events_enum, members(KvpEvent))
+        self.punt_reasons = info.enum_members(names.punt_enum, members(PuntReason))
+        self.port_roles = info.enum_members(names.port_role_enum, members(PortRole))
+        self._key_fields = tuple(info.match_field(names.index_table, field).name for field in names.index_key)
+        """kv_index's key fields by their full P4Info names (how entries read back name them)."""
+        self.has_generations = info.has_action_param(names.index_action, names.generation_param)
+        """The program keeps admission generations (set_slot's `generation`); False on the older program."""
+        self.has_port_roles = info.has_table(names.port_role_table)
         self.slot_read_timeout = slot_read_timeout
         self._req_ids = itertools.count(1)
         self._waiting: dict[int, tuple[threading.Event, list]] = {}
@@ -99,17 +111,20 @@ class P4RuntimeDataPlane:
 
     # ---- index -------------------------------------------------------------------------------------------
 
-    def _index_entry(self, key: ChunkKey, slot: int = 0, min_version: int = 0) -> TableEntry:
-        tenant, prefix_hash, chunk = self.names.index_key
+    def _index_entry(self, key: ChunkKey, slot: int = 0, min_version: int = 0, generation: int = 0) -> TableEntry:
+        names = self.names
+        tenant, prefix_hash, chunk = self._key_fields
+        params = {names.slot_param: slot, names.min_version_param: min_version}
+        if self.has_generations:
+            params[names.generation_param] = generation
         return TableEntry(
-            self.names.index_table,
+            names.index_table,
             {tenant: Exact(key.tenant), prefix_hash: Exact(key.prefix_hash), chunk: Exact(key.chunk)},
-            self.names.index_action,
-            {self.names.slot_param: slot, self.names.min_version_param: min_version},
+            names.index_action, params,
         )
 
-    def install(self, key: ChunkKey, slot: int, min_version: int = 0) -> None:
-        entry = self._index_entry(key, slot, min_version)
+    def install(self, key: ChunkKey, slot: int, min_version: int = 0, generation: int = 0) -> None:
+        entry = self._index_entry(key, slot, min_version, generation)
         try:
             self.switch.insert(entry)
         except P4RuntimeError as exc:
@@ -124,7 +139,8 @@ class P4RuntimeDataPlane:
             if not exc.only("NOT_FOUND"):
                 raise
 
-    def swap(self, victim: ChunkKey | None, key: ChunkKey, slot: int, min_version: int = 0) -> IndexSwap:
+    def swap(self, victim: ChunkKey | None, key: ChunkKey, slot: int, min_version: int = 0,
+             generation: int = 0) -> IndexSwap:
         """Delete `victim`'s entry, zero `slot`'s hit counter and index `key` at `slot`: one Write RPC.
 
         The updates succeed or fail one by one (a victim already gone does not stop the newcomer); a newcomer
@@ -134,7 +150,7 @@ class P4RuntimeDataPlane:
         does, under its device lock, so the batch is atomic with respect to packets).
         """
         names = self.names
-        entry = self._index_entry(key, slot, min_version)
+        entry = self._index_entry(key, slot, min_version, generation)
         updates = [self.switch.table_update("DELETE", self._index_entry(victim))] if victim is not None else []
         updates.append(self.switch.counter_update(names.slot_hits_counter, slot))
         updates.append(self.switch.table_update("INSERT", entry))
@@ -155,12 +171,16 @@ class P4RuntimeDataPlane:
         return IndexSwap(removed, installed, outcomes[-2] is None)
 
     def installed(self) -> dict[ChunkKey, int]:
-        tenant, prefix_hash, chunk = self.names.index_key
+        return {key: slot for key, (slot, _) in self.installed_entries().items()}
+
+    def installed_entries(self) -> dict[ChunkKey, tuple[int, int]]:
+        """The index read back: key → (slot, generation); generation 0 on a program without them."""
+        tenant, prefix_hash, chunk = self._key_fields
         found = {}
         for entry in self.switch.read_table(self.names.index_table):
             match = entry.match
-            key = ChunkKey(match[tenant].value, match[prefix_hash].value, match[chunk].value)
-            found[key] = entry.params[self.names.slot_param]
+            key = ChunkKey(match[tenant].value, match[prefix_hash].value, match[chunk].value)  # type: ignore[union-attr]
+            found[key] = (entry.params[self.names.slot_param], entry.params.get(self.names.generation_param, 0))
         return found
 
     # ---- counters ----------------------------------------------------------------------------------------
@@ -191,6 +211,26 @@ class P4RuntimeDataPlane:
         self.switch.set_default(self.names.sketch_table, self.names.sketch_action,
                                 {"hot_threshold": options.hot_threshold, "epoch": epoch & 0xFFFFFFFF or 1})
 
+    def install_port_roles(self, roles: Mapping[int, PortRole]) -> int:
+        """One `port_role` entry per port whose role is not the default (HOST); 0 on a program without the table."""
+        if not self.has_port_roles:
+            return 0
+        names = self.names
+        written = 0
+        for port, role in sorted(roles.items()):
+            if role is PortRole.HOST:
+                continue
+            entry = TableEntry(names.port_role_table, {names.port_role_key: Exact(port)}, names.port_role_action,
+                               {names.port_role_param: self.port_roles[role.name]})
+            try:
+                self.switch.insert(entry)
+            except P4RuntimeError as exc:
+                if not exc.only("ALREADY_EXISTS"):
+                    raise
+                self.switch.modify(entry)
+            written += 1
+        return written
+
     def install_routes(self, hosts: Sequence[Host]) -> int:
         """One /32 route per host: IPv4 destination → (its MAC, its switch port)."""
         for host in hosts:
@@ -216,9 +256,11 @@ class P4RuntimeDataPlane:
                   / UDP(sport=KVP_UDP_PORT, dport=KVP_UDP_PORT, chksum=0) / payload)
         return bytes(packet)
 
-    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes) -> None:
+    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes, chunk_count: int) -> None:
+        """SLOT_WRITE what the storage node holds: its version, the block's real chunk_count and the value. The
+        switch fills the slot under the generation of `key`'s index entry (installed first)."""
         header = wire.Header(Opcode.SLOT_WRITE, tenant=key.tenant, req_id=next(self._req_ids) & 0xFFFFFFFF,
-                             prefix_hash=key.prefix_hash, chunk_idx=key.chunk, chunk_count=key.chunk + 1,
+                             prefix_hash=key.prefix_hash, chunk_idx=key.chunk, chunk_count=chunk_count,
                              version=version, aux=slot)
         self.switch.packet_out(self._slot_packet(header, value), {"egress_port": 0})
 

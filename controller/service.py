@@ -7,6 +7,7 @@ All share one `PoolManager` behind its lock.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -14,19 +15,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from controller.client_ops import ClientService
-from controller.errors import P4RuntimeError
-from controller.hosts import Host, load_hosts
+from controller.hosts import HostPlan, load_plan
 from controller.metrics import Metrics, serve_prometheus
 from controller.p4dataplane import DetectorOptions, P4RuntimeDataPlane, PipelineNames
-from controller.p4info import P4Info
-from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_kind, replace_policy
+from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_kind
 from controller.pool import PoolManager, PoolOptions
 from controller.state import StateStore
 from controller.storage import StorageOptions, UdpStorageNode, parse_address
 from controller.switch import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from controller.tiers import TierMap, TierMover
+from kvpool.keys import ChunkKey
+from p4rt.errors import P4RuntimeError
+from p4rt.p4info import P4Info
+
+if TYPE_CHECKING:
+    from controller.api import ApiServer
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +88,8 @@ class Controller:
         self.p4info = P4Info.load(options.p4info)
         self.device_config = Path(options.device_config).read_bytes()
         self.cookie = pipeline_cookie(self.p4info.message.SerializeToString(), self.device_config)
-        self.hosts: list[Host] = load_hosts(options.hosts_file) if options.hosts_file else []
+        self.plan = load_plan(options.hosts_file) if options.hosts_file else HostPlan([], {})
+        self.hosts = self.plan.hosts
         self.switch = SwitchConnection(
             SwitchOptions(options.switch, options.device_id, options.election_id),
             self.p4info, on_packet_in=self._on_packet_in, on_digest=self._on_digest, on_connect=self._on_connect,
@@ -105,8 +112,9 @@ class Controller:
         self._restored = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.api_server = None
-        self.metrics_server = None
+        self.api_server: ApiServer | None = None
+        self.metrics_server: Any = None
+        """The Prometheus endpoint's server (prometheus_client's type), once started."""
         self.last_reconcile: dict[str, int] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
@@ -182,6 +190,9 @@ class Controller:
         self._new_epoch()
         if self.hosts:
             self.dataplane.install_routes(self.hosts)
+        roles = self.dataplane.install_port_roles(self.plan.ports)
+        if roles:
+            log.info("port roles installed: %s", {port: role.name for port, role in sorted(self.plan.ports.items())})
 
     def _new_epoch(self) -> None:
         self.epoch = (self.epoch + 1) & 0xFFFFFFFF or 1
@@ -209,8 +220,6 @@ class Controller:
         log.warning("packet-in with unknown reason %r ignored", reason)
 
     def _on_digest(self, digests: DigestList) -> None:
-        from controller.keys import ChunkKey
-
         for member in digests.members:
             try:
                 key = ChunkKey(member["tenant"], member["prefix_hash"], member["chunk_idx"])
@@ -237,7 +246,7 @@ class Controller:
             poll = time.monotonic() - last_poll >= self.options.poll_seconds
             if poll:
                 last_poll = time.monotonic()
-            self._guarded("tick", lambda poll=poll: self.pool.tick(poll=poll))
+            self._guarded("tick", functools.partial(self.pool.tick, poll=poll))
             if time.monotonic() - self._epoch_started >= self.options.detector.epoch_seconds:
                 self._guarded("new epoch", self._new_epoch)
             if time.monotonic() - last_check >= self.options.check_seconds:
@@ -309,6 +318,6 @@ class Controller:
             kind = infer_kind(name)
         spec = self.policy_spec.with_policy(kind, name, params)
         with self.pool.lock:
-            self.pool.policies = replace_policy(self.pool, spec, self.policy_factory)
+            self.pool.set_policies(build_policies(spec, self.pool.slots.capacity, self.policy_factory))
             self.policy_spec = spec
         return self.policy_view()

@@ -11,15 +11,16 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from controller.keys import ChunkKey
-from controller.pins import Pin
+from kvpool.keys import ChunkKey
+from policies.slotpool import Pin
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS slots (
     slot INTEGER PRIMARY KEY,          -- register-array index in the switch pool
     chunk_key TEXT NOT NULL UNIQUE,    -- tenant:prefixhash_hex:chunk
     admitted_at REAL NOT NULL,         -- wall-clock seconds
-    version INTEGER NOT NULL DEFAULT 0 -- value version written by SLOT_WRITE, 0 = filled by the next server reply
+    version INTEGER NOT NULL DEFAULT 0, -- version the storage node holds (read from it), 0 = not known
+    generation INTEGER NOT NULL DEFAULT 0 -- admission generation of the index entry (issue 9), 0 = none
 );
 CREATE TABLE IF NOT EXISTS pins (
     chunk_key TEXT PRIMARY KEY,
@@ -43,6 +44,9 @@ class StateStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # durable across a controller crash, cheap per admission
         self._db.executescript(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(slots)")}
+        if "generation" not in columns:  # a state file written before admission generations
+            self._db.execute("ALTER TABLE slots ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -51,22 +55,25 @@ class StateStore:
 
     # ---- slots -------------------------------------------------------------------------------------------
 
-    def bind_slot(self, slot: int, key: ChunkKey, admitted_at: float, version: int = 0) -> None:
+    def bind_slot(self, slot: int, key: ChunkKey, admitted_at: float, version: int = 0, generation: int = 0) -> None:
         with self._lock:
             self._db.execute("DELETE FROM slots WHERE chunk_key = ? AND slot != ?", (str(key), slot))
             self._db.execute(
-                "INSERT OR REPLACE INTO slots (slot, chunk_key, admitted_at, version) VALUES (?, ?, ?, ?)",
-                (slot, str(key), admitted_at, version),
+                "INSERT OR REPLACE INTO slots (slot, chunk_key, admitted_at, version, generation) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (slot, str(key), admitted_at, version, generation),
             )
 
     def free_slot(self, slot: int) -> None:
         with self._lock:
             self._db.execute("DELETE FROM slots WHERE slot = ?", (slot,))
 
-    def slots(self) -> dict[int, tuple[ChunkKey, float, int]]:
+    def slots(self) -> dict[int, tuple[ChunkKey, float, int, int]]:
+        """slot → (key, admitted_at, version, generation)."""
         with self._lock:
-            rows = self._db.execute("SELECT slot, chunk_key, admitted_at, version FROM slots").fetchall()
-        return {slot: (ChunkKey.parse(key), admitted, version) for slot, key, admitted, version in rows}
+            rows = self._db.execute("SELECT slot, chunk_key, admitted_at, version, generation FROM slots").fetchall()
+        return {slot: (ChunkKey.parse(key), admitted, version, generation)
+                for slot, key, admitted, version, generation in rows}
 
     # ---- pins --------------------------------------------------------------------------------------------
 
@@ -83,6 +90,12 @@ class StateStore:
         with self._lock:
             rows = self._db.execute("SELECT chunk_key, expires_at FROM pins").fetchall()
         return [Pin(ChunkKey.parse(key), expires) for key, expires in rows]
+
+    def keys(self) -> list[ChunkKey]:
+        """Every chunk with a saved slot or pin."""
+        with self._lock:
+            rows = self._db.execute("SELECT chunk_key FROM slots UNION SELECT chunk_key FROM pins").fetchall()
+        return [ChunkKey.parse(key) for (key,) in rows]
 
     # ---- meta --------------------------------------------------------------------------------------------
 

@@ -8,9 +8,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from controller.keys import ChunkKey
+from controller.tiers import StoredChunk
 from kvpool import wire
-from kvpool.constants import KVP_HEADER_LEN, Opcode, Status
+from kvpool.constants import KVP_HEADER_LEN, Flag, Opcode, Status
+from kvpool.keys import ChunkKey
 from policies.base import Tier
 
 
@@ -49,6 +50,10 @@ class UdpStorageNode:
         self._socket.close()
 
     def _ask(self, header: wire.Header, reply_opcode: int) -> wire.Header | None:
+        found = self._exchange(header, reply_opcode)
+        return None if found is None else found[0]
+
+    def _exchange(self, header: wire.Header, reply_opcode: int) -> tuple[wire.Header, bytes] | None:
         with self._lock:
             req_id = next(self._req_ids) & 0xFFFFFFFF
             self._socket.sendto(header.replace(req_id=req_id).pack(), (self.options.host, self.options.port))
@@ -63,7 +68,7 @@ class UdpStorageNode:
                     continue
                 reply = wire.Header.unpack(data)
                 if reply.req_id == req_id and reply.opcode == reply_opcode:
-                    return reply
+                    return reply, data
             return None
 
     def tier_move(self, key: ChunkKey, tier: Tier, residual: float = 0.0) -> bool:
@@ -72,6 +77,19 @@ class UdpStorageNode:
                              chunk_idx=key.chunk, chunk_count=key.chunk + 1, aux=(score << 8) | int(tier))
         reply = self._ask(header, Opcode.TIER_MOVE_ACK)
         return reply is not None and reply.status == Status.OK
+
+    def fetch(self, key: ChunkKey) -> StoredChunk | None:
+        """GET straight from the storage node (not through the switch): its version, chunk_count and value."""
+        header = wire.Header(Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk,
+                             chunk_count=key.chunk + 1)
+        found = self._exchange(header, Opcode.GET_REPLY)
+        if found is None:
+            return None
+        reply, data = found
+        value = wire.value_of(data)
+        if reply.status != Status.HIT_SERVER or not reply.flags & Flag.VALUE or value is None:
+            return None
+        return StoredChunk(reply.version, reply.chunk_count, value[: reply.value_len])
 
     def stat(self, key: ChunkKey) -> int | None:
         header = wire.Header(Opcode.STAT, tenant=key.tenant, prefix_hash=key.prefix_hash,

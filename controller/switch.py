@@ -23,11 +23,11 @@ import grpc
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller.errors import P4RuntimeError
-from controller.p4info import P4Info
-from p4rt import wire
-from p4rt.bytestrings import decode, encode, mask_for_prefix
-from softswitch.target import Exact, Lpm, Match, OptionalMatch, Range, Replica, TableEntry, Ternary
+from p4rt import codec, wire
+from p4rt.bytestrings import decode, encode
+from p4rt.entities import Replica, TableEntry
+from p4rt.errors import P4RuntimeError
+from p4rt.p4info import P4Info
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,8 @@ class SwitchConnection:
                 self._receive(responses)
                 raise _StreamEnded
             except (grpc.RpcError, _StreamEnded) as exc:
-                error = f"{exc.code().name}: {exc.details()}" if hasattr(exc, "code") else str(exc)
+                error = (f"{exc.code().name}: {exc.details()}"  # type: ignore[union-attr]
+                         if isinstance(exc, grpc.RpcError) and hasattr(exc, "code") else str(exc))
                 if not self._closed.is_set() and not self._last_error.startswith("on_connect failed"):
                     self._log_failure(error)
                     self._last_error = error
@@ -394,48 +395,10 @@ class SwitchConnection:
 
     def table_entry(self, entry: TableEntry) -> p4runtime_pb2.TableEntry:
         """The protobuf of `entry`, ids and widths from P4Info."""
-        message = p4runtime_pb2.TableEntry()
-        self._fill_table_entry(message, entry)
-        return message
-
-    def _fill_table_entry(self, message: p4runtime_pb2.TableEntry, entry: TableEntry, with_action: bool = True) -> None:
-        info = self.p4info
-        message.table_id = info.table_id(entry.table)
-        message.priority = entry.priority
-        for name, value in entry.match.items():
-            field = info.match_field(entry.table, name)
-            match = message.match.add()
-            match.field_id = field.id
-            _fill_match(match, value, field.bitwidth)
-        if entry.action and with_action:
-            message.action.action.action_id = info.action_id(entry.action)
-            for name, value in entry.params.items():
-                param = info.param(entry.action, name)
-                message.action.action.params.add(param_id=param.id, value=encode(value, param.bitwidth))
+        return codec.encode_table_entry(self.p4info, entry)
 
     def decode_table_entry(self, message: p4runtime_pb2.TableEntry) -> TableEntry:
-        info = self.p4info
-        table = info.name_of(message.table_id)
-        match: dict[str, Match] = {}
-        for m in message.match:
-            field = info.match_field_by_id(table, m.field_id)
-            kind = m.WhichOneof("field_match_type")
-            if kind == "exact":
-                match[field.name] = Exact(decode(m.exact.value))
-            elif kind == "lpm":
-                match[field.name] = Lpm(decode(m.lpm.value), m.lpm.prefix_len)
-            elif kind == "ternary":
-                match[field.name] = Ternary(decode(m.ternary.value), decode(m.ternary.mask))
-            elif kind == "range":
-                match[field.name] = Range(decode(m.range.low), decode(m.range.high))
-            elif kind == "optional":
-                match[field.name] = OptionalMatch(decode(m.optional.value))
-        action = info.action_name(message.action.action.action_id) if message.action.HasField("action") else ""
-        params = {}
-        if action:
-            names = {p.id: p.name for p in info.params(action)}
-            params = {names[p.param_id]: decode(p.value) for p in message.action.action.params}
-        return TableEntry(table, match, action, params, message.priority)
+        return codec.decode_table_entry(self.p4info, message)
 
     def _update(self, kind: str, entity: p4runtime_pb2.Entity) -> p4runtime_pb2.Update:
         update = p4runtime_pb2.Update()
@@ -447,7 +410,7 @@ class SwitchConnection:
         """An INSERT, MODIFY or DELETE update of `entry`, for batching several in one write()."""
         update = p4runtime_pb2.Update()
         update.type = p4runtime_pb2.Update.Type.Value(kind)
-        self._fill_table_entry(update.entity.table_entry, entry, with_action=kind != "DELETE")
+        codec.fill_table_entry(self.p4info, update.entity.table_entry, entry, with_action=kind != "DELETE")
         return update
 
     def insert(self, entry: TableEntry) -> None:
@@ -653,23 +616,3 @@ def counter_cells(response: bytes) -> dict[int, tuple[int, int]] | None:
     except (wire.Fallback, IndexError):
         return None
     return cells
-
-
-def _fill_match(match, value: Match, bitwidth: int) -> None:
-    if isinstance(value, Exact):
-        match.exact.value = encode(value.value, bitwidth)
-    elif isinstance(value, Lpm):
-        masked = value.value & mask_for_prefix(value.prefix_len, bitwidth)
-        match.lpm.value = encode(masked, bitwidth)
-        match.lpm.prefix_len = value.prefix_len
-    elif isinstance(value, Ternary):
-        match.ternary.value = encode(value.value & value.mask, bitwidth)
-        match.ternary.mask = encode(value.mask, bitwidth)
-    elif isinstance(value, Range):
-        match.range.low = encode(value.low, bitwidth)
-        match.range.high = encode(value.high, bitwidth)
-    elif isinstance(value, OptionalMatch):
-        match.optional.value = encode(value.value, bitwidth)
-    else:  # pragma: no cover - the Match union is closed
-        raise TypeError(f"unknown match kind {value!r}")
-

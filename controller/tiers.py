@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Protocol
 
-from controller.keys import ChunkKey
+from kvpool.keys import ChunkKey
 from policies.base import Tier
 
 log = logging.getLogger(__name__)
 
 STORAGE_TIERS = frozenset({Tier.STORAGE_DRAM, Tier.STORAGE_DISK})
 NODE_TIERS = frozenset({Tier.NODE_HBM, Tier.NODE_DRAM})
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as the storage node holds it (its GET_REPLY): the only bytes the controller writes into a slot."""
+
+    version: int
+    chunk_count: int
+    """Chunks of the whole block (a whole-block read of the slot's copy needs the real count)."""
+    value: bytes
+    """The meaningful bytes (value_len of them)."""
 
 
 class StorageNode(Protocol):
@@ -29,6 +41,10 @@ class StorageNode(Protocol):
 
     def stat(self, key: ChunkKey) -> int | None:
         """GETs the node served for the chunk, None when it did not answer."""
+        ...
+
+    def fetch(self, key: ChunkKey) -> StoredChunk | None:
+        """GET the chunk from the storage node: what it holds, None when it has nothing or did not answer."""
         ...
 
 
@@ -112,6 +128,13 @@ class TierMover:
 
     def to_disk(self, key: ChunkKey) -> bool:
         return self.move(key, Tier.STORAGE_DISK)
+
+    def fetch(self, key: ChunkKey) -> StoredChunk | None:
+        """What the storage node holds for `key` (None without a storage node, or when it has nothing)."""
+        fetch = getattr(self.storage, "fetch", None)
+        if fetch is None:
+            return None
+        return fetch(key)
 
     def promote(self, key: ChunkKey) -> bool:
         """Bring a chunk back from storage disk to DRAM (before admitting it to the switch, for instance)."""

@@ -71,7 +71,7 @@ def fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | tuple[i
     a length past `end` and a field running over `end` are Fallback too. Single-byte varints (nearly every
     length and id) are read inline: this is the hot loop.
     """
-    out = []
+    out: list[tuple[int, int, int | tuple[int, int]]] = []
     append = out.append
     while pos < end:
         key = buf[pos]

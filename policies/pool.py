@@ -164,17 +164,25 @@ class Pool:
         if not self.admission.admit(block, now):
             self._bypass(key, "admission refused")
             return False
+        self.place(block, now)
+        return False
+
+    def place(self, block: BlockInfo, now: float, compare: bool = True) -> bool:
+        """Give a block that is not resident a slot now, evicting (and recycling) victims when full; True if it
+        got one. The miss half of `access` once admission said yes, without recording an access: for drivers
+        that ask admission themselves (the controller admits into a free slot, and pins). `compare=False` skips
+        the newcomer-versus-victim rule (a pin displaces any unpinned victim)."""
+        key = block.key
         if len(self._resident) >= self.capacity:
-            score = (
-                self.admission.score(block, now) if self._compares_residual or self._compares_victim else 0.0
-            )
+            compares = compare and (self._compares_residual or self._compares_victim)
+            score = self.admission.score(block, now) if compares else 0.0
             while len(self._resident) >= self.capacity:
                 try:
                     victim = self.eviction.victim(now, self._pinned)
                 except LookupError:
                     self._bypass(key, "every resident block is pinned")
                     return False
-                if self._compares_residual or self._compares_victim:
+                if compares:
                     why = refusal(self.admission, score, victim, self._resident[victim.key], now)
                     if why is not None:
                         self._bypass(key, why)
@@ -187,7 +195,7 @@ class Pool:
         self.stats["admitted"] += 1
         if self._log:
             self.events.append(PoolEvent("admitted", key, "missed and admitted"))
-        return False
+        return True
 
     def __contains__(self, key: BlockKey) -> bool:
         return key in self._resident

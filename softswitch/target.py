@@ -13,8 +13,14 @@ that starts with the `packet_out` header. The P4Runtime layer adds and strips th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
+
+# Match values, table entries and replicas are target-neutral P4Runtime types (the controller uses them too).
+from p4rt.entities import Exact, Lpm, Match, OptionalMatch, Range, Replica, TableEntry, Ternary
+
+__all__ = ["DROP_PORT", "DigestMessage", "Exact", "Lpm", "Match", "OptionalMatch", "Range", "Replica", "TableEntry",
+           "Target", "TargetError", "Ternary"]
 
 DROP_PORT = 511
 """v1model's drop port for a 9-bit egress_spec (BMv2's default)."""
@@ -29,55 +35,8 @@ class TargetError(Exception):
         self.message = message
 
 
-# ---- match values of one key field ----------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Exact:
-    value: int
-
-
-@dataclass(frozen=True, slots=True)
-class Lpm:
-    value: int
-    prefix_len: int
-
-
-@dataclass(frozen=True, slots=True)
-class Ternary:
-    value: int
-    mask: int
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    low: int
-    high: int
-
-
-@dataclass(frozen=True, slots=True)
-class OptionalMatch:
-    value: int
-
-
-Match = Exact | Lpm | Ternary | Range | OptionalMatch
-"""A missing key field in `TableEntry.match` is a wildcard ("don't care"), as in P4Runtime."""
-
-
-@dataclass(frozen=True, slots=True)
-class TableEntry:
-    table: str
-    match: Mapping[str, Match]
-    action: str
-    params: Mapping[str, int] = field(default_factory=dict)
-    priority: int = 0
-    """Higher wins (P4Runtime convention); required > 0 for tables with ternary/range/optional keys."""
-
-
-@dataclass(frozen=True, slots=True)
-class Replica:
-    port: int
-    rid: int = 0
-    """egress_rid of the copy (v1model: standard_metadata.egress_rid)."""
+__all__ = ["DROP_PORT", "DigestMessage", "Exact", "Lpm", "Match", "OptionalMatch", "Range", "Replica", "TableEntry",
+           "Target", "TargetError", "Ternary"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.dataplane import HitCounts
-from controller.keys import ChunkKey
 from controller.pool import Policies
+from controller.tiers import StoredChunk
+from kvpool.keys import ChunkKey
 from policies.base import BlockInfo, Recycle, Tier, Victim
 
 
@@ -22,23 +23,35 @@ class FakeDataPlane:
         self.index: dict[ChunkKey, int] = {}
         self.hits: dict[int, int] = {}
         self.writes: list[tuple[int, ChunkKey, int, bytes]] = []
+        self.chunk_counts: list[int] = []
+        """chunk_count of each SLOT_WRITE in `writes`."""
         self.min_versions: dict[ChunkKey, int] = {}
+        self.generations: dict[ChunkKey, int] = {}
+        self.installs: list[tuple[ChunkKey, int, int]] = []
+        """(key, slot, generation) of every install, in order."""
         self.fail_install = False
 
-    def install(self, key: ChunkKey, slot: int, min_version: int = 0) -> None:
+    def install(self, key: ChunkKey, slot: int, min_version: int = 0, generation: int = 0) -> None:
         if self.fail_install:
             raise RuntimeError("switch unavailable")
         self.index[key] = slot  # an existing entry is modified, as P4DataPlane.install does
         self.min_versions[key] = min_version
+        self.generations[key] = generation
+        self.installs.append((key, slot, generation))
+
+    def installed_entries(self) -> dict[ChunkKey, tuple[int, int]]:
+        return {key: (slot, self.generations.get(key, 0)) for key, slot in self.index.items()}
 
     def remove(self, key: ChunkKey) -> None:
         self.index.pop(key)
+        self.generations.pop(key, None)
 
     def installed(self) -> dict[ChunkKey, int]:
         return dict(self.index)
 
-    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes) -> None:
+    def write_slot(self, slot: int, key: ChunkKey, version: int, value: bytes, chunk_count: int) -> None:
         self.writes.append((slot, key, version, value))
+        self.chunk_counts.append(chunk_count)
 
     def slot_hits(self, slots: list[int] | None = None) -> dict[int, int]:
         wanted = range(self.capacity) if slots is None else slots
@@ -56,6 +69,13 @@ class FakeDataPlane:
 class FakeStorage:
     moves: list[tuple[ChunkKey, Tier, float]] = field(default_factory=list)
     accept: bool = True
+    stored: dict[ChunkKey, StoredChunk] = field(default_factory=dict)
+    """What the storage node holds (what `fetch` returns)."""
+    fetches: list[ChunkKey] = field(default_factory=list)
+
+    def fetch(self, key: ChunkKey) -> StoredChunk | None:
+        self.fetches.append(key)
+        return self.stored.get(key)
 
     def tier_move(self, key: ChunkKey, tier: Tier, residual: float = 0.0) -> bool:
         self.moves.append((key, tier, residual))

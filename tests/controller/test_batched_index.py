@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from p4.v1 import p4runtime_pb2
 
-from controller.errors import P4RuntimeError
-from controller.keys import ChunkKey
 from controller.p4dataplane import P4RuntimeDataPlane
-from controller.p4info import P4Info
 from controller.policy import PolicySpec, build_policies
 from controller.pool import PoolManager
 from controller.switch import SwitchConnection, SwitchOptions, counter_cells
+from kvpool.keys import ChunkKey
+from p4rt.errors import P4RuntimeError
+from p4rt.p4info import P4Info
 from softswitch.target import Exact, TableEntry
 from tests.controller.fake_p4rt import FakeServer
 

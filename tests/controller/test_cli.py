@@ -11,11 +11,11 @@ from rich.console import Console
 from controller.__main__ import build_parser, main
 from controller.api import ApiServer, handle
 from controller.cli import CliError, run
-from controller.keys import ChunkKey
 from controller.metrics import Metrics
 from controller.policy import infer_kind
 from controller.pool import PoolManager
-from controller.tiers import TierMap, TierMover
+from controller.tiers import StoredChunk, TierMap, TierMover
+from kvpool.keys import BlockKey, ChunkKey
 from policies.base import Tier
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 
@@ -90,8 +90,14 @@ def test_unreachable_api_is_a_one_line_error(capsys):
     assert err.startswith("error: cannot reach the controller API") and err.count("\n") == 1
 
 
+def store(backend, key: ChunkKey, version: int = 1, chunk_count: int = 1) -> None:
+    backend.pool.mover.storage.stored[key] = StoredChunk(version, chunk_count, b"v%d" % version)
+
+
 def test_pin_ls_show_unpin_evict_round_trip(api):
     backend, address = api
+    store(backend, K0)
+    store(backend, K1, chunk_count=4)
     assert cli(address, "pin", str(K0))[0] == 0
     assert cli(address, "pin", str(K1), "--ttl", "30")[0] == 0
     assert backend.dataplane.index == {K0: 0, K1: 1}
@@ -219,3 +225,76 @@ def test_tier_command_moves_a_chunk_to_disk(api):
     code, text = cli(address, "tier", str(K0), "disk")
     assert code == 0 and "STORAGE_DISK" in text
     assert backend.pool.mover.storage.moves[-1][:2] == (K0, Tier.STORAGE_DISK)
+
+
+# ---- blocks (issue 13 item 6) -----------------------------------------------------------------------------
+
+B = BlockKey(7, 0xB10C)
+
+
+def test_pin_of_a_block_pins_every_chunk_the_storage_node_holds(api):
+    backend, address = api
+    for chunk in range(3):
+        store(backend, B.chunk(chunk), version=2, chunk_count=3)
+    code, text = cli(address, "pin", str(B))
+    assert code == 0 and "3 chunk(s)" in text
+    assert set(backend.dataplane.index) == set(B.chunks(3))
+    assert all(backend.pool.describe(c)["pin"] == "hard" for c in B.chunks(3))
+    _, text = cli(address, "--json", "ls", str(B))
+    assert sorted(r["chunk"] for r in json.loads(text)) == [0, 1, 2]
+
+
+def test_show_of_a_block_reports_the_stored_versions_not_zero(api):
+    backend, address = api
+    for chunk in range(2):
+        store(backend, B.chunk(chunk), version=2, chunk_count=2)
+    backend.pool.on_hot_key(B.chunk(0))
+    backend.pool.on_hot_key(B.chunk(1))
+    _, text = cli(address, "--json", "show", str(B))
+    shown = json.loads(text)
+    assert shown["chunk_count"] == 2 and shown["versions"] == [2] and shown["cached_chunks"] == 2
+    assert [r["version"] for r in shown["chunks"]] == [2, 2]
+
+
+def test_pinning_an_unknown_block_is_refused_with_the_reason_unless_forced(api):
+    backend, address = api
+    with pytest.raises(CliError, match=r"unknown.*--force"):
+        cli(address, "pin", str(B))
+    assert backend.dataplane.index == {}
+    assert cli(address, "pin", str(B), "--force")[0] == 0
+    assert B.chunk(0) in backend.dataplane.index
+
+
+def test_unknown_block_error_is_json_with_json(api, capsys):
+    _, address = api
+    assert main(["--api", address, "--json", "pin", str(B)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert "unknown" in out["error"]
+
+
+def test_orphan_chunks_of_a_shrunk_block_are_evicted_when_it_is_pinned(api):
+    backend, address = api
+    for chunk in range(3):
+        store(backend, B.chunk(chunk), version=1, chunk_count=3)
+    cli(address, "pin", str(B))
+    for chunk in range(3):  # rewritten shorter: one chunk
+        backend.pool.mover.storage.stored.pop(B.chunk(chunk))
+    store(backend, B.chunk(0), version=2, chunk_count=1)
+    _, text = cli(address, "--json", "pin", str(B))
+    assert sorted(json.loads(text)["orphans_evicted"]) == [str(B.chunk(1)), str(B.chunk(2))]
+    assert set(backend.dataplane.index) == {B.chunk(0)}
+
+
+def test_unpin_and_evict_act_on_every_chunk_of_a_block(api):
+    backend, address = api
+    for chunk in range(2):
+        store(backend, B.chunk(chunk), chunk_count=2)
+    cli(address, "pin", str(B))
+    with pytest.raises(CliError, match="pinned"):
+        cli(address, "evict", str(B))
+    assert cli(address, "unpin", str(B))[0] == 0
+    code, text = cli(address, "evict", str(B))
+    assert code == 0 and "evicted 2 chunk(s)" in text
+    assert backend.dataplane.index == {}
+    assert cli(address, "pin", f"{B}:1")[0] == 0  # chunk addressing still works
+    assert set(backend.dataplane.index) == {B.chunk(1)}

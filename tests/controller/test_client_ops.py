@@ -6,10 +6,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.client_ops import ClientService
-from controller.keys import ChunkKey
 from controller.pool import PoolManager
-from controller.tiers import TierMap, TierMover
+from controller.tiers import StoredChunk, TierMap, TierMover
 from kvpool.constants import Flag, Opcode, Status, Tier, tiers_of
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 
@@ -48,14 +48,17 @@ def test_insert_ack_comes_back_in_the_storage_nodes_name():
     assert tiers_of(kvp.aux) == {Tier.STORAGE_DRAM, Tier.NODE_HBM}
 
 
-def test_insert_with_value_and_pin_is_admitted_and_written():
+def test_insert_with_value_and_pin_is_admitted_and_filled_with_what_the_storage_node_holds():
+    """Issue 9: the client's bytes are never written into the pool; the controller writes the storage node's."""
     svc, pool, dp = service()
-    kvp = KVP(opcode="INSERT", tenant=1, prefix_hash=0x55, version=4, flags=Flag.PIN | Flag.VALUE, value_len=5)
-    reply = answer(svc, request(kvp, b"hello"))
     key = ChunkKey(1, 0x55, 0)
+    pool.mover.storage.stored[key] = StoredChunk(version=3, chunk_count=2, value=b"real")
+    kvp = KVP(opcode="INSERT", tenant=1, prefix_hash=0x55, version=4, flags=Flag.PIN | Flag.VALUE, value_len=6)
+    reply = answer(svc, request(kvp, b"forged"))
     assert Tier.SWITCH in tiers_of(reply[KVP].aux)
-    assert dp.writes == [(0, key, 4, b"hello")]
+    assert dp.writes == [(0, key, 3, b"real")] and dp.chunk_counts == [2]
     assert pool.describe(key)["pin"] == "soft"
+    assert pool.describe(key)["version"] == 3  # what is stored, not what was claimed
 
 
 def test_inserts_in_prefix_order_link_children_to_parents():

@@ -3,9 +3,9 @@ all of them, so its counter Read grew with the pool and held up INSERT answers).
 
 from __future__ import annotations
 
-from controller.keys import ChunkKey
 from controller.pool import PoolManager, PoolOptions
 from controller.tiers import TierMap, TierMover
+from kvpool.keys import ChunkKey
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 
 CAPACITY = 128

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.keys import ChunkKey
 from controller.pool import PinError, PoolManager
-from controller.slots import PoolFull, SlotMap
 from controller.tiers import TierMap, TierMover
+from kvpool.keys import ChunkKey
+from policies.slotpool import PoolFull, SlotMap
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 
 keys = st.builds(ChunkKey, st.integers(0, 0xFFFF), st.integers(0, 2**64 - 1), st.integers(0, 255))

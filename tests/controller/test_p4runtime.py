@@ -12,15 +12,15 @@ from p4.v1 import p4runtime_pb2
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.errors import P4RuntimeError
 from controller.hosts import Host, load_hosts
-from controller.keys import ChunkKey
 from controller.p4dataplane import P4RuntimeDataPlane
-from controller.p4info import P4Info
 from controller.switch import SwitchConnection, SwitchOptions
 from kvpool import wire
 from kvpool.constants import KVP_HEADER_LEN, Opcode, Status
+from kvpool.keys import ChunkKey
 from p4rt.bytestrings import encode
+from p4rt.errors import P4RuntimeError
+from p4rt.p4info import P4Info
 from softswitch.target import Exact, TableEntry
 from tests.controller.fake_p4rt import FakeServer
 
@@ -181,12 +181,13 @@ def test_slot_write_packet_out_carries_a_valid_checksummed_value(fake, p4info):
     server, address = fake
     switch = connect(address, p4info)
     try:
-        P4RuntimeDataPlane(switch).write_slot(2, ChunkKey(1, 0x10, 0), 5, b"abc")
+        P4RuntimeDataPlane(switch).write_slot(2, ChunkKey(1, 0x10, 0), 5, b"abc", chunk_count=3)
         sent = server.servicer.packet_outs.get(timeout=1)
         payload = bytes(Ether(sent.payload)[UDP].payload)
         assert wire.check(payload) is None
         header = wire.Header.unpack(payload)
         assert (header.opcode, header.aux, header.version, header.value_len) == (Opcode.SLOT_WRITE, 2, 5, 3)
+        assert header.chunk_count == 3  # the block's real count, not chunk + 1 (issue 9: truncated blocks)
         assert header.value_csum == wire.value_checksum(b"abc")
         assert len(payload) == KVP_HEADER_LEN + 128
     finally:

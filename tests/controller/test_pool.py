@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from controller.keys import ChunkKey
 from controller.pool import PinError, PoolManager
 from controller.state import StateStore
-from controller.tiers import TierMap, TierMover
+from controller.tiers import StoredChunk, TierMap, TierMover
+from kvpool.keys import ChunkKey
 from policies.base import Tier
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 
@@ -45,10 +45,22 @@ def test_insert_below_threshold_stays_candidate_until_it_warrants_admission():
     assert bitmap & (1 << Tier.SWITCH)
 
 
-def test_insert_with_value_fills_the_slot_directly():
-    pool, dp, _ = make_pool(threshold=1)
-    pool.offer(K[0], value=b"abc", version=7)
-    assert dp.writes == [(0, K[0], 7, b"abc")]
+def test_insert_with_value_fills_the_slot_with_the_storage_nodes_copy_not_the_clients():
+    """Issue 9: client bytes never enter the pool unchecked; the SLOT_WRITE carries what the storage node holds,
+    with the block's real chunk_count, under a fresh generation installed first."""
+    pool, dp, storage = make_pool(threshold=1)
+    storage.stored[K[0]] = StoredChunk(version=6, chunk_count=3, value=b"stored")
+    pool.offer(K[0], value=b"planted", version=7)
+    assert dp.writes == [(0, K[0], 6, b"stored")] and dp.chunk_counts == [3]
+    admitted, refilled = [g for k, _, g in dp.installs if k == K[0]]
+    assert 0 < admitted < refilled == dp.generations[K[0]]
+    assert dp.min_versions[K[0]] == 6
+
+
+def test_insert_with_value_of_a_chunk_the_storage_node_lacks_writes_nothing():
+    pool, dp, storage = make_pool(threshold=1)
+    pool.offer(K[0], value=b"planted", version=7)
+    assert K[0] in dp.index and dp.writes == [] and storage.fetches == [K[0]]
 
 
 def test_insert_reports_node_and_storage_tiers():
@@ -273,14 +285,15 @@ def test_default_value_policies_drive_the_pool_end_to_end():
     assert storage.moves == []
 
 
-def test_insert_announcing_a_newer_version_raises_the_cached_entrys_min_version():
-    """A PUT may bypass the switch (another leaf, or before the key was indexed): the INSERT that announces the
-    newer version bounds the index entry, so the switch stops serving the older copy."""
-    pool, dp, _ = make_pool(capacity=4, threshold=1)
+def test_insert_announcing_a_newer_version_never_raises_min_version_by_itself():
+    """Issue 9 (deliberate change): an announced version is an unverified claim (a PUT the storage node may
+    refuse), so it never bounds the index entry; the controller checks the storage node and refills from it."""
+    pool, dp, storage = make_pool(capacity=4, threshold=1)
     pool.offer(K[0], version=1)
-    assert K[0] in dp.index and dp.min_versions[K[0]] == 1
+    assert K[0] in dp.index and dp.min_versions[K[0]] == 0
+    pool.offer(K[0], version=0xFFFFFFFF)  # forged: the storage node holds nothing newer
+    assert dp.min_versions[K[0]] == 0 and dp.writes == []
+    storage.stored[K[0]] = StoredChunk(version=3, chunk_count=1, value=b"v3")
     pool.offer(K[0], version=3)
-    assert dp.min_versions[K[0]] == 3
-    pool.offer(K[0], version=2)  # an older announcement never lowers the bound
-    assert dp.min_versions[K[0]] == 3
-    assert pool.lookup(K[0]) == (pool.tiers.bitmap(K[0]), 3)
+    assert dp.writes == [(0, K[0], 3, b"v3")] and dp.min_versions[K[0]] == 3
+    assert pool.describe(K[0])["version"] == 3

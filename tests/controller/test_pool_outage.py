@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from controller.errors import P4RuntimeError
-from controller.keys import ChunkKey
 from controller.pool import PoolManager
 from controller.state import StateStore
 from controller.tiers import TierMap, TierMover
+from kvpool.keys import ChunkKey
+from p4rt.errors import P4RuntimeError
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 
 CAPACITY = 64
@@ -29,10 +29,10 @@ class VanishingDataPlane(FakeDataPlane):
         if self.reachable_installs is not None and self.reachable_installs <= 0:
             raise P4RuntimeError("UNAVAILABLE", "connection to the switch lost; reconnecting")
 
-    def install(self, key: ChunkKey, slot: int, min_version: int = 0) -> None:
+    def install(self, key: ChunkKey, slot: int, min_version: int = 0, generation: int = 0) -> None:
         self.install_calls += 1
         self._check()
-        super().install(key, slot, min_version)
+        super().install(key, slot, min_version, generation)
         if self.reachable_installs is not None:
             self.reachable_installs -= 1
 

@@ -11,12 +11,12 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.api import handle
-from controller.keys import ChunkKey
-from controller.p4info import P4Info
 from controller.service import Controller, ServeOptions
 from kvpool.constants import Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP
 from p4rt.bytestrings import decode, encode
+from p4rt.p4info import P4Info
 from tests.controller.fake_p4rt import FakeP4Runtime, FakeServer
 from tests.controller.test_p4runtime import P4INFO_PATH, slot_read_responder, wait_for
 

@@ -14,10 +14,11 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from bench.controller import CLIENT, STORAGE, InProcessSwitch, compile_program
-from controller.keys import ChunkKey
 from controller.service import Controller, ServeOptions
+from controller.storage import StorageOptions, UdpStorageNode
 from kvpool import wire
 from kvpool.constants import Opcode, Status, Tier, tiers_of
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP
 
 pytestmark = pytest.mark.slow
@@ -92,17 +93,33 @@ def test_punted_insert_is_answered_with_insert_ack_on_the_clients_port(testbed):
     assert Tier.SWITCH in tiers_of(reply[KVP].aux)  # F_PIN: pinned, so admitted at once
 
 
-def test_insert_with_value_is_written_by_slot_write_and_served(testbed):
+class InProcessStorage(UdpStorageNode):
+    """The controller's storage client talking to the testbed's in-process storage node (no socket)."""
+
+    def __init__(self, node) -> None:
+        super().__init__(StorageOptions("127.0.0.1"))
+        self.node = node
+
+    def _exchange(self, header: wire.Header, reply_opcode: int):
+        data = self.node.handle(header.replace(req_id=1).pack())
+        return None if data is None else (wire.Header.unpack(data), data)
+
+
+def test_insert_with_value_is_filled_with_the_storage_nodes_bytes_and_served(testbed):
+    """Issue 9: an INSERT's value is never written; the controller SLOT_WRITEs what the storage node holds."""
     switch, start_controller = testbed
     controller = start_controller()
+    controller.pool.mover.storage = InProcessStorage(switch.storage)
     key = ChunkKey(3, 0x5EED, 0)
-    value = b"pinned value"
+    switch.put(3, key.prefix_hash, b"stored value", version=1)
     header = wire.Header(Opcode.INSERT, tenant=3, req_id=1, prefix_hash=key.prefix_hash, version=1, flags=0x04)
     frame = bytes(Ether(src=CLIENT["mac"], dst=STORAGE["mac"]) / IP(src=CLIENT["ip"], dst=STORAGE["ip"])
-                  / UDP(sport=40002, dport=7420) / wire.encode(header, value))
+                  / UDP(sport=40002, dport=7420) / wire.encode(header, b"forged bytes"))
     switch.device.receive(CLIENT["port"], frame)
     assert wait_for(lambda: controller.dataplane.slot_write_acks.get("OK") == 1)
     assert switch.get(3, key.prefix_hash, 2) == Status.HIT_SWITCH  # never asked the storage node
+    slot = controller.pool.slots.slot_of(key)
+    assert controller.read_slot(slot)["value_hex"] == b"stored value".hex()
 
 
 def test_controller_restart_reconciles_with_what_the_switch_holds(testbed):
@@ -119,9 +136,9 @@ def test_controller_restart_reconciles_with_what_the_switch_holds(testbed):
 
 
 def test_a_second_controller_with_a_lower_election_id_stays_backup(testbed, program):
-    from controller.errors import P4RuntimeError
-    from controller.p4info import P4Info
     from controller.switch import SwitchConnection, SwitchOptions
+    from p4rt.errors import P4RuntimeError
+    from p4rt.p4info import P4Info
 
     switch, start_controller = testbed
     controller = start_controller()

@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from controller.keys import ChunkKey
 from controller.storage import StorageOptions, UdpStorageNode, parse_address
 from controller.tiers import TierMap, TierMover
 from kvpool import wire
 from kvpool.constants import Opcode
+from kvpool.keys import ChunkKey
 from kvpool.server import StorageNode
 from kvpool.server import StorageOptions as NodeOptions
 from policies.base import Tier

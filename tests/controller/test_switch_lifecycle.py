@@ -14,9 +14,9 @@ import grpc
 import pytest
 
 from controller import switch as switch_module
-from controller.errors import P4RuntimeError
-from controller.p4info import P4Info
 from controller.switch import SwitchConnection, SwitchOptions
+from p4rt.errors import P4RuntimeError
+from p4rt.p4info import P4Info
 from tests.controller.fake_p4rt import FakeServer
 
 P4INFO_PATH = Path(__file__).parent / "data" / "kvswitch_min.p4info.txtpb"
