@@ -36,6 +36,7 @@ control MyIngress(inout headers_t hdr,
 #include "store.p4"
 #include "sketch.p4"
 #include "punt.p4"
+#include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
 
     apply {
         validate_kvp();
@@ -148,6 +149,14 @@ control MyIngress(inout headers_t hdr,
                 ipv4_lpm.apply();
             }
         }
+
+        /* ---- request coalescing (coalesce.p4): after routing, so a GET  */
+        /* knows its port towards the storage node and a reply its reader's */
+        if (meta.kvp_ok && meta.forward
+            && std_meta.egress_spec != BMV2_DROP_PORT) {
+            coalesce_config.apply();
+            coalesce();
+        }
     }
 }
 
@@ -158,7 +167,16 @@ control MyIngress(inout headers_t hdr,
 control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t std_meta) {
-    apply { }
+
+#include "coalesce_egress.p4"     /* request coalescing: per-waiter copies */
+
+    apply {
+        /* ---- request coalescing: one copy per parked reader ---- */
+        if (meta.coal_replicate
+            && std_meta.instance_type == PKT_INSTANCE_TYPE_REPLICATION) {
+            coalesce_copy();
+        }
+    }
 }
 
 #include "deparser.p4"
