@@ -95,6 +95,14 @@ table coalesce_config {
     default_action = coalesce_off();
 }
 
+/* ---- the sender's MAC ----------------------------------------------- */
+
+/* Called just before ipv4_lpm, which overwrites the source MAC: a      */
+/* waiter's copy of the reply goes back to the MAC its GET came from.   */
+action coalesce_note_sender() {
+    meta.coal_sender_mac = hdr.ethernet.src_addr;
+}
+
 /* ---- the pending entry of the packet's key ----------------------------- */
 
 action coalesce_hash() {
@@ -167,7 +175,7 @@ action coalesce_get() {
         coalesce_waiter_ip.write(cell, hdr.ipv4.src_addr);
         coalesce_waiter_udp_port.write(cell, hdr.udp.src_port);
         coalesce_waiter_req_id.write(cell, hdr.kvp.req_id);
-        coalesce_waiter_mac.write(cell, hdr.ethernet.src_addr);
+        coalesce_waiter_mac.write(cell, meta.coal_sender_mac);
         coalesce_waiter_port.write(cell, (bit<16>)std_meta.ingress_port);
         coalesce_waiter_count.write(meta.coal_index, waiters + 1);
         count_coalesce(coalesce_event_t.COALESCED);

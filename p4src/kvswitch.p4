@@ -146,7 +146,8 @@ control MyIngress(inout headers_t hdr,
             if (hdr.ipv4.ttl <= 1) {
                 drop_packet(drop_reason_t.TTL_EXPIRED);
             } else {
-                ipv4_lpm.apply();
+                coalesce_note_sender();  /* coalesce.p4: before ipv4_lpm */
+                ipv4_lpm.apply();        /* rewrites the source MAC      */
             }
         }
 

@@ -186,6 +186,7 @@ struct metadata_t {
     bit<32> coal_epoch;         /* coalesce_config: current epoch; 0 = off */
     bit<48> coal_timeout;       /* coalesce_config: entry lifetime, in us */
     bit<16> coal_mcast_group;   /* coalesce_config: group of the copies  */
+    mac_addr_t coal_sender_mac; /* source MAC as received (before lpm)   */
     bit<32> coal_index;         /* pending entry of the key              */
     bool coal_replicate;        /* this reply is multicast to waiters    */
     bit<8> coal_waiters;        /* waiters parked (copies rid 1..n)      */
