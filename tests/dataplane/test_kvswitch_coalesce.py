@@ -129,20 +129,13 @@ class CoalesceNet:
         return self.target.counter_read(REPLICATED, 0)[0]
 
 
-@pytest.fixture(scope="module")
-def coalesce_events(program) -> dict[str, int]:
-    t = program.type("coalesce_event_t")
-    return {m: t.value_of(m) for m in t.members}
-
-
 @pytest.fixture
-def coal(net: KvNet, target: Target, coalesce_events) -> CoalesceNet:
+def coal(net: KvNet, target: Target) -> CoalesceNet:
     """Routes to every reader, coalescing counters at zero (a shared switch keeps them), coalescing not yet on."""
-    net.enums = {**net.enums, "coalesce_event_t": coalesce_events}
     for reader in (B, C, D):
         target.table_insert(TableEntry("MyIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(_ip(reader.ip), 32)},
                                        "MyIngress.ipv4_forward", {"dst_mac": _mac(reader.mac), "port": reader.port}))
-    for index in coalesce_events.values():
+    for index in net.enums["coalesce_event_t"].values():
         target.counter_write(EVENTS, index, 0, 0)
     target.counter_write(REPLICATED, 0, 0, 0)
     return CoalesceNet(net, target, epoch=1 + getattr(target, "epoch_offset", 0))
