@@ -303,3 +303,73 @@ def test_bypass_get_is_never_held(coal: CoalesceNet) -> None:
     assert gets_to_storage(coal.get(A, 1)) == 1
     assert gets_to_storage(coal.get(C, 2, flags=0x02)) == 1
     assert coal.event("COALESCED") == 0
+
+
+# ---- process level: real readers and a real storage node over veth ----------------------------------------
+
+READERS = 8
+VETH_TIMEOUT_US = 1_500_000
+"""Below the bed's client timeout (2 s), so no retry joins the entry it already waits in."""
+
+
+@pytest.fixture(scope="module")
+def veth_bed(tmp_path_factory):
+    """bench._vethnet's bed (client and storage namespaces, softswitch process) with coalescing configured."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces and veth pairs need root")
+    from bench._vethnet import VethNet, VethNetOptions
+    from controller.p4info import P4Info
+
+    with VethNet(VethNetOptions(tag="co"), workdir=tmp_path_factory.mktemp("coalesce-veth")) as bed:
+        from controller.coalescing import coalescing_updates
+
+        p4info = P4Info.load(bed.workdir / "build" / "kvswitch.p4info.txtpb")
+        ports = [bed.options.client.port, bed.options.storage.port]
+        for update in coalescing_updates(p4info, CoalescingOptions(timeout_us=VETH_TIMEOUT_US), ports):
+            bed.switch.sh.client.write_update(update)
+        yield bed
+
+
+def _coalesced(bed) -> int:
+    ce = bed.switch.sh.CounterEntry(EVENTS)
+    ce.index = 2  # coalesce_event_t.COALESCED (checked against the program by test_kvswitch_naming)
+    return sum(e.data.packet_count for e in ce.read())
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_concurrent_readers_cost_the_storage_node_one_get(veth_bed) -> None:
+    """N kvpool clients read one cold chunk at once: the storage node answers one GET, every reader verifies.
+
+    The storage node is paused (SIGSTOP) until all N GETs reached the switch, so the test does not depend on
+    the readers beating the reply; then it answers the one GET it got."""
+    import signal
+    import threading
+
+    bed = veth_bed
+    ph = 0xC0A1E5CE00000042
+    bed.request("put", ph=ph, data=bytes(range(100)).hex(), version=1)
+    storage = next(p for p in bed.processes if p.name == "storage node")
+    before = _coalesced(bed)
+    result: dict = {}
+    storage.popen.send_signal(signal.SIGSTOP)
+    try:
+        readers = threading.Thread(target=lambda: result.update(
+            bed.request("readers", ph=ph, chunks=1, reads=1, readers=READERS)))
+        readers.start()
+        deadline = time.monotonic() + 10
+        while _coalesced(bed) - before < READERS - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        storage.popen.send_signal(signal.SIGCONT)
+    readers.join(timeout=60)
+    assert _coalesced(bed) - before == READERS - 1, bed.logs()
+    assert result.get("errors") == [] and result.get("block_reads") == READERS, result
+    assert result["retries"] == 0, result
+    assert bed.request("stat", ph=ph, chunks=1)["counts"] == [1]
+
+    # the same with F_BYPASS (no coalescing): one GET per reader
+    bed.request("readers", ph=ph, chunks=1, reads=1, readers=READERS, bypass=True)
+    assert bed.request("stat", ph=ph, chunks=1)["counts"] == [1 + READERS]
