@@ -40,6 +40,7 @@ control MyIngress(inout headers_t hdr,
 #include "store.p4"
 #include "sketch.p4"
 #include "punt.p4"
+#include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
 
     apply {
         /* ---- what it is ---- */
@@ -216,8 +217,17 @@ control MyIngress(inout headers_t hdr,
             if (hdr.ipv4.ttl <= 1) {
                 drop_packet(drop_reason_t.TTL_EXPIRED);
             } else {
-                ipv4_lpm.apply();
+                coalesce_note_sender();  /* coalesce.p4: before ipv4_lpm */
+                ipv4_lpm.apply();        /* rewrites the source MAC      */
             }
+        }
+
+        /* ---- request coalescing (coalesce.p4): after routing, so a GET  */
+        /* knows its port towards the storage node and a reply its reader's */
+        if (meta.kvp_ok && meta.forward
+            && std_meta.egress_spec != BMV2_DROP_PORT) {
+            coalesce_config.apply();
+            coalesce();
         }
     }
 }

@@ -211,4 +211,46 @@ enum bit<8> kvp_event_t {
     FABRIC_INVALIDATE = 11  /* an INVALIDATE from the fabric was applied */
 }
 
+/* ==================================================================== *
+ *  Request coalescing (coalesce.p4; docs/dataplane.md, "Coalescing")   *
+ * ==================================================================== */
+
+/* Pending entries = 1 << COALESCE_INDEX_WIDTH (1,024), direct-mapped   */
+/* by a salted crc32 of the block key.                                  */
+#define COALESCE_INDEX_WIDTH 10
+const bit<32> COALESCE_ENTRIES = 32w1 << COALESCE_INDEX_WIDTH;
+/* Readers parked per pending entry beside the one whose GET was        */
+/* forwarded = 1 << COALESCE_WAITER_WIDTH (8).  The metadata fields     */
+/* coal_w0..coal_w7 and coalesce_copy's chain list them one by one:     */
+/* change those three places together.                                  */
+#define COALESCE_WAITER_WIDTH 3
+const bit<32> COALESCE_WAITERS = 32w1 << COALESCE_WAITER_WIDTH;
+const bit<32> COALESCE_WAITER_CELLS = 32w1 << (COALESCE_INDEX_WIDTH + COALESCE_WAITER_WIDTH);
+/* Salt: makes the pending-entry hash independent of the sketch's row 0 */
+/* (also crc32 of the key); any constant other than the sketch's does.  */
+const bit<32> COALESCE_SALT = 0x2545f491;
+/* v1model's drop port for a 9-bit egress_spec (BMv2's default): what   */
+/* mark_to_drop writes, so "egress_spec != it" means "routed".          */
+const bit<9> BMV2_DROP_PORT = 511;
+/* standard_metadata.instance_type of a multicast copy (BMv2            */
+/* simple_switch's numbering).                                          */
+const bit<32> PKT_INSTANCE_TYPE_REPLICATION = 5;
+/* Size of the coalesce_events counter (>= largest code + 1).          */
+const bit<32> COALESCE_EVENT_COUNT = 16;
+
+/* Index of the coalesce_events counter: what coalescing did.           */
+enum bit<8> coalesce_event_t {
+    PENDING       = 1,  /* a GET miss opened a pending entry (forwarded) */
+    COALESCED     = 2,  /* a GET miss parked as a waiter (not forwarded) */
+    REPLIED       = 3,  /* the reply to a pending GET arrived in time    */
+    EXPIRED       = 4,  /* a pending entry was found past its timeout    */
+    OVERFLOW      = 5,  /* a GET forwarded: its entry's waiters are full */
+    COLLISION     = 6,  /* a GET forwarded: its cell is pending for      */
+                        /* another key, storage node or version          */
+    RELEASED      = 7,  /* a PUT or an OK PUT_ACK released a pending key */
+    FOREIGN_REPLY = 8   /* a reply for a pending GET came in on another  */
+                        /* port than the GET left through: not          */
+                        /* replicated                                    */
+}
+
 #endif  /* KVSWITCH_CONSTANTS_P4 */

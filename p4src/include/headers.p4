@@ -123,6 +123,20 @@ struct hot_key_digest_t {
 }
 
 /* ==================================================================== *
+ *  Coalescing                                                           *
+ * ==================================================================== */
+
+/* One reader parked on a pending GET (coalesce.p4): where its copy of  */
+/* the reply goes and what it must carry.                                */
+struct coalesce_waiter_t {
+    ipv4_addr_t ip;         /* the reader's address (its GET's source)   */
+    bit<16> udp_port;       /* its GET's UDP source port                 */
+    bit<32> req_id;         /* its GET's request id                      */
+    mac_addr_t mac;         /* its GET's source MAC (next hop back)      */
+    bit<16> port;           /* switch port its GET came in on            */
+}
+
+/* ==================================================================== *
  *  Per-packet metadata                                                  *
  * ==================================================================== */
 
@@ -164,6 +178,24 @@ struct metadata_t {
     bit<32> hot_threshold;      /* estimate that makes a key hot         */
     bit<32> estimate;           /* count-min estimate after this GET     */
     bool already_reported;      /* Bloom filter: digest sent this epoch  */
+
+    /* coalescing (coalesce.p4) */
+    bit<32> coal_epoch;         /* coalesce_config: current epoch; 0 = off */
+    bit<48> coal_timeout;       /* coalesce_config: entry lifetime, in us */
+    bit<16> coal_mcast_group;   /* coalesce_config: group of the copies  */
+    mac_addr_t coal_sender_mac; /* source MAC as received (before lpm)   */
+    bit<32> coal_index;         /* pending entry of the key              */
+    bool coal_replicate;        /* this reply is multicast to waiters    */
+    bit<8> coal_waiters;        /* waiters parked (copies rid 1..n)      */
+    bit<9> coal_origin_port;    /* the reply's own route (copy rid 0)    */
+    coalesce_waiter_t coal_w0;  /* waiter i = copy with egress_rid i+1   */
+    coalesce_waiter_t coal_w1;
+    coalesce_waiter_t coal_w2;
+    coalesce_waiter_t coal_w3;
+    coalesce_waiter_t coal_w4;
+    coalesce_waiter_t coal_w5;
+    coalesce_waiter_t coal_w6;
+    coalesce_waiter_t coal_w7;
 }
 
 #endif  /* KVSWITCH_HEADERS_P4 */

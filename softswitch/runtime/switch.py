@@ -47,7 +47,8 @@ from softswitch.target import DROP_PORT, DigestMessage, Match, Replica, TableEnt
 log = logging.getLogger(__name__)
 
 MAX_PASSES = 32
-"""Ingress + egress passes one arriving packet may cause (resubmit/recirculate/clone loops end here)."""
+"""Ingress + egress passes one arriving packet may cause (resubmit/recirculate/clone loops end here), beyond
+the egress passes of its multicast copies: BMv2 makes every replica of a group, however many."""
 
 
 class SoftSwitch:
@@ -80,6 +81,8 @@ class SoftSwitch:
         """(data, port, instance_type, preserved, egress_q, ingress_q, outputs): one ingress pass."""
         self._egress_pass: Callable[..., None]
         """(frame, port, truncate, egress_q, ingress_q, outputs): one egress pass."""
+        self._replicas_made = [0]
+        """Multicast copies made for the packet being processed: they do not count against max_passes."""
         self._make_passes()
 
     @classmethod
@@ -107,6 +110,7 @@ class SoftSwitch:
         if not isinstance(ingress_port, int) or not 0 <= ingress_port < DROP_PORT:
             raise TargetError("INVALID_ARGUMENT", f"ingress port {ingress_port!r} not in [0, {DROP_PORT})")
         outputs: list[tuple[int, bytes]] = []
+        self._replicas_made[0] = 0
         ingress_q: deque = deque()
         egress_q: deque = deque()
         try:
@@ -118,7 +122,7 @@ class SoftSwitch:
         passes = 1
         while ingress_q or egress_q:
             passes += 1
-            if passes > self.max_passes:
+            if passes > self.max_passes + self._replicas_made[0]:
                 log.warning("packet from port %d: more than %d pipeline passes, rest dropped", ingress_port,
                             self.max_passes)
                 break
@@ -157,6 +161,7 @@ class SoftSwitch:
         lo, hi = self._md_lo, self._md_hi
         md_zero = template[lo:hi]
         pre, digests, t0, now = self.pre, self._digests.append, self._t0, time.monotonic_ns
+        replicas_made = self._replicas_made
         NORMAL = PKT_INSTANCE_TYPE_NORMAL
         EG_SPEC_START = (DROP_PORT + 1) & 0x1FF  # BMv2 writes drop_port + 1 into the 9-bit field
 
@@ -226,7 +231,9 @@ class SoftSwitch:
                 ingress_q.append((data, 0, PKT_INSTANCE_TYPE_RESUBMIT, preserve(F, resub[0])))
                 return
             if MCAST is not None and F[MCAST]:
-                for r in pre.replicas(F[MCAST]):
+                replicas = pre.replicas(F[MCAST])
+                replicas_made[0] += len(replicas)
+                for r in replicas:
                     copy = F.copy()
                     copy[ITYPE] = PKT_INSTANCE_TYPE_REPLICATION
                     if RID is not None:

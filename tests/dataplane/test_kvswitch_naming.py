@@ -17,7 +17,7 @@ def doc() -> str:
 
 
 def _documented_names(doc: str) -> set[str]:
-    names = set(re.findall(r"`(MyIngress\.[a-z0-9_]+)`", doc))
+    names = set(re.findall(r"`(My(?:Ingress|Egress)\.[a-z0-9_]+)`", doc))
     # "`sketch_count_r0`, `_r1`, `_r2`"
     for stem in re.findall(r"`(MyIngress\.[a-z_]+_r)0`, `_r1`, `_r2`", doc):
         names |= {f"{stem}{i}" for i in range(3)}
@@ -43,7 +43,8 @@ def test_every_control_plane_object_is_documented(program, doc: str) -> None:
             assert f"| `{f.name}` | {f.type.width} |" in doc
 
 
-@pytest.mark.parametrize("enum", ["punt_reason_t", "drop_reason_t", "kvp_event_t", "port_role_t"])
+@pytest.mark.parametrize("enum", ["punt_reason_t", "drop_reason_t", "kvp_event_t", "port_role_t",
+                                  "coalesce_event_t"])
 def test_code_tables_match_the_program(enums, doc: str, enum: str) -> None:
     after = doc.split(f"\n`{enum}` (", 1)[1]
     table = re.search(r"^\|.*?(?=\n\n|\Z)", after, re.M | re.S).group(0)

@@ -1,0 +1,129 @@
+"""What request coalescing needs from the controller: one multicast group and one default action, over P4Runtime.
+
+The data plane (p4src/coalesce.p4, docs/dataplane.md "Coalescing") parks readers of a chunk whose GET is
+outstanding and multicasts the storage node's reply to them; egress keeps copy `(port, rid)` only where reader
+`rid - 1` sits (rid 0 is the reply itself, kept on its own route's port). So the group needs every
+(port, rid) pair: every port a reader or the storage node may sit behind, rids 0..`waiters`. The data plane
+knows nothing else about ports.
+
+Start-up (after the pipeline is set and before readers arrive)::
+
+    from controller.coalescing import CoalescingOptions, configure_coalescing
+    configure_coalescing(switch, CoalescingOptions(), ports=[1, 2, 3, 4])   # every front-panel port
+
+A new `epoch` frees every pending entry at once (use a fresh one after a controller restart, as with the
+sketch's epochs); `CoalescingOptions(enabled=False)` turns coalescing off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from p4.v1 import p4runtime_pb2
+
+from controller.errors import P4RuntimeError
+from controller.p4info import P4Info
+from p4rt.bytestrings import encode
+
+CONFIG_TABLE = "MyIngress.coalesce_config"
+CONFIG_ACTION = "MyIngress.set_coalesce_config"
+OFF_ACTION = "MyIngress.coalesce_off"
+WAITERS = 8
+"""`COALESCE_WAITERS` in p4src/include/constants.p4: readers parked per pending GET."""
+
+
+@dataclass(frozen=True)
+class CoalescingOptions:
+    """How the data plane coalesces GETs."""
+
+    timeout_us: int = 200_000
+    """Lifetime of a pending GET, in microseconds: a lost reply blocks its waiters this long at most, then
+    they retry. Keep it below the readers' retry timeout (kvpool client: 0.5 s), so a retry never joins the
+    entry it already waits in."""
+    epoch: int = 1
+    """Non-zero; entries opened under another epoch count as free."""
+    mcast_group: int = 0x4B56
+    """PRE multicast group of the copies ("KV"); any id below 32768 the controller uses for nothing else (BMv2
+    keeps the upper half for clone sessions)."""
+    waiters: int = WAITERS
+    enabled: bool = True
+
+    def config_params(self) -> dict[str, int]:
+        """The parameters of `set_coalesce_config`, by name."""
+        if not 0 < self.epoch < 1 << 32:
+            raise ValueError(f"coalescing epoch must be in [1, 2^32), not {self.epoch}")
+        if not 0 < self.mcast_group < 1 << 16:
+            raise ValueError(f"multicast group must be in [1, 65535], not {self.mcast_group}")
+        if not 0 < self.timeout_us < 1 << 32:
+            raise ValueError(f"timeout must be in [1, 2^32) us, not {self.timeout_us}")
+        return {"timeout_us": self.timeout_us, "epoch": self.epoch, "mcast_group": self.mcast_group}
+
+
+def replica_layout(ports: Iterable[int], waiters: int = WAITERS) -> list[tuple[int, int]]:
+    """(egress port, rid) of every copy: each port × rids 0..waiters."""
+    return [(port, rid) for port in sorted(set(ports)) for rid in range(waiters + 1)]
+
+
+def multicast_group_entity(options: CoalescingOptions, ports: Iterable[int]) -> p4runtime_pb2.Entity:
+    entity = p4runtime_pb2.Entity()
+    group = entity.packet_replication_engine_entry.multicast_group_entry
+    group.multicast_group_id = options.mcast_group
+    for port, rid in replica_layout(ports, options.waiters):
+        group.replicas.add(egress_port=port, instance=rid)
+    return entity
+
+
+def config_entity(p4info: P4Info, options: CoalescingOptions) -> p4runtime_pb2.Entity:
+    """`coalesce_config`'s default action: `set_coalesce_config(...)`, or `coalesce_off` when disabled."""
+    entity = p4runtime_pb2.Entity()
+    entry = entity.table_entry
+    entry.table_id = p4info.table_id(CONFIG_TABLE)
+    entry.is_default_action = True
+    action = entry.action.action
+    if not options.enabled:
+        action.action_id = p4info.action_id(OFF_ACTION)
+        return entity
+    action.action_id = p4info.action_id(CONFIG_ACTION)
+    params: Mapping[str, int] = options.config_params()
+    for name, value in params.items():
+        param = p4info.param(CONFIG_ACTION, name)
+        action.params.add(param_id=param.id, value=encode(value, param.bitwidth))
+    return entity
+
+
+def coalescing_updates(p4info: P4Info, options: CoalescingOptions, ports: Iterable[int],
+                       group_exists: bool = False) -> list[p4runtime_pb2.Update]:
+    """One Write's updates: the group (INSERT, or MODIFY when it exists), then the default action (MODIFY).
+
+    The group comes first, so no reply is ever multicast to a group that does not exist yet."""
+    updates = []
+    for kind, entity in ((p4runtime_pb2.Update.MODIFY if group_exists else p4runtime_pb2.Update.INSERT,
+                          multicast_group_entity(options, ports)),
+                         (p4runtime_pb2.Update.MODIFY, config_entity(p4info, options))):
+        update = p4runtime_pb2.Update(type=kind)
+        update.entity.CopyFrom(entity)
+        updates.append(update)
+    return updates
+
+
+class Writer(Protocol):
+    """What `configure_coalescing` needs of a switch connection (`controller.switch.SwitchConnection`)."""
+
+    p4info: P4Info
+
+    def write(self, updates: Sequence[p4runtime_pb2.Update]) -> None: ...
+
+
+def configure_coalescing(switch: Writer, options: CoalescingOptions, ports: Iterable[int]) -> None:
+    """Install the group and the configuration; a group left by an earlier controller is modified instead."""
+    ports = list(ports)
+    group, config = coalescing_updates(switch.p4info, options, ports)
+    try:
+        switch.write([group])
+    except P4RuntimeError as exc:
+        if not exc.only("ALREADY_EXISTS"):
+            raise
+        switch.write(coalescing_updates(switch.p4info, options, ports, group_exists=True)[:1])
+    switch.write([config])

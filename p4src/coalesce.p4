@@ -1,0 +1,319 @@
+/* -*- P4_16 -*- */
+/*
+ * kvswitch: request coalescing, ingress side (included inside control
+ * MyIngress; the egress side is coalesce_egress.p4).
+ *
+ * N readers GETting the same chunk at once must not cost the storage node
+ * N GETs.  The first GET miss for a key opens a PENDING ENTRY and is
+ * forwarded as usual; a later GET miss for the same key (same storage
+ * node, same version asked) is PARKED in the entry as a waiter instead of
+ * being forwarded.  When the storage node's reply to the first GET comes
+ * back, it is multicast (group from coalesce_config) and egress turns copy
+ * `egress_rid = i + 1` into waiter i's reply: its MAC, IPv4 address, UDP
+ * port and request id.  Copy rid 0 is the reply itself, kept on the port
+ * its own route chose.  docs/dataplane.md, "Coalescing", has the design.
+ *
+ * Bounded and fail-safe: a pending entry lives `timeout_us` (by
+ * ingress_global_timestamp); a GET that finds its cell taken by another
+ * key, its waiters full, or anything else it cannot join is FORWARDED as
+ * without coalescing, never dropped.  Only the reply that answers the
+ * forwarded GET (same key, storage node, reader address, port, request
+ * id) and comes in on the port that GET left through replicates.  A PUT
+ * or an OK PUT_ACK for a pending key releases its entry (waiters retry).
+ *
+ * Every operation is ONE action (coalesce), so BMv2 locks all of its
+ * registers for the whole check-then-write.
+ */
+
+/* ---- pending entries (index = coalesce_hash of the key) ---------------- */
+
+/* Epoch the entry was opened in (coalesce_config); 0 = free.  A new     */
+/* epoch frees every entry at once (no register writes over P4Runtime). */
+register<bit<32>>(COALESCE_ENTRIES) coalesce_epoch;
+/* ingress_global_timestamp when the entry was opened, in us.           */
+register<bit<48>>(COALESCE_ENTRIES) coalesce_since;
+/* The key whose GET is outstanding (compared in full on every use).    */
+register<bit<16>>(COALESCE_ENTRIES) coalesce_tenant;
+register<bit<64>>(COALESCE_ENTRIES) coalesce_prefix_hash;
+register<bit<8>>(COALESCE_ENTRIES) coalesce_chunk_idx;
+/* The version the forwarded GET asked for (0 = any): a reader joins    */
+/* only a GET that asked the same question.                              */
+register<bit<32>>(COALESCE_ENTRIES) coalesce_version;
+/* Destination address of the forwarded GET (the storage node), and the */
+/* switch port it left through: its reply must come in there.           */
+register<bit<32>>(COALESCE_ENTRIES) coalesce_server;
+register<bit<16>>(COALESCE_ENTRIES) coalesce_server_port;
+/* The reader whose GET was forwarded: recognises the reply to it.      */
+register<bit<32>>(COALESCE_ENTRIES) coalesce_origin_ip;
+register<bit<16>>(COALESCE_ENTRIES) coalesce_origin_udp_port;
+register<bit<32>>(COALESCE_ENTRIES) coalesce_origin_req_id;
+/* Waiters parked in the entry, <= COALESCE_WAITERS.                     */
+register<bit<8>>(COALESCE_ENTRIES) coalesce_waiter_count;
+
+/* Waiter i of entry e lives in cell (e << COALESCE_WAITER_WIDTH) + i.  */
+register<bit<32>>(COALESCE_WAITER_CELLS) coalesce_waiter_ip;
+register<bit<16>>(COALESCE_WAITER_CELLS) coalesce_waiter_udp_port;
+register<bit<32>>(COALESCE_WAITER_CELLS) coalesce_waiter_req_id;
+register<bit<48>>(COALESCE_WAITER_CELLS) coalesce_waiter_mac;
+register<bit<16>>(COALESCE_WAITER_CELLS) coalesce_waiter_port;
+
+/* What coalescing did, by coalesce_event_t (copies sent to waiters are */
+/* counted in egress: MyEgress.coalesce_replicated).                    */
+counter(COALESCE_EVENT_COUNT, CounterType.packets_and_bytes) coalesce_events;
+
+action count_coalesce(in coalesce_event_t event) {
+    coalesce_events.count((bit<32>)(bit<8>)event);
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+/* timeout_us: lifetime of a pending entry, in us (keep it below the     */
+/* readers' retry timeout, so a retry never joins its own old entry);    */
+/* epoch: != 0, a new number frees every entry; mcast_group: the PRE     */
+/* group holding (port, rid) for every port and rid 0..COALESCE_WAITERS  */
+/* (controller/coalescing.py builds it).                                  */
+action set_coalesce_config(bit<32> timeout_us, bit<32> epoch, bit<16> mcast_group) {
+    meta.coal_timeout = (bit<48>)timeout_us;
+    meta.coal_epoch = epoch;
+    meta.coal_mcast_group = mcast_group;
+}
+
+/* Coalescing off (the initial state): every GET miss is forwarded.     */
+action coalesce_off() {
+    meta.coal_timeout = 0;
+    meta.coal_epoch = 0;
+    meta.coal_mcast_group = 0;
+}
+
+/* Keyless: the controller sets only its default action. */
+table coalesce_config {
+    actions = {
+        set_coalesce_config;
+        coalesce_off;
+    }
+    size = 1;
+    default_action = coalesce_off();
+}
+
+/* ---- the sender's MAC ----------------------------------------------- */
+
+/* Called just before ipv4_lpm, which overwrites the source MAC: a      */
+/* waiter's copy of the reply goes back to the MAC its GET came from.   */
+action coalesce_note_sender() {
+    meta.coal_sender_mac = hdr.ethernet.src_addr;
+}
+
+/* ---- the pending entry of the packet's key ----------------------------- */
+
+action coalesce_hash() {
+    hash(meta.coal_index, HashAlgorithm.crc32, 32w0,
+         { COALESCE_SALT, hdr.kvp.tenant, hdr.kvp.prefix_hash, hdr.kvp.chunk_idx },
+         COALESCE_ENTRIES);
+}
+
+/* GET miss, already routed (egress_spec = its port towards the storage */
+/* node): open the entry, join it as a waiter, or forward.               */
+action coalesce_get() {
+    bit<32> epoch;
+    bit<48> since;
+    bit<16> tenant;
+    bit<64> prefix_hash;
+    bit<8> chunk_idx;
+    bit<32> version;
+    bit<32> server;
+    bit<32> origin_ip;
+    bit<16> origin_udp_port;
+    bit<32> origin_req_id;
+    bit<8> waiters;
+    coalesce_epoch.read(epoch, meta.coal_index);
+    coalesce_since.read(since, meta.coal_index);
+    coalesce_tenant.read(tenant, meta.coal_index);
+    coalesce_prefix_hash.read(prefix_hash, meta.coal_index);
+    coalesce_chunk_idx.read(chunk_idx, meta.coal_index);
+    coalesce_version.read(version, meta.coal_index);
+    coalesce_server.read(server, meta.coal_index);
+    coalesce_origin_ip.read(origin_ip, meta.coal_index);
+    coalesce_origin_udp_port.read(origin_udp_port, meta.coal_index);
+    coalesce_origin_req_id.read(origin_req_id, meta.coal_index);
+    coalesce_waiter_count.read(waiters, meta.coal_index);
+    bit<48> now = std_meta.ingress_global_timestamp;
+    bool current = epoch == meta.coal_epoch;
+    bool live = current && now - since < meta.coal_timeout;
+    bool same = tenant == hdr.kvp.tenant
+                && prefix_hash == hdr.kvp.prefix_hash
+                && chunk_idx == hdr.kvp.chunk_idx
+                && server == hdr.ipv4.dst_addr
+                && version == hdr.kvp.version;
+    bool is_origin = origin_ip == hdr.ipv4.src_addr
+                     && origin_udp_port == hdr.udp.src_port
+                     && origin_req_id == hdr.kvp.req_id;
+    if (!live) {
+        if (current) {
+            count_coalesce(coalesce_event_t.EXPIRED);
+        }
+        coalesce_epoch.write(meta.coal_index, meta.coal_epoch);
+        coalesce_since.write(meta.coal_index, now);
+        coalesce_tenant.write(meta.coal_index, hdr.kvp.tenant);
+        coalesce_prefix_hash.write(meta.coal_index, hdr.kvp.prefix_hash);
+        coalesce_chunk_idx.write(meta.coal_index, hdr.kvp.chunk_idx);
+        coalesce_version.write(meta.coal_index, hdr.kvp.version);
+        coalesce_server.write(meta.coal_index, hdr.ipv4.dst_addr);
+        coalesce_server_port.write(meta.coal_index, (bit<16>)std_meta.egress_spec);
+        coalesce_origin_ip.write(meta.coal_index, hdr.ipv4.src_addr);
+        coalesce_origin_udp_port.write(meta.coal_index, hdr.udp.src_port);
+        coalesce_origin_req_id.write(meta.coal_index, hdr.kvp.req_id);
+        coalesce_waiter_count.write(meta.coal_index, 0);
+        count_coalesce(coalesce_event_t.PENDING);
+    } else if (!same) {
+        count_coalesce(coalesce_event_t.COLLISION);
+    } else if (is_origin) {
+        /* the forwarded GET's own retransmission: forward it again */
+    } else if ((bit<32>)waiters >= COALESCE_WAITERS) {
+        count_coalesce(coalesce_event_t.OVERFLOW);
+    } else {
+        bit<32> cell = (meta.coal_index << COALESCE_WAITER_WIDTH) + (bit<32>)waiters;
+        coalesce_waiter_ip.write(cell, hdr.ipv4.src_addr);
+        coalesce_waiter_udp_port.write(cell, hdr.udp.src_port);
+        coalesce_waiter_req_id.write(cell, hdr.kvp.req_id);
+        coalesce_waiter_mac.write(cell, meta.coal_sender_mac);
+        coalesce_waiter_port.write(cell, (bit<16>)std_meta.ingress_port);
+        coalesce_waiter_count.write(meta.coal_index, waiters + 1);
+        count_coalesce(coalesce_event_t.COALESCED);
+        mark_to_drop(std_meta);
+    }
+}
+
+/* GET_REPLY, already routed to its reader: if it answers a pending GET, */
+/* free the entry and, when readers are parked, multicast it to them.    */
+action coalesce_reply() {
+    bit<32> epoch;
+    bit<48> since;
+    bit<16> tenant;
+    bit<64> prefix_hash;
+    bit<8> chunk_idx;
+    bit<32> server;
+    bit<16> server_port;
+    bit<32> origin_ip;
+    bit<16> origin_udp_port;
+    bit<32> origin_req_id;
+    bit<8> waiters;
+    coalesce_epoch.read(epoch, meta.coal_index);
+    coalesce_since.read(since, meta.coal_index);
+    coalesce_tenant.read(tenant, meta.coal_index);
+    coalesce_prefix_hash.read(prefix_hash, meta.coal_index);
+    coalesce_chunk_idx.read(chunk_idx, meta.coal_index);
+    coalesce_server.read(server, meta.coal_index);
+    coalesce_server_port.read(server_port, meta.coal_index);
+    coalesce_origin_ip.read(origin_ip, meta.coal_index);
+    coalesce_origin_udp_port.read(origin_udp_port, meta.coal_index);
+    coalesce_origin_req_id.read(origin_req_id, meta.coal_index);
+    coalesce_waiter_count.read(waiters, meta.coal_index);
+    bool answers = epoch == meta.coal_epoch
+                   && tenant == hdr.kvp.tenant
+                   && prefix_hash == hdr.kvp.prefix_hash
+                   && chunk_idx == hdr.kvp.chunk_idx
+                   && server == hdr.ipv4.src_addr
+                   && origin_ip == hdr.ipv4.dst_addr
+                   && origin_udp_port == hdr.udp.dst_port
+                   && origin_req_id == hdr.kvp.req_id;
+    bool live = std_meta.ingress_global_timestamp - since < meta.coal_timeout;
+    if (!answers) {
+        /* not the reply to a pending GET: forwarded as usual */
+    } else if (server_port != (bit<16>)std_meta.ingress_port) {
+        count_coalesce(coalesce_event_t.FOREIGN_REPLY);
+    } else if (!live) {
+        coalesce_epoch.write(meta.coal_index, 0);
+        count_coalesce(coalesce_event_t.EXPIRED);
+    } else {
+        coalesce_epoch.write(meta.coal_index, 0);
+        count_coalesce(coalesce_event_t.REPLIED);
+        if (waiters != 0) {
+            bit<32> base = meta.coal_index << COALESCE_WAITER_WIDTH;
+            /* every copy carries all waiters; egress picks its own by rid */
+            coalesce_waiter_ip.read(meta.coal_w0.ip, base + 0);
+            coalesce_waiter_udp_port.read(meta.coal_w0.udp_port, base + 0);
+            coalesce_waiter_req_id.read(meta.coal_w0.req_id, base + 0);
+            coalesce_waiter_mac.read(meta.coal_w0.mac, base + 0);
+            coalesce_waiter_port.read(meta.coal_w0.port, base + 0);
+            coalesce_waiter_ip.read(meta.coal_w1.ip, base + 1);
+            coalesce_waiter_udp_port.read(meta.coal_w1.udp_port, base + 1);
+            coalesce_waiter_req_id.read(meta.coal_w1.req_id, base + 1);
+            coalesce_waiter_mac.read(meta.coal_w1.mac, base + 1);
+            coalesce_waiter_port.read(meta.coal_w1.port, base + 1);
+            coalesce_waiter_ip.read(meta.coal_w2.ip, base + 2);
+            coalesce_waiter_udp_port.read(meta.coal_w2.udp_port, base + 2);
+            coalesce_waiter_req_id.read(meta.coal_w2.req_id, base + 2);
+            coalesce_waiter_mac.read(meta.coal_w2.mac, base + 2);
+            coalesce_waiter_port.read(meta.coal_w2.port, base + 2);
+            coalesce_waiter_ip.read(meta.coal_w3.ip, base + 3);
+            coalesce_waiter_udp_port.read(meta.coal_w3.udp_port, base + 3);
+            coalesce_waiter_req_id.read(meta.coal_w3.req_id, base + 3);
+            coalesce_waiter_mac.read(meta.coal_w3.mac, base + 3);
+            coalesce_waiter_port.read(meta.coal_w3.port, base + 3);
+            coalesce_waiter_ip.read(meta.coal_w4.ip, base + 4);
+            coalesce_waiter_udp_port.read(meta.coal_w4.udp_port, base + 4);
+            coalesce_waiter_req_id.read(meta.coal_w4.req_id, base + 4);
+            coalesce_waiter_mac.read(meta.coal_w4.mac, base + 4);
+            coalesce_waiter_port.read(meta.coal_w4.port, base + 4);
+            coalesce_waiter_ip.read(meta.coal_w5.ip, base + 5);
+            coalesce_waiter_udp_port.read(meta.coal_w5.udp_port, base + 5);
+            coalesce_waiter_req_id.read(meta.coal_w5.req_id, base + 5);
+            coalesce_waiter_mac.read(meta.coal_w5.mac, base + 5);
+            coalesce_waiter_port.read(meta.coal_w5.port, base + 5);
+            coalesce_waiter_ip.read(meta.coal_w6.ip, base + 6);
+            coalesce_waiter_udp_port.read(meta.coal_w6.udp_port, base + 6);
+            coalesce_waiter_req_id.read(meta.coal_w6.req_id, base + 6);
+            coalesce_waiter_mac.read(meta.coal_w6.mac, base + 6);
+            coalesce_waiter_port.read(meta.coal_w6.port, base + 6);
+            coalesce_waiter_ip.read(meta.coal_w7.ip, base + 7);
+            coalesce_waiter_udp_port.read(meta.coal_w7.udp_port, base + 7);
+            coalesce_waiter_req_id.read(meta.coal_w7.req_id, base + 7);
+            coalesce_waiter_mac.read(meta.coal_w7.mac, base + 7);
+            coalesce_waiter_port.read(meta.coal_w7.port, base + 7);
+            meta.coal_waiters = waiters;
+            meta.coal_origin_port = std_meta.egress_spec;
+            meta.coal_replicate = true;
+            std_meta.mcast_grp = meta.coal_mcast_group;
+        }
+    }
+}
+
+/* PUT, or PUT_ACK OK: a pending GET for the key may be answered with    */
+/* the value before this write, so nobody may join it any more: free     */
+/* the entry (its waiters time out and retry; the forwarded GET's own    */
+/* reply still reaches its reader, as without coalescing).               */
+action coalesce_release() {
+    bit<32> epoch;
+    bit<16> tenant;
+    bit<64> prefix_hash;
+    bit<8> chunk_idx;
+    coalesce_epoch.read(epoch, meta.coal_index);
+    coalesce_tenant.read(tenant, meta.coal_index);
+    coalesce_prefix_hash.read(prefix_hash, meta.coal_index);
+    coalesce_chunk_idx.read(chunk_idx, meta.coal_index);
+    if (epoch == meta.coal_epoch
+        && tenant == hdr.kvp.tenant
+        && prefix_hash == hdr.kvp.prefix_hash
+        && chunk_idx == hdr.kvp.chunk_idx) {
+        coalesce_epoch.write(meta.coal_index, 0);
+        count_coalesce(coalesce_event_t.RELEASED);
+    }
+}
+
+/* The call site: a well-formed KVP message that ipv4_lpm routed (not   */
+/* answered, punted or dropped), after coalesce_config.apply().          */
+action coalesce() {
+    bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
+    if (meta.coal_epoch != 0 && meta.coal_mcast_group != 0) {
+        coalesce_hash();
+        if (hdr.kvp.opcode == kvp_opcode_t.GET && !bypass) {
+            coalesce_get();
+        } else if (hdr.kvp.opcode == kvp_opcode_t.GET_REPLY && !bypass) {
+            coalesce_reply();
+        } else if (hdr.kvp.opcode == kvp_opcode_t.PUT
+                   || (hdr.kvp.opcode == kvp_opcode_t.PUT_ACK
+                       && hdr.kvp.status == kvp_status_t.OK)) {
+            coalesce_release();
+        }
+    }
+}

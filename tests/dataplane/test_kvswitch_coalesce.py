@@ -1,0 +1,387 @@
+"""Request coalescing (p4src/coalesce.p4): readers of a chunk whose GET is outstanding wait at the switch and get
+copies of its reply; the storage node sees one GET.  Runs on every target of `conftest.target`.
+
+Network (kvnet's two hosts plus readers behind ports 1, 3 and 4)::
+
+    reader A 10.0.0.1 :40001 ─┐
+    reader A2 10.0.0.1 :40002 ├ port 1
+    reader B 10.0.0.11 :40011 ┘
+    reader C 10.0.0.3 ──────── port 3       kvswitch ── port 2 ── storage 10.0.0.2
+    reader D 10.0.0.4 ──────── port 4
+
+Only packets, table entries, the PRE and counters are used (no registers), so the shared switch processes run
+these too; their leftover pending entries are freed by the fresh coalescing epoch each test sets.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from controller.coalescing import CoalescingOptions, replica_layout
+from kvpool.constants import KVP_UDP_PORT, Opcode, Status
+from kvpool.protocol import KVP, KVPValue
+from softswitch.target import Lpm, Replica, TableEntry, Target
+from tests.dataplane.kvnet import (
+    CLIENT_IP,
+    CLIENT_MAC,
+    CLIENT_PORT,
+    STORAGE_IP,
+    STORAGE_MAC,
+    STORAGE_PORT,
+    SWITCH_MAC,
+    BlockKey,
+    KvNet,
+    _ip,
+    _mac,
+    value_chunk,
+)
+
+PORTS = (1, 2, 3, 4)
+"""Every port of the test switch (the process targets have veths on exactly these)."""
+GROUP = 7
+"""The coalescing multicast group; any id the controller does not use otherwise."""
+WAITERS = 8
+"""COALESCE_WAITERS in p4src/include/constants.p4."""
+LONG_TIMEOUT_US = 30_000_000
+"""Long enough that no entry expires during a test, however slow the target."""
+ENTRIES = 1024
+"""COALESCE_ENTRIES: pending entries, indexed by crc32(COALESCE_SALT ‖ key) mod ENTRIES."""
+SALT = 0x2545F491
+EVENTS = "MyIngress.coalesce_events"
+REPLICATED = "MyEgress.coalesce_replicated"
+
+
+@dataclass(frozen=True)
+class Reader:
+    name: str
+    ip: str
+    mac: str
+    port: int
+    udp_port: int
+
+
+A = Reader("A", CLIENT_IP, CLIENT_MAC, CLIENT_PORT, 40001)
+A2 = Reader("A2", CLIENT_IP, CLIENT_MAC, CLIENT_PORT, 40002)
+B = Reader("B", "10.0.0.11", "00:00:00:00:00:0b", CLIENT_PORT, 40011)
+C = Reader("C", "10.0.0.3", "00:00:00:00:00:03", 3, 40003)
+D = Reader("D", "10.0.0.4", "00:00:00:00:00:04", 4, 40004)
+KEY = BlockKey(tenant=7, prefix_hash=0x0C0A1E5CE0000001, chunk_idx=2)
+
+
+def coalesce_index(key: BlockKey) -> int:
+    """The key's pending entry, computed as the program does (v1model crc32 over salt ‖ tenant ‖ prefix ‖ chunk)."""
+    data = SALT.to_bytes(4, "big") + key.tenant.to_bytes(2, "big") + key.prefix_hash.to_bytes(8, "big") \
+        + key.chunk_idx.to_bytes(1, "big")
+    return zlib.crc32(data) % ENTRIES
+
+
+@dataclass
+class CoalesceNet:
+    """KvNet plus readers on several ports, coalescing configured as the controller does."""
+
+    net: KvNet
+    target: Target
+    epoch: int
+
+    def configure(self, timeout_us: int = LONG_TIMEOUT_US) -> None:
+        options = CoalescingOptions(timeout_us=timeout_us, epoch=self.epoch, mcast_group=GROUP)
+        self.target.mcast_group_set(GROUP, [Replica(p, rid) for p, rid in replica_layout(PORTS, WAITERS)])
+        self.target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
+                                      options.config_params())
+
+    def get(self, reader: Reader, req_id: int, key: BlockKey = KEY, **fields: int) -> list[tuple[int, bytes]]:
+        kvp = KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
+                  chunk_count=4, req_id=req_id, **fields)
+        frame = (Ether(dst=SWITCH_MAC, src=reader.mac) / IP(src=reader.ip, dst=STORAGE_IP)
+                 / UDP(sport=reader.udp_port, dport=KVP_UDP_PORT) / kvp)
+        return self.target.process(reader.port, bytes(frame))
+
+    def reply(self, reader: Reader, req_id: int, key: BlockKey = KEY, *, seed: int = 1, version: int = 3,
+              port: int = STORAGE_PORT, opcode: int = Opcode.GET_REPLY,
+              status: int = Status.HIT_SERVER) -> list[tuple[int, bytes]]:
+        """The storage node's answer to `reader`'s GET `req_id` (from `port`: the storage node's by default)."""
+        kvp = KVP(opcode=opcode, status=status, tenant=key.tenant, prefix_hash=key.prefix_hash,
+                  chunk_idx=key.chunk_idx, chunk_count=4, req_id=req_id, version=version)
+        if opcode == Opcode.GET_REPLY:
+            kvp = kvp / KVPValue.from_bytes(value_chunk(seed))
+        frame = (Ether(dst=SWITCH_MAC, src=STORAGE_MAC) / IP(src=STORAGE_IP, dst=reader.ip)
+                 / UDP(sport=KVP_UDP_PORT, dport=reader.udp_port) / kvp)
+        return self.target.process(port, bytes(frame))
+
+    def put(self, reader: Reader, key: BlockKey = KEY, version: int = 4) -> list[tuple[int, bytes]]:
+        kvp = KVP(opcode=Opcode.PUT, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
+                  chunk_count=4, version=version) / KVPValue.from_bytes(value_chunk(9))
+        frame = (Ether(dst=SWITCH_MAC, src=reader.mac) / IP(src=reader.ip, dst=STORAGE_IP)
+                 / UDP(sport=reader.udp_port, dport=KVP_UDP_PORT) / kvp)
+        return self.target.process(reader.port, bytes(frame))
+
+    def event(self, name: str) -> int:
+        return self.target.counter_read(EVENTS, self.net.enums["coalesce_event_t"][name])[0]
+
+    def replicated(self) -> int:
+        return self.target.counter_read(REPLICATED, 0)[0]
+
+
+@pytest.fixture
+def coal(net: KvNet, target: Target) -> CoalesceNet:
+    """Routes to every reader, coalescing counters at zero (a shared switch keeps them), coalescing not yet on."""
+    for reader in (B, C, D):
+        target.table_insert(TableEntry("MyIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(_ip(reader.ip), 32)},
+                                       "MyIngress.ipv4_forward", {"dst_mac": _mac(reader.mac), "port": reader.port}))
+    for index in net.enums["coalesce_event_t"].values():
+        target.counter_write(EVENTS, index, 0, 0)
+    target.counter_write(REPLICATED, 0, 0, 0)
+    return CoalesceNet(net, target, epoch=1 + getattr(target, "epoch_offset", 0))
+
+
+# ---- checks -----------------------------------------------------------------------------------------------
+
+def gets_to_storage(out: Sequence[tuple[int, bytes]]) -> int:
+    return sum(1 for port, data in out if port == STORAGE_PORT and Ether(data)[KVP].opcode == Opcode.GET)
+
+
+def assert_each_reader_served_once(out: Sequence[tuple[int, bytes]], readers: dict[Reader, int],
+                                   seed: int = 1, version: int = 3) -> None:
+    """Exactly one reply per reader, on its port, to its MAC/IP/UDP port, with its request id and the value."""
+    seen: dict[tuple[str, int], list[int]] = {}
+    for port, data in out:
+        frame = Ether(data)
+        assert KVP in frame and frame[KVP].opcode == Opcode.GET_REPLY, frame.summary()
+        seen.setdefault((frame[IP].dst, frame[UDP].dport), []).append(port)
+        reader = next((r for r in readers if (r.ip, r.udp_port) == (frame[IP].dst, frame[UDP].dport)), None)
+        assert reader is not None, f"a reply for nobody waiting: {frame.summary()}"
+        assert port == reader.port
+        assert frame[Ether].dst == reader.mac
+        assert frame[KVP].req_id == readers[reader]
+        assert (frame[KVP].status, frame[KVP].version) == (Status.HIT_SERVER, version)
+        assert frame[KVPValue].value_bytes == value_chunk(seed)
+        assert frame[IP].src == STORAGE_IP and frame[UDP].sport == KVP_UDP_PORT
+        assert frame[IP].len == len(frame[IP]) and frame[UDP].len == len(frame[UDP])
+        assert checksums_ok(frame), frame.show2(dump=True)
+    assert sorted(seen) == sorted((r.ip, r.udp_port) for r in readers), seen
+    assert all(len(ports) == 1 for ports in seen.values()), seen
+
+
+def checksums_ok(frame: Ether) -> bool:
+    """IPv4 header checksum right; UDP checksum right or 0 (copies rewritten past the IPv4 header carry 0)."""
+    rebuilt = Ether(bytes(frame))
+    del rebuilt[IP].chksum
+    if frame[UDP].chksum != 0:
+        del rebuilt[UDP].chksum
+    rebuilt = Ether(bytes(rebuilt))
+    return (rebuilt[IP].chksum, rebuilt[UDP].chksum) == (frame[IP].chksum, frame[UDP].chksum)
+
+
+# ---- tests ------------------------------------------------------------------------------------------------
+
+GROUPS = {
+    "two readers, two ports": (A, C),
+    "three readers, three ports": (A, C, D),
+    "two readers, one port": (A, A2),
+    "three readers, one port": (A, A2, B),
+    "five readers, two share the origin's port": (A, A2, C, B, D),
+}
+
+
+@pytest.mark.parametrize("readers", GROUPS.values(), ids=GROUPS.keys())
+def test_readers_of_a_pending_chunk_share_one_get(coal: CoalesceNet, readers: tuple[Reader, ...]) -> None:
+    coal.configure()
+    req_ids = {r: 100 + i for i, r in enumerate(readers)}
+    forwarded = [coal.get(r, req_ids[r]) for r in readers]
+    assert gets_to_storage(forwarded[0]) == 1
+    assert all(out == [] for out in forwarded[1:]), "a waiter's GET left the switch"
+    out = coal.reply(readers[0], req_ids[readers[0]])
+    assert_each_reader_served_once(out, req_ids)
+    assert (coal.event("PENDING"), coal.event("COALESCED"), coal.event("REPLIED")) == (1, len(readers) - 1, 1)
+    assert coal.replicated() == len(readers) - 1
+    # the entry is free again: the next GET is forwarded and its reply goes to its reader only
+    assert gets_to_storage(coal.get(C, 900)) == 1
+    assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
+
+
+def test_coalescing_is_off_until_configured(coal: CoalesceNet) -> None:
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert gets_to_storage(coal.get(C, 2)) == 1
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1})
+    assert coal.event("PENDING") == 0
+
+
+def test_lone_reader_gets_the_reply_unchanged(coal: CoalesceNet) -> None:
+    coal.configure()
+    assert gets_to_storage(coal.get(C, 5)) == 1
+    out = coal.reply(C, 5)
+    assert_each_reader_served_once(out, {C: 5})
+    assert Ether(out[0][1])[UDP].chksum != 0, "the unreplicated reply keeps its UDP checksum"
+    assert coal.replicated() == 0
+
+
+def test_expired_entry_lets_the_next_get_through(coal: CoalesceNet) -> None:
+    timeout_s = 0.3
+    coal.configure(timeout_us=int(timeout_s * 1e6))
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    time.sleep(timeout_s * 2)  # the reply to A is lost
+    assert gets_to_storage(coal.get(C, 2)) == 1, "a reader stayed blocked behind a lost reply"
+    assert coal.event("EXPIRED") == 1
+    # A's late reply reaches A only; C's entry (opened by C's GET) replicates nothing for it
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1})
+    assert_each_reader_served_once(coal.reply(C, 2), {C: 2})
+    assert coal.replicated() == 0
+
+
+def test_full_entry_forwards_further_gets(coal: CoalesceNet) -> None:
+    coal.configure()
+    readers = [Reader(f"R{i}", r.ip, r.mac, r.port, 41000 + i) for i, r in enumerate([A, C, D] * 4)][: WAITERS + 2]
+    req_ids = {r: 200 + i for i, r in enumerate(readers)}
+    origin, waiters, late = readers[0], readers[1: WAITERS + 1], readers[WAITERS + 1]
+    assert gets_to_storage(coal.get(origin, req_ids[origin])) == 1
+    for r in waiters:
+        assert coal.get(r, req_ids[r]) == []
+    assert gets_to_storage(coal.get(late, req_ids[late])) == 1, "a GET beyond the waiter slots was not forwarded"
+    assert coal.event("OVERFLOW") == 1
+    out = coal.reply(origin, req_ids[origin])
+    assert_each_reader_served_once(out, {r: req_ids[r] for r in [origin, *waiters]})
+    assert coal.replicated() == WAITERS
+    assert_each_reader_served_once(coal.reply(late, req_ids[late]), {late: req_ids[late]})
+
+
+def test_hash_collision_forwards(coal: CoalesceNet) -> None:
+    coal.configure()
+    other = next(k for k in (BlockKey(KEY.tenant, KEY.prefix_hash + n, KEY.chunk_idx) for n in range(1, 1 << 16))
+                 if coalesce_index(k) == coalesce_index(KEY))
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert gets_to_storage(coal.get(C, 2, key=other)) == 1, "a GET of another key in the same cell was held"
+    assert coal.event("COLLISION") == 1
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1})
+    assert_each_reader_served_once(coal.reply(C, 2, key=other), {C: 2})
+
+
+def test_different_version_or_storage_node_is_not_joined(coal: CoalesceNet) -> None:
+    coal.configure()
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert gets_to_storage(coal.get(C, 2, version=5)) == 1
+    assert coal.event("COLLISION") == 1
+
+
+@pytest.mark.parametrize("write", ["put", "put_ack"])
+def test_write_releases_the_pending_entry(coal: CoalesceNet, write: str) -> None:
+    """A waiter never gets a reply that may predate a write: the entry is freed, the waiter retries."""
+    coal.configure()
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert coal.get(C, 2) == []
+    if write == "put":
+        assert [p for p, _ in coal.put(D)] == [STORAGE_PORT]
+    else:
+        assert [p for p, _ in coal.reply(D, 77, opcode=Opcode.PUT_ACK, status=Status.OK, version=4)] == [D.port]
+    assert coal.event("RELEASED") == 1
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1})  # A's own reply, as without coalescing
+    assert coal.replicated() == 0
+    assert gets_to_storage(coal.get(C, 3)) == 1, "the retry of the released waiter was held"
+    assert_each_reader_served_once(coal.reply(C, 3, version=4), {C: 3}, version=4)
+
+
+def test_reply_from_a_host_port_is_not_replicated(coal: CoalesceNet) -> None:
+    """A host cannot answer other readers: only a reply arriving where the GET left (port 2) replicates."""
+    coal.configure()
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert coal.get(C, 2) == []
+    forged = coal.reply(A, 1, seed=66, port=D.port)
+    assert [p for p, _ in forged] == [A.port]  # forwarded to its addressee as without coalescing
+    assert coal.event("FOREIGN_REPLY") == 1
+    assert coal.replicated() == 0
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2})
+
+
+def test_bypass_get_is_never_held(coal: CoalesceNet) -> None:
+    coal.configure()
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert gets_to_storage(coal.get(C, 2, flags=0x02)) == 1
+    assert coal.event("COALESCED") == 0
+
+
+# ---- process level: real readers and a real storage node over veth ----------------------------------------
+
+READERS = 8
+VETH_TIMEOUT_US = 1_500_000
+"""Below the bed's client timeout (2 s), so no retry joins the entry it already waits in."""
+
+
+@pytest.fixture(scope="module")
+def veth_bed(tmp_path_factory):
+    """bench._vethnet's bed (client and storage namespaces, softswitch process) with coalescing configured."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces and veth pairs need root")
+    from bench._vethnet import VethNet, VethNetOptions
+    from controller.p4info import P4Info
+
+    with VethNet(VethNetOptions(tag="co"), workdir=tmp_path_factory.mktemp("coalesce-veth")) as bed:
+        from controller.coalescing import coalescing_updates
+
+        p4info = P4Info.load(bed.workdir / "build" / "kvswitch.p4info.txtpb")
+        ports = [bed.options.client.port, bed.options.storage.port]
+        if p4info.has_table("MyIngress.port_role"):  # issue 9's trust boundary: replies count from STORAGE only
+            _set_storage_role(bed, bed.options.storage.port)
+        for update in coalescing_updates(p4info, CoalescingOptions(timeout_us=VETH_TIMEOUT_US), ports):
+            bed.switch.sh.client.write_update(update)
+        yield bed
+
+
+def _set_storage_role(bed, port: int) -> None:
+    from bench._vethnet import CONSTANTS
+    from controller.p4info import enum_from_source
+
+    te = bed.switch.sh.TableEntry("MyIngress.port_role")(action="MyIngress.set_port_role")
+    te.match["ingress_port"] = str(port)
+    te.action["role"] = str(enum_from_source(CONSTANTS.read_text(), "port_role_t")["STORAGE"])
+    te.insert()
+
+
+def _coalesced(bed) -> int:
+    ce = bed.switch.sh.CounterEntry(EVENTS)
+    ce.index = 2  # coalesce_event_t.COALESCED (checked against the program by test_kvswitch_naming)
+    return sum(e.data.packet_count for e in ce.read())
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_concurrent_readers_cost_the_storage_node_one_get(veth_bed) -> None:
+    """N kvpool clients read one cold chunk at once: the storage node answers one GET, every reader verifies.
+
+    The storage node is paused (SIGSTOP) until all N GETs reached the switch, so the test does not depend on
+    the readers beating the reply; then it answers the one GET it got."""
+    import signal
+    import threading
+
+    bed = veth_bed
+    ph = 0xC0A1E5CE00000042
+    bed.request("put", ph=ph, data=bytes(range(100)).hex(), version=1)
+    storage = next(p for p in bed.processes if p.name == "storage node")
+    before = _coalesced(bed)
+    result: dict = {}
+    storage.popen.send_signal(signal.SIGSTOP)
+    try:
+        readers = threading.Thread(target=lambda: result.update(
+            bed.request("readers", ph=ph, chunks=1, reads=1, readers=READERS)))
+        readers.start()
+        deadline = time.monotonic() + 10
+        while _coalesced(bed) - before < READERS - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        storage.popen.send_signal(signal.SIGCONT)
+    readers.join(timeout=60)
+    assert _coalesced(bed) - before == READERS - 1, bed.logs()
+    assert result.get("errors") == [] and result.get("block_reads") == READERS, result
+    assert result["retries"] == 0, result
+    assert bed.request("stat", ph=ph, chunks=1)["counts"] == [1]
+
+    # the same with F_BYPASS (no coalescing): one GET per reader
+    bed.request("readers", ph=ph, chunks=1, reads=1, readers=READERS, bypass=True)
+    assert bed.request("stat", ph=ph, chunks=1)["counts"] == [1 + READERS]
