@@ -6,6 +6,8 @@ another port; no process, no root.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import threading
 
 import pytest
@@ -53,18 +55,26 @@ class Echo:
 
 
 @pytest.fixture
-def switch_and_driver(tmp_path):
-    address = f"ipc://{tmp_path}/switch.ipc"
+def switch(tmp_path):
+    """The switch's ports at `ipc://TMP/switch.ipc`, echoing; no driver yet (a PAIR socket takes one peer)."""
     echo = Echo()
-    ports = echo.ports = NanomsgPorts(address, echo, pcap_dir=tmp_path / "pcap")
+    ports = echo.ports = NanomsgPorts(f"ipc://{tmp_path}/switch.ipc", echo, pcap_dir=tmp_path / "pcap")
     ports.open()
     ports.start()
-    driver = PacketInjector(address)
+    try:
+        yield ports, echo
+    finally:
+        ports.close()
+
+
+@pytest.fixture
+def switch_and_driver(switch):
+    ports, echo = switch
+    driver = PacketInjector(ports.address)
     try:
         yield ports, driver, echo
     finally:
         driver.close()
-        ports.close()
 
 
 def test_frame_sent_on_a_port_enters_there_and_its_output_comes_back_as_packet_out(switch_and_driver):
@@ -127,3 +137,22 @@ def test_an_address_nng_cannot_listen_on_is_a_port_error(tmp_path):
     ports = NanomsgPorts(f"ipc://{tmp_path}/no/such/dir/x.ipc", lambda port, frame: None)
     with pytest.raises(PortError, match="cannot listen for packets on ipc://"):
         ports.open()
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nanomsg") is None, reason="libnanomsg (Debian libnanomsg5) absent")
+def test_nanomsgs_own_c_library_drives_the_ports(switch):
+    """BMv2's tools and nnpy use libnanomsg itself, not nng: its PAIR socket must talk to ours too."""
+    lib = ctypes.CDLL(ctypes.util.find_library("nanomsg"))
+    af_sp, nn_pair, nn_sol_socket, nn_rcvtimeo = 1, 16, 0, 5  # nanomsg/nn.h, nanomsg/pair.h
+    sock = lib.nn_socket(af_sp, nn_pair)
+    timeout = ctypes.c_int(5000)
+    lib.nn_setsockopt(sock, nn_sol_socket, nn_rcvtimeo, ctypes.byref(timeout), ctypes.sizeof(timeout))
+    try:
+        assert lib.nn_connect(sock, switch[0].address.encode()) >= 0
+        msg = packet_in(6, FRAME)
+        assert lib.nn_send(sock, msg, len(msg), 0) == len(msg)
+        buf = ctypes.create_string_buffer(4096)
+        n = lib.nn_recv(sock, buf, len(buf), 0)
+        assert buf.raw[:n] == packet_out(106, FRAME)
+    finally:
+        lib.nn_close(sock)
