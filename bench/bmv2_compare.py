@@ -1,4 +1,4 @@
-"""Packets per second of kvswitch.p4 on our softswitch and on BMv2, through the same veth harness.
+"""Packets per second of kvswitch.p4 on our softswitch and on BMv2, through the same veth and nanomsg harnesses.
 
 Rows:
 - `in-process`: `softswitch.runtime.SoftSwitch.process` called directly (no ports, no P4Runtime), best of 3
@@ -8,6 +8,10 @@ Rows:
   into the veth peer of one port, outputs counted on the peers until the switch has been quiet for 1 s.
   packets/s = frames out / (last frame out - first frame in). BMv2 has a row saying "not installed" when
   p4c/simple_switch_grpc are not on PATH; process rows need root (veth pairs).
+- `softswitch-nanomsg` / `bmv2-nanomsg`: the same processes with every port on BMv2's nanomsg packet interface
+  (`--packet-in ipc://...`, tests/softswitch/nanomsg/nn_switch.py, as PTF's `nn` platform drives BMv2);
+  frames go in as PACKET_IN messages back to back (draining PACKET_OUTs every 64 so neither side's queue
+  blocks), counted and timed as for veth. No root needed.
 
 Packet classes, all on kvswitch.p4 with the host routes installed: `get_hit` (a GET the switch answers from
 a filled slot), `get_miss` (a GET for an unindexed key, forwarded to the storage node) and `l3` (plain
@@ -114,6 +118,45 @@ def through_veth(kind: str, count: int, work: pathlib.Path) -> dict[str, dict]:
     return rows
 
 
+def through_nanomsg(kind: str, count: int, work: pathlib.Path) -> dict[str, dict]:
+    from softswitch.nanomsg import MsgType
+    from tests.dataplane.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
+    from tests.softswitch.nanomsg.nn_switch import NanomsgSwitchProcess
+    from tests.targets.switch_process import KINDS, compile_program
+
+    compiled = compile_program(KINDS[kind], P4_MAIN, work / f"build-{kind}")
+    proc = NanomsgSwitchProcess(KINDS[kind], compiled, work / f"nn-{kind}", cpu_port=CPU_PORT)
+    rows = {}
+    try:
+        _prepare(proc.start())
+        assert proc.host_ports is not None
+        injector = proc.host_ports.injector
+        poll = select.poll()
+        poll.register(injector.fileno(), select.POLLIN)
+        for name, frame in tqdm(_frames().items(), desc=f"{kind} nanomsg", unit="class"):
+            received, last = 0, None
+
+            def drain() -> None:
+                nonlocal received, last
+                got = sum(1 for m in injector.receive_ready() if m.type == MsgType.PACKET_OUT)
+                if got:
+                    received += got
+                    last = time.perf_counter()
+
+            start = time.perf_counter()
+            for i in range(count):
+                injector.send(CLIENT_PORT, frame)
+                if i % 64 == 63:
+                    drain()
+            while poll.poll(1000):
+                drain()
+            pps = round(received / (last - start)) if last else 0
+            rows[name] = {"pps": pps, "sent": count, "received": received, "lost": count - received}
+    finally:
+        proc.close()
+    return rows
+
+
 def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
     from tests.targets.switch_process import BMV2
 
@@ -121,8 +164,12 @@ def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
     count_inproc = 300 if quick else 3000
     count_veth = 200 if quick else 2000
     result: dict = {"program": "p4src/kvswitch.p4", "classes": list(CLASSES),
-                    "in_process": in_process(count_inproc), "softswitch_process": None, "bmv2_process": None}
+                    "in_process": in_process(count_inproc), "softswitch_process": None, "bmv2_process": None,
+                    "softswitch_nanomsg": None, "bmv2_nanomsg": None}
     with tempfile.TemporaryDirectory(prefix="bmv2-compare-") as tmp:
+        result["softswitch_nanomsg"] = through_nanomsg("softswitch", count_veth, pathlib.Path(tmp))
+        result["bmv2_nanomsg"] = through_nanomsg("bmv2", count_veth, pathlib.Path(tmp)) if BMV2.available() \
+            else "not installed (p4c/simple_switch_grpc not on PATH)"
         if os.geteuid() != 0:
             result["softswitch_process"] = result["bmv2_process"] = "needs root (veth pairs)"
         else:
@@ -141,7 +188,9 @@ def _markdown(result: dict) -> str:
              "| target | " + " | ".join(CLASSES) + " | frames lost (of sent) |",
              "|---|" + "---:|" * len(CLASSES) + "---:|"]
     for label, key in (("softswitch in-process (CPU time)", "in_process"),
-                       ("softswitch process, veth", "softswitch_process"), ("BMv2 process, veth", "bmv2_process")):
+                       ("softswitch process, veth", "softswitch_process"), ("BMv2 process, veth", "bmv2_process"),
+                       ("softswitch process, nanomsg", "softswitch_nanomsg"),
+                       ("BMv2 process, nanomsg", "bmv2_nanomsg")):
         rows = result[key]
         if isinstance(rows, str):
             lines.append(f"| {label} | " + " | ".join(rows if i == 0 else "" for i in range(len(CLASSES))) + " | |")

@@ -2,9 +2,11 @@
 
     python -m softswitch [PROGRAM | --no-p4] -i 1@veth0 -i 2@veth2 --device-id 0 --log-console \\
         --pcap DIR -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255
+    python -m softswitch PROGRAM --packet-in ipc:///tmp/sw.ipc -- --grpc-server-addr 127.0.0.1:9559
 
 PROGRAM is a `.p4` file or the device config `python -m softswitch.compile` writes (PROG.json); with
-`--no-p4` the switch waits for a controller's SetForwardingPipelineConfig. Flags BMv2 has and we do not need
+`--no-p4` the switch waits for a controller's SetForwardingPipelineConfig. With `--packet-in ADDR` every port
+is on BMv2's nanomsg packet interface at ADDR (`softswitch.nanomsg`) and `-i` is ignored, as on BMv2. Flags BMv2 has and we do not need
 (`--thrift-port`, `--nanolog`, ...) are accepted and noted, so BMv2 scripts run by changing the binary name.
 """
 
@@ -20,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from softswitch.ports import PortError, PortSet, PortSpec
+from softswitch.ports import PortError, Ports, PortSet, PortSpec
 
 if TYPE_CHECKING:
     from softswitch.p4runtime.server import P4RuntimeServer
@@ -44,6 +46,8 @@ class SwitchOptions:
     program: pathlib.Path | None
     """A .p4 file or a bundle; None with `--no-p4`."""
     ports: tuple[PortSpec, ...] = ()
+    packet_in: str | None = None
+    """nanomsg address (`ipc://PATH`, `tcp://HOST:PORT`) carrying every port's frames; `ports` then unused."""
     device_id: int = 0
     cpu_port: int | None = None
     """Port number whose output becomes packet-in and where packet-outs enter (simple_switch's --cpu-port)."""
@@ -70,10 +74,13 @@ def _switch_parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-console", action="store_true", help="log to stderr")
     ap.add_argument("-L", "--log-level", default="info", choices=sorted(_LEVELS))
     ap.add_argument("--pcap", nargs="?", const=".", metavar="DIR", help="write IFACE_in/out.pcap files to DIR")
+    ap.add_argument("--packet-in", metavar="ADDR",
+                    help="receive and send every port's frames on this nanomsg PAIR socket (ipc://PATH or "
+                         "tcp://HOST:PORT), BMv2's packet-in interface; -i is then ignored")
     compat = ap.add_argument_group("accepted for simple_switch_grpc compatibility, no effect here")
     compat.add_argument("--thrift-port", type=int, help="(no Thrift server; use P4Runtime)")
     for flag, kind in (("--log-file", str), ("--notifications-addr", str), ("--nanolog", str),
-                       ("--use-files", int), ("--packet-in", str), ("--max-port-count", int),
+                       ("--use-files", int), ("--max-port-count", int),
                        ("--restore-state", str), ("--dump-packet-data", int), ("--json", str)):
         compat.add_argument(flag, type=kind, help=argparse.SUPPRESS)
     compat.add_argument("--log-flush", action="store_true", help=argparse.SUPPRESS)
@@ -117,14 +124,16 @@ def parse_args(argv: list[str]) -> SwitchOptions:
     except PortError as e:
         raise UsageError(str(e)) from None
     cpu = t.cpu_port if t.cpu_port is not None else a.cpu_port
+    if a.packet_in is not None and not a.packet_in.startswith(("ipc://", "tcp://")):
+        raise UsageError(f"--packet-in {a.packet_in!r}: expected ipc://PATH or tcp://HOST:PORT")
     ignored = tuple(f"--{name.replace('_', '-')}" for name in
-                    ("thrift_port", "log_file", "notifications_addr", "nanolog", "use_files", "packet_in",
-                     "restore_state", "debugger") if getattr(a, name))
+                    ("thrift_port", "log_file", "notifications_addr", "nanolog", "use_files", "restore_state",
+                     "debugger") if getattr(a, name))
     ignored += tuple(f"--{name.replace('_', '-')}" for name in
                      ("drop_port", "grpc_server_ssl", "dp_grpc_server_addr", "priority_queues", "load_modules")
                      if getattr(t, name))
     return SwitchOptions(
-        program=a.program, ports=ports, device_id=a.device_id, cpu_port=cpu,
+        program=a.program, ports=ports, packet_in=a.packet_in, device_id=a.device_id, cpu_port=cpu,
         grpc_address=t.grpc_server_addr, pcap_dir=pathlib.Path(a.pcap) if a.pcap else None,
         log_level=_LEVELS[a.log_level], log_console=a.log_console, ignored=ignored)
 
@@ -140,7 +149,7 @@ class Switch:
         from softswitch.p4runtime.device import Device
 
         self.options = options
-        self.ports: PortSet | None = None
+        self.ports: Ports | None = None
         self.device = Device(options.device_id, options.cpu_port, self._send)
         self.server: P4RuntimeServer | None = None
 
@@ -156,7 +165,7 @@ class Switch:
         self.server = server = P4RuntimeServer(self.device, load_bundle, p4info_of=_p4info_of)
         if self.options.program is not None:
             self._load_initial_program()
-        self.ports = PortSet(self.options.ports, self.device.receive, self.options.pcap_dir)
+        self.ports = self._make_ports()
         try:
             self.ports.open()
         except PortError as e:
@@ -168,6 +177,15 @@ class Switch:
             raise SwitchError(str(e)) from None
         self.ports.start()
         return port
+
+    def _make_ports(self) -> Ports:
+        if self.options.packet_in is None:
+            return PortSet(self.options.ports, self.device.receive, self.options.pcap_dir)
+        from softswitch.nanomsg import NanomsgPorts
+
+        if self.options.ports:
+            log.warning("--packet-in is given: the -i interfaces are ignored (as on BMv2)")
+        return NanomsgPorts(self.options.packet_in, self.device.receive, self.options.pcap_dir)
 
     def _load_initial_program(self) -> None:
         from softswitch import compile as compiler
@@ -229,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     ports = ", ".join(f"{p.number}@{p.interface}" for p in options.ports) or "none"
+    if options.packet_in is not None:
+        ports = f"all on {options.packet_in}"
     print(f"softswitch: device {options.device_id}, ports {ports}, cpu port {options.cpu_port}, "
           f"P4Runtime on {options.grpc_address.rsplit(':', 1)[0]}:{grpc_port}", file=sys.stderr, flush=True)
     while not stop.wait(0.5):

@@ -17,6 +17,7 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from softswitch.pcap import PortCapture
 
@@ -33,6 +34,23 @@ MAX_FRAME = 65535
 
 class PortError(Exception):
     """A port cannot be opened (no such interface, no permission) or is given twice."""
+
+
+class Ports(Protocol):
+    """What the switch needs of its ports: AF_PACKET interfaces (`PortSet`) or a nanomsg socket
+    (`softswitch.nanomsg.NanomsgPorts`). Received frames go to the `on_frame(port, frame)` given at creation."""
+
+    def open(self) -> None:
+        """Acquire the sockets; raises PortError saying which one failed."""
+
+    def start(self) -> None:
+        """Start receiving."""
+
+    def send(self, port: int, frame: bytes) -> None:
+        """Transmit `frame` out of `port`; a port without a link drops it."""
+
+    def close(self) -> None:
+        """Stop receiving and release everything `open` acquired."""
 
 
 @dataclass(frozen=True)

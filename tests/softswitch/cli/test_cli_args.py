@@ -28,11 +28,18 @@ def test_no_p4_and_cpu_port_before_the_separator():
     assert o.program is None and o.cpu_port == 64 and o.grpc_address == "0.0.0.0:9559"
 
 
+def test_packet_in_is_taken_not_ignored():
+    o = parse_args(["--no-p4", "--packet-in", "ipc:///tmp/sw.ipc", "-i", "1@veth0"])
+    assert o.packet_in == "ipc:///tmp/sw.ipc"
+    assert o.ignored == ()
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     ([], "PROGRAM or --no-p4"),
     (["p.p4", "--no-p4"], "not both"),
     (["--no-p4", "-i", "veth0"], "PORT@INTERFACE"),
     (["--no-p4", "--", "--bogus"], "unknown target option"),
+    (["--no-p4", "--packet-in", "/tmp/sw.ipc"], "expected ipc://PATH or tcp://HOST:PORT"),
 ])
 def test_bad_command_line_is_a_usage_error(argv, message):
     with pytest.raises(UsageError, match=message) as e:
