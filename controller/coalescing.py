@@ -23,8 +23,8 @@ from typing import Protocol
 
 from p4.v1 import p4runtime_pb2
 
-from controller.errors import P4RuntimeError
-from controller.p4info import P4Info
+from p4rt.errors import P4RuntimeError
+from p4rt.p4info import P4Info
 from p4rt.bytestrings import encode
 
 CONFIG_TABLE = "MyIngress.coalesce_config"

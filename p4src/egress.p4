@@ -16,6 +16,8 @@ control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t std_meta) {
 
+#include "coalesce_egress.p4"     /* request coalescing: per-waiter copies */
+
     /* PUT_ACK -> INVALIDATE with FABRIC_INVALIDATE_HOPS relays left;    */
     /* INVALIDATE -> one relay fewer.  The key and version stay; the UDP */
     /* checksum is 0 (not used) since the header changed.                */
@@ -30,6 +32,11 @@ control MyEgress(inout headers_t hdr,
     }
 
     apply {
+        /* ---- request coalescing: one copy per parked reader ---- */
+        if (meta.coal_replicate
+            && std_meta.instance_type == PKT_INSTANCE_TYPE_REPLICATION) {
+            coalesce_copy();
+        }
         if ((bit<32>)std_meta.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE
             && hdr.kvp.isValid()) {
             if (std_meta.egress_port == meta.clone_ingress_port) {

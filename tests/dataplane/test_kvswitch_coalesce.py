@@ -320,7 +320,7 @@ def veth_bed(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("network namespaces and veth pairs need root")
     from bench._vethnet import VethNet, VethNetOptions
-    from controller.p4info import P4Info
+    from p4rt.p4info import P4Info
 
     with VethNet(VethNetOptions(tag="co"), workdir=tmp_path_factory.mktemp("coalesce-veth")) as bed:
         from controller.coalescing import coalescing_updates
@@ -336,7 +336,7 @@ def veth_bed(tmp_path_factory):
 
 def _set_storage_role(bed, port: int) -> None:
     from bench._vethnet import CONSTANTS
-    from controller.p4info import enum_from_source
+    from p4rt.p4info import enum_from_source
 
     te = bed.switch.sh.TableEntry("MyIngress.port_role")(action="MyIngress.set_port_role")
     te.match["ingress_port"] = str(port)
