@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="switch slots one tenant may hold at most (repeatable)")
     serve.add_argument("--default-tenant-quota", type=int, default=None, metavar="SLOTS",
                        help="slot quota of tenants without --tenant-quota (default unlimited)")
+    serve.add_argument("--coalesce-timeout-ms", type=float, default=200.0, metavar="MS",
+                       help="lifetime of a coalesced GET in the data plane; 0 turns coalescing off (default 200, "
+                            "below the clients' 500 ms retry)")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     add_client_commands(sub)
     return parser
@@ -64,6 +67,8 @@ def serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not dot or kind not in ("admission", "eviction", "recycling", "model"):
             parser.error(f"--param {name}={value}: expected admission|eviction|recycling|model.NAME=VALUE")
         params.setdefault(kind, {})[field] = value
+    if args.coalesce_timeout_ms < 0:
+        parser.error(f"--coalesce-timeout-ms {args.coalesce_timeout_ms}: must be >= 0")
     try:
         tenants = TenantPolicy.from_options(args.insert_tenants, args.pin_tenants, args.tenant_quota,
                                             args.default_tenant_quota)
@@ -75,6 +80,7 @@ def serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         hosts_file=args.hosts_file, metrics_port=args.metrics_port, admission=args.admission,
         eviction=args.eviction, recycling=args.recycling, policy_params=params,
         detector=DetectorOptions(args.hot_threshold, args.epoch_seconds), pool=PoolOptions(tenants=tenants),
+        coalesce_timeout_us=int(args.coalesce_timeout_ms * 1000),
     )
     try:
         controller = Controller(options)

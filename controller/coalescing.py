@@ -23,9 +23,9 @@ from typing import Protocol
 
 from p4.v1 import p4runtime_pb2
 
+from p4rt.bytestrings import encode
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
-from p4rt.bytestrings import encode
 
 CONFIG_TABLE = "MyIngress.coalesce_config"
 CONFIG_ACTION = "MyIngress.set_coalesce_config"

@@ -59,3 +59,9 @@ FALLBACKS: dict[str, type[IntEnum]] = {
 
 def members(enum: type[IntEnum]) -> dict[str, int]:
     return {member.name: int(member) for member in enum}
+
+FABRIC_INVALIDATE_SESSION = 1
+"""Clone session a storage node's acknowledged PUT is copied to as a fabric INVALIDATE
+(`FABRIC_INVALIDATE_SESSION` in p4src/include/constants.p4; docs/dataplane.md, "Fabric coherence"): the
+controller fills it with the switch's FABRIC ports only."""
+

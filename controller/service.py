@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.client_ops import ClientService
+from controller.coalescing import CONFIG_TABLE as COALESCE_CONFIG_TABLE
+from controller.coalescing import CoalescingOptions, configure_coalescing
+from controller.codes import FABRIC_INVALIDATE_SESSION, PortRole
 from controller.hosts import HostPlan, load_plan
 from controller.metrics import Metrics, serve_prometheus
 from controller.p4dataplane import DetectorOptions, P4RuntimeDataPlane, PipelineNames
@@ -28,6 +31,7 @@ from controller.storage import StorageOptions, UdpStorageNode, parse_address
 from controller.switch import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from controller.tiers import TierMap, TierMover
 from kvpool.keys import ChunkKey
+from p4rt.entities import Replica
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
 
@@ -71,6 +75,8 @@ class ServeOptions:
     """Period of the fast poll of newly admitted slots' counters (times the first switch hit)."""
     detector: DetectorOptions = field(default_factory=DetectorOptions)
     pool: PoolOptions = field(default_factory=PoolOptions)
+    coalesce_timeout_us: int = 200_000
+    """Lifetime of a coalesced GET in the data plane (0 = coalescing off); below the clients' retry timeout."""
 
 
 def pipeline_cookie(p4info: bytes, device_config: bytes) -> int:
@@ -193,6 +199,22 @@ class Controller:
         roles = self.dataplane.install_port_roles(self.plan.ports)
         if roles:
             log.info("port roles installed: %s", {port: role.name for port, role in sorted(self.plan.ports.items())})
+        self._configure_replication()
+
+    def _configure_replication(self) -> None:
+        """The packet replication the data plane relies on: the fabric-invalidation clone session (FABRIC ports
+        only, never a host port) and request coalescing's multicast group (every port the plan names)."""
+        fabric = sorted(port for port, role in self.plan.ports.items() if role is PortRole.FABRIC)
+        if fabric:
+            self.switch.set_clone_session(FABRIC_INVALIDATE_SESSION, [Replica(port) for port in fabric])
+            log.info("fabric invalidations cloned to ports %s", fabric)
+        if not self.p4info.has_table(COALESCE_CONFIG_TABLE):
+            return
+        ports = sorted({host.port for host in self.hosts} | set(self.plan.ports))
+        options = CoalescingOptions(timeout_us=self.options.coalesce_timeout_us or 1, epoch=self.epoch,
+                                    enabled=self.options.coalesce_timeout_us > 0)
+        configure_coalescing(self.switch, options, ports)
+        log.info("request coalescing %s on ports %s", "on" if options.enabled else "off", ports)
 
     def _new_epoch(self) -> None:
         self.epoch = (self.epoch + 1) & 0xFFFFFFFF or 1

@@ -515,6 +515,20 @@ class SwitchConnection:
                 raise
             self.write([self._update("MODIFY", entity)])
 
+    def set_clone_session(self, session_id: int, replicas: Sequence[Replica]) -> None:
+        """Create or replace clone session `session_id` (P4Runtime's CloneSessionEntry)."""
+        entity = p4runtime_pb2.Entity()
+        session = entity.packet_replication_engine_entry.clone_session_entry
+        session.session_id = session_id
+        for replica in replicas:
+            session.replicas.add(egress_port=replica.port, instance=replica.rid)
+        try:
+            self.write([self._update("INSERT", entity)])
+        except P4RuntimeError as exc:
+            if not exc.only("ALREADY_EXISTS"):
+                raise
+            self.write([self._update("MODIFY", entity)])
+
     def packet_out(self, payload: bytes, metadata: Mapping[str, int]) -> None:
         """Send `payload` through the CPU port with the `packet_out` controller header fields set by name."""
         fields = {p.name: p for p in self.p4info.packet_metadata("packet_out")}
