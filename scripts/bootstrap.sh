@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks for this project, then nothing more on later calls.
-#   - Debian packages (as root): mininet (gives mnexec), iproute2, tcpdump (scapy's BPF filters), ethtool.
+#   - Debian packages (as root): mininet (gives mnexec), iproute2, tcpdump (scapy's BPF filters), ethtool,
+#     libibverbs1 (Mooncake Store's native libraries).
 #   - A virtual environment in .venv with requirements.txt and the project (editable), re-installed only when
 #     requirements.txt or pyproject.toml changes.
 # Called by every Makefile target that needs it; safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(mininet iproute2 tcpdump ethtool iputils-ping)
+APT_PACKAGES=(mininet iproute2 tcpdump ethtool iputils-ping libibverbs1)
 PYTHON=${PYTHON:-python3}
 
 need_apt=()
@@ -15,6 +16,8 @@ command -v mnexec >/dev/null 2>&1 || need_apt+=(mininet)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v tcpdump >/dev/null 2>&1 || need_apt+=(tcpdump)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
+# Mooncake Store's native libraries link against libibverbs (also for its tcp transport)
+ldconfig -p 2>/dev/null | grep -q "libibverbs.so.1 " || need_apt+=(libibverbs1)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "bootstrap: installing Debian packages: ${APT_PACKAGES[*]}"
