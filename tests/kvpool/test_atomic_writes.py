@@ -149,7 +149,7 @@ def test_a_block_that_does_not_fit_is_refused_whole_and_stores_nothing():
     for p in put_datagrams(4, bytes(4 * 128), 1):
         out += n.receive(p, A)
     assert {s for _, _, s, _ in acks(out)} == {Status.ERR_FULL} and len(out) == 4
-    assert read_block(n, 4, 4) == [None] * 4 and n.dram_used == 0
+    assert read_block(n, 4, 4) == [None] * 4 and n.backend.dram_used == 0
 
 
 def test_a_shorter_new_version_drops_the_old_chunks_beyond_it():
@@ -158,7 +158,7 @@ def test_a_shorter_new_version_drops_the_old_chunks_beyond_it():
         n.receive(p, A)
     for p in put_datagrams(6, b"short", 2):
         n.receive(p, A)
-    assert read_block(n, 6, 3)[1:] == [None, None] and n.dram_used == 128
+    assert read_block(n, 6, 3)[1:] == [None, None] and n.backend.dram_used == 128
 
 
 def test_a_version_dropped_by_tier_move_cannot_be_written_again_with_other_bytes():

@@ -78,14 +78,14 @@ def test_dram_full_refuses_new_chunks_but_accepts_overwrites():
     assert put(n, 1, b"a", 1).status == Status.OK and put(n, 2, b"b", 1).status == Status.OK
     assert put(n, 3, b"c", 1).status == Status.ERR_FULL
     assert put(n, 1, b"a2", 2).status == Status.OK
-    assert n.dram_used == 256
+    assert n.backend.dram_used == 256
 
 
 def test_with_a_disk_tier_overflow_goes_to_disk(tmp_path):
     n = node(capacity=128, disk=tmp_path)
     put(n, 1, b"dram", 1)
     assert put(n, 2, b"disk", 1).status == Status.OK
-    assert n.chunks[(0, 2, 0)].tier == Tier.STORAGE_DISK
+    assert n.backend.chunks[(0, 2, 0)].tier == Tier.STORAGE_DISK
     assert request(n, Opcode.GET, 2)[1][:4] == b"disk"
 
 
@@ -103,24 +103,24 @@ def test_tier_move_to_disk_and_back_keeps_the_value(tmp_path):
     put(n, 9, b"moving", 1)
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DISK | 1500 << 8)
     assert (reply.opcode, reply.status, reply.aux) == (Opcode.TIER_MOVE_ACK, Status.OK, Tier.STORAGE_DISK)
-    assert n.dram_used == 0 and n.chunks[(0, 9, 0)].score == 1.5
+    assert n.backend.dram_used == 0 and n.backend.chunks[(0, 9, 0)].score == 1.5
     assert request(n, Opcode.GET, 9)[1][:6] == b"moving"
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DRAM)
-    assert reply.aux == Tier.STORAGE_DRAM and n.dram_used == 128
+    assert reply.aux == Tier.STORAGE_DRAM and n.backend.dram_used == 128
 
 
 def test_tier_move_to_the_same_tier_records_the_score():
     n = node()
     put(n, 9, b"x", 1)
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DRAM | 250 << 8)
-    assert reply.status == Status.OK and n.chunks[(0, 9, 0)].score == 0.25
+    assert reply.status == Status.OK and n.backend.chunks[(0, 9, 0)].score == 0.25
 
 
 def test_tier_move_to_absent_drops_the_chunk():
     n = node()
     put(n, 9, b"x", 1)
     assert request(n, Opcode.TIER_MOVE, 9, aux=Tier.ABSENT)[0].status == Status.OK
-    assert request(n, Opcode.GET, 9)[0].status == Status.MISS and n.dram_used == 0
+    assert request(n, Opcode.GET, 9)[0].status == Status.MISS and n.backend.dram_used == 0
 
 
 @pytest.mark.parametrize(("aux", "status"), [(Tier.STORAGE_DISK, Status.ERR_DENIED), (Tier.SWITCH, Status.ERR_DENIED),
@@ -129,7 +129,7 @@ def test_tier_move_to_a_tier_the_node_lacks_is_refused(aux, status):
     n = node()
     put(n, 9, b"x", 1)
     assert request(n, Opcode.TIER_MOVE, 9, aux=aux)[0].status == status
-    assert n.chunks[(0, 9, 0)].tier == Tier.STORAGE_DRAM
+    assert n.backend.chunks[(0, 9, 0)].tier == Tier.STORAGE_DRAM
 
 
 def test_tier_move_of_unknown_key_is_a_miss():
@@ -176,7 +176,7 @@ def test_malformed_request_is_answered_with_its_error_and_counted(data, reason):
     reply = Header.unpack(n.handle(data))
     assert (reply.status, reply.req_id) == (reason.status, 5)
     assert n.counters[f"malformed.{reason.value}"] == 1
-    assert not n.chunks
+    assert not n.backend.chunks
 
 
 @pytest.mark.parametrize("data", [b"", b"K", b"KV\x01", b"\x00" * 36, b"GET / HTTP/1.0\r\n" * 4])
