@@ -29,12 +29,14 @@ first). The node's `--capacity` is the memory segment it contributes to the Moon
 
 from __future__ import annotations
 
+import socket
 import struct
 import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
 
 from kvpool.backends.base import BlockKey, BlockState, Key, Moved, NewChunk
 from kvpool.constants import KVP_MAX_CHUNKS, KVP_VALUE_LEN, Status, Tier
@@ -325,22 +327,47 @@ class MooncakeBackend:
             self.store.close()
 
 
-def connect(options: MooncakeOptions, segment_bytes: int) -> MooncakeBackend:
-    """A backend on a new Mooncake client that contributes `segment_bytes` of memory to the pool."""
+def _mooncake_store() -> Any:
+    """The `mooncake.store` module, or BackendUnavailable saying how to install it."""
     try:
-        from mooncake.store import MooncakeDistributedStore, ReplicateConfig, SoftPinAction
+        import mooncake.store
     except (ImportError, OSError) as exc:
         raise BackendUnavailable(f"the mooncake backend needs Mooncake Store: {INSTALL_HINT} ({exc})") from exc
-    store = MooncakeDistributedStore()
-    rc = store.setup(options.local_hostname, options.metadata, segment_bytes, options.buffer_bytes,
-                     options.protocol, "", options.master)
+    return mooncake.store
+
+
+def replicate_configs(options: MooncakeOptions) -> tuple[Any, Any]:
+    """Mooncake `ReplicateConfig`s of (block objects: replicas, soft pin; records: hard pin)."""
+    store = _mooncake_store()
+    block_config = store.ReplicateConfig()
+    block_config.replica_num = options.replicas
+    if options.soft_pin:
+        block_config.soft_pin_action = store.SoftPinAction.ENABLE
+    record_config = store.ReplicateConfig()
+    record_config.with_hard_pin = True
+    return block_config, record_config
+
+
+def open_store(options: MooncakeOptions, segment_bytes: int) -> StoreClient:
+    """A Mooncake client that contributes `segment_bytes` of memory to the pool. The master and metadata
+    server are probed first: Mooncake's setup retries an absent master for ever."""
+    for what, address in (("master", options.master), ("metadata server", urlsplit(options.metadata).netloc)):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=2.0).close()
+        except (OSError, ValueError) as exc:
+            raise BackendUnavailable(f"Mooncake {what} at {address!r} does not answer ({exc}); start one with "
+                                     "`python -m kvpool.mooncake_master`") from exc
+    client = _mooncake_store().MooncakeDistributedStore()
+    rc = client.setup(options.local_hostname, options.metadata, segment_bytes, options.buffer_bytes,
+                      options.protocol, "", options.master)
     if rc != 0:
         raise BackendUnavailable(f"Mooncake client setup failed ({rc}): is mooncake_master running at "
                                  f"{options.master} with its metadata server at {options.metadata}?")
-    block_config = ReplicateConfig()
-    block_config.replica_num = options.replicas
-    if options.soft_pin:
-        block_config.soft_pin_action = SoftPinAction.ENABLE
-    record_config = ReplicateConfig()
-    record_config.with_hard_pin = True
-    return MooncakeBackend(store, options, block_config, record_config)
+    return cast(StoreClient, client)
+
+
+def connect(options: MooncakeOptions, segment_bytes: int) -> MooncakeBackend:
+    """A backend on a new Mooncake client (closed with the backend)."""
+    block_config, record_config = replicate_configs(options)
+    return MooncakeBackend(open_store(options, segment_bytes), options, block_config, record_config)
