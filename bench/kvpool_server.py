@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -131,7 +132,7 @@ def _run(out_dir: Path, quick: bool, backend: str, backend_args: list[str]) -> d
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGKILL)
     us = rtt * 1e6
-    result = {
+    result: dict[str, Any] = {
         "name": name,
         "backend": backend,
         "quick": quick,
