@@ -7,10 +7,17 @@ requests with `kvpool.wire` (not Scapy) so it measures the node, not the client.
 * throughput: a window of requests outstanding, requests answered per second.
 
 This is the baseline the switch-hit benchmark compares against (same chunk size, same loopback).
+
+Storage backends (docs/storage-backends.md): `memory` (default), `mooncake` (a local mooncake_master is started
+for the run; GETs are served from the node's per-block cache after the first), `mooncake-nocache` (the same
+with `--mooncake-cache 0`: every GET is a Mooncake `get` over TCP).
+
+    python -m bench.kvpool_server OUT_DIR [memory|mooncake|mooncake-nocache]
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,13 +66,34 @@ def _exchange_one(sock: socket.socket, server: tuple[str, int], request: bytes, 
             return reply
 
 
-def run(out_dir: Path, quick: bool = False) -> dict:
+BACKENDS = ("memory", "mooncake", "mooncake-nocache")
+
+
+def run(out_dir: Path, quick: bool = False, backend: str = "memory") -> dict:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}")
+    with contextlib.ExitStack() as stack:
+        backend_args: list[str] = []
+        if backend.startswith("mooncake"):
+            from kvpool.mooncake_master import MooncakeMaster
+
+            master = stack.enter_context(MooncakeMaster.start())
+            backend_args = ["--backend", "mooncake", "--mooncake-master", master.master,
+                            "--mooncake-metadata", master.metadata]
+            if backend == "mooncake-nocache":
+                backend_args += ["--mooncake-cache", "0"]
+        return _run(out_dir, quick, backend, backend_args)
+    raise AssertionError("unreachable")
+
+
+def _run(out_dir: Path, quick: bool, backend: str, backend_args: list[str]) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     n_latency, n_throughput = (2_000, 5_000) if quick else (20_000, 50_000)
     port = _free_port()
     server = ("127.0.0.1", port)
     proc = subprocess.Popen([sys.executable, "-m", "kvpool.server", "--host", "127.0.0.1", "--port", str(port),
-                             "--capacity", str(16 << 20)], stderr=subprocess.DEVNULL)
+                             "--capacity", str(16 << 20), *backend_args], stderr=subprocess.DEVNULL)
+    name = NAME if backend == "memory" else f"{NAME}_{backend.replace('-', '_')}"
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.bind(("127.0.0.1", 0))
@@ -103,8 +132,9 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGKILL)
     us = rtt * 1e6
-    result = {
-        "name": NAME,
+    result: dict[str, Any] = {
+        "name": name,
+        "backend": backend,
         "quick": quick,
         "chunk_bytes": 128,
         "keys": KEYS,
@@ -116,10 +146,10 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         "requests_per_s": answered / elapsed,
         "lost": lost,
     }
-    (out_dir / f"{NAME}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     lat = result["latency_us"]
-    (out_dir / f"{NAME}.md").write_text(
-        "| metric | value |\n|---|---:|\n"
+    (out_dir / f"{name}.md").write_text(
+        f"| metric ({backend} backend) | value |\n|---|---:|\n"
         f"| GET-hit requests/s (window {WINDOW}) | {result['requests_per_s']:,.0f} |\n"
         f"| latency p50 (µs, 1 outstanding) | {lat['p50']:.1f} |\n"
         f"| latency p90 (µs) | {lat['p90']:.1f} |\n"
@@ -130,4 +160,5 @@ def run(out_dir: Path, quick: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("out/bench"), quick=True), indent=2))
+    print(json.dumps(run(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("out/bench"), quick=True,
+                         backend=sys.argv[2] if len(sys.argv) > 2 else "memory"), indent=2))

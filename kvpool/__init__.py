@@ -11,7 +11,9 @@
 * `client`: `KVPClient` and `python -m kvpool.client`.
 * `staging`: writes in progress at the storage node (per writer, bounded, expiring) and recent commits.
 * `trust`: which addresses may send controller-only requests.
+* `backends`: where the storage node keeps committed blocks (`memory`, `mooncake`; docs/storage-backends.md).
 * `server`: `StorageNode` and `python -m kvpool.server`.
+* `mooncake_master`: a local Mooncake master for tests and the testbed (`python -m kvpool.mooncake_master`).
 
 Importing the package has no side effects; only `protocol` (and `client`) import Scapy.
 """

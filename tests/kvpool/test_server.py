@@ -1,4 +1,6 @@
-"""The storage node's protocol, message by message (`StorageNode.handle`, no sockets)."""
+"""The storage node's protocol, message by message (`StorageNode.handle`, no sockets).
+
+Tests taking `make_node` run on every storage backend (conftest); the others are the memory backend's tiers."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ def request(n: StorageNode, opcode: Opcode, ph: int, idx: int = 0, **fields) -> 
     return Header.unpack(reply), reply[KVP_HEADER_LEN:]
 
 
-def test_put_then_get_returns_the_chunk_as_hit_server():
-    n = node()
+def test_put_then_get_returns_the_chunk_as_hit_server(make_node):
+    n = make_node()
     ack = put(n, 0xAA, b"value", 3)
     assert (ack.opcode, ack.status, ack.version) == (Opcode.PUT_ACK, Status.OK, 3)
     reply, value = request(n, Opcode.GET, 0xAA)
@@ -35,38 +37,38 @@ def test_put_then_get_returns_the_chunk_as_hit_server():
     assert reply.req_id == 7 and reply.prefix_hash == 0xAA
 
 
-def test_get_asking_for_a_newer_version_than_stored_is_a_miss_naming_the_stored_one():
-    n = node()
+def test_get_asking_for_a_newer_version_than_stored_is_a_miss_naming_the_stored_one(make_node):
+    n = make_node()
     put(n, 0xAA, b"v3", 3)
     reply, value = request(n, Opcode.GET, 0xAA, version=4)
     assert (reply.status, reply.version, value) == (Status.MISS, 3, b"")
     assert request(n, Opcode.GET, 0xAA, version=2)[0].status == Status.HIT_SERVER
 
 
-def test_get_of_unknown_key_is_a_miss_without_value():
-    reply, value = request(node(), Opcode.GET, 0xBB)
+def test_get_of_unknown_key_is_a_miss_without_value(make_node):
+    reply, value = request(make_node(), Opcode.GET, 0xBB)
     assert reply.status == Status.MISS and value == b"" and not reply.flags & Flag.VALUE
 
 
-def test_tenants_do_not_share_blocks():
-    n = node()
+def test_tenants_do_not_share_blocks(make_node):
+    n = make_node()
     put(n, 0xAA, b"t0", 1)
     reply = Header.unpack(n.handle(Header(Opcode.GET, tenant=1, prefix_hash=0xAA).pack()))
     assert reply.status == Status.MISS
 
 
 @pytest.mark.parametrize(("version", "status"), [(1, Status.ERR_STALE), (2, Status.ERR_CONFLICT)])
-def test_write_not_newer_than_stored_is_refused_and_not_applied(version, status):
+def test_write_not_newer_than_stored_is_refused_and_not_applied(make_node, version, status):
     # Contract change (issue 9): the same version with other bytes is ERR_CONFLICT now (it was ERR_STALE).
-    n = node()
+    n = make_node()
     put(n, 0xAA, b"new", 2)
     ack = put(n, 0xAA, b"old", version)
     assert (ack.status, ack.version) == (status, 2)
     assert request(n, Opcode.GET, 0xAA)[1][:3] == b"new"
 
 
-def test_bad_checksum_is_refused():
-    n = node()
+def test_bad_checksum_is_refused(make_node):
+    n = make_node()
     data = bytearray(encode(Header(Opcode.PUT, prefix_hash=1, version=1), b"abc"))
     data[-1] ^= 0xFF
     assert Header.unpack(n.handle(bytes(data))).status == Status.ERR_CHECKSUM
@@ -78,14 +80,14 @@ def test_dram_full_refuses_new_chunks_but_accepts_overwrites():
     assert put(n, 1, b"a", 1).status == Status.OK and put(n, 2, b"b", 1).status == Status.OK
     assert put(n, 3, b"c", 1).status == Status.ERR_FULL
     assert put(n, 1, b"a2", 2).status == Status.OK
-    assert n.dram_used == 256
+    assert n.backend.dram_used == 256
 
 
 def test_with_a_disk_tier_overflow_goes_to_disk(tmp_path):
     n = node(capacity=128, disk=tmp_path)
     put(n, 1, b"dram", 1)
     assert put(n, 2, b"disk", 1).status == Status.OK
-    assert n.chunks[(0, 2, 0)].tier == Tier.STORAGE_DISK
+    assert n.backend.chunks[(0, 2, 0)].tier == Tier.STORAGE_DISK
     assert request(n, Opcode.GET, 2)[1][:4] == b"disk"
 
 
@@ -103,24 +105,24 @@ def test_tier_move_to_disk_and_back_keeps_the_value(tmp_path):
     put(n, 9, b"moving", 1)
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DISK | 1500 << 8)
     assert (reply.opcode, reply.status, reply.aux) == (Opcode.TIER_MOVE_ACK, Status.OK, Tier.STORAGE_DISK)
-    assert n.dram_used == 0 and n.chunks[(0, 9, 0)].score == 1.5
+    assert n.backend.dram_used == 0 and n.backend.chunks[(0, 9, 0)].score == 1.5
     assert request(n, Opcode.GET, 9)[1][:6] == b"moving"
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DRAM)
-    assert reply.aux == Tier.STORAGE_DRAM and n.dram_used == 128
+    assert reply.aux == Tier.STORAGE_DRAM and n.backend.dram_used == 128
 
 
 def test_tier_move_to_the_same_tier_records_the_score():
     n = node()
     put(n, 9, b"x", 1)
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DRAM | 250 << 8)
-    assert reply.status == Status.OK and n.chunks[(0, 9, 0)].score == 0.25
+    assert reply.status == Status.OK and n.backend.chunks[(0, 9, 0)].score == 0.25
 
 
-def test_tier_move_to_absent_drops_the_chunk():
-    n = node()
+def test_tier_move_to_absent_drops_the_chunk(make_node):
+    n = make_node()
     put(n, 9, b"x", 1)
     assert request(n, Opcode.TIER_MOVE, 9, aux=Tier.ABSENT)[0].status == Status.OK
-    assert request(n, Opcode.GET, 9)[0].status == Status.MISS and n.dram_used == 0
+    assert request(n, Opcode.GET, 9)[0].status == Status.MISS and request(n, Opcode.STAT, 9)[0].status == Status.MISS
 
 
 @pytest.mark.parametrize(("aux", "status"), [(Tier.STORAGE_DISK, Status.ERR_DENIED), (Tier.SWITCH, Status.ERR_DENIED),
@@ -129,15 +131,15 @@ def test_tier_move_to_a_tier_the_node_lacks_is_refused(aux, status):
     n = node()
     put(n, 9, b"x", 1)
     assert request(n, Opcode.TIER_MOVE, 9, aux=aux)[0].status == status
-    assert n.chunks[(0, 9, 0)].tier == Tier.STORAGE_DRAM
+    assert n.backend.chunks[(0, 9, 0)].tier == Tier.STORAGE_DRAM
 
 
-def test_tier_move_of_unknown_key_is_a_miss():
-    assert request(node(), Opcode.TIER_MOVE, 1, aux=Tier.STORAGE_DRAM)[0].status == Status.MISS
+def test_tier_move_of_unknown_key_is_a_miss(make_node):
+    assert request(make_node(), Opcode.TIER_MOVE, 1, aux=Tier.STORAGE_DRAM)[0].status == Status.MISS
 
 
-def test_stat_counts_every_get_of_the_key():
-    n = node()
+def test_stat_counts_every_get_of_the_key(make_node):
+    n = make_node()
     put(n, 1, b"x", 1)
     for _ in range(3):
         request(n, Opcode.GET, 1)
@@ -147,20 +149,20 @@ def test_stat_counts_every_get_of_the_key():
     assert request(n, Opcode.STAT, 2)[0].aux == 1
 
 
-def test_lookup_meta_without_controller_reports_the_local_tier():
-    n = node()
+def test_lookup_meta_without_controller_reports_the_local_tier(make_node):
+    n = make_node()
     put(n, 1, b"x", 6)
     reply, _ = request(n, Opcode.LOOKUP_META, 1)
     assert (reply.opcode, reply.aux, reply.version) == (Opcode.LOOKUP_META_REPLY, tier_bitmap({Tier.STORAGE_DRAM}), 6)
 
 
-def test_slot_messages_are_for_the_switch():
-    reply = Header.unpack(node().handle(Header(Opcode.SLOT_READ, aux=3).pack()))
+def test_slot_messages_are_for_the_switch(make_node):
+    reply = Header.unpack(make_node().handle(Header(Opcode.SLOT_READ, aux=3).pack()))
     assert (reply.opcode, reply.status) == (Opcode.SLOT_READ_REPLY, Status.ERR_DENIED)
 
 
-def test_replies_are_never_answered():
-    n = node()
+def test_replies_are_never_answered(make_node):
+    n = make_node()
     assert n.handle(Header(Opcode.GET_REPLY, status=Status.HIT_SERVER).pack()) is None
     assert n.handle(Header(Opcode.PUT_ACK, chunk_count=0).pack()) is None
 
@@ -171,12 +173,12 @@ def test_replies_are_never_answered():
     (Header(0x66, req_id=5).pack(), Reason.UNKNOWN_OP),
     (Header(Opcode.GET, req_id=5).pack()[:20], Reason.SHORT_HEADER),
 ])
-def test_malformed_request_is_answered_with_its_error_and_counted(data, reason):
-    n = node()
+def test_malformed_request_is_answered_with_its_error_and_counted(make_node, data, reason):
+    n = make_node()
     reply = Header.unpack(n.handle(data))
     assert (reply.status, reply.req_id) == (reason.status, 5)
     assert n.counters[f"malformed.{reason.value}"] == 1
-    assert not n.chunks
+    assert n.backend.chunk((0, 0, 0)) is None
 
 
 @pytest.mark.parametrize("data", [b"", b"K", b"KV\x01", b"\x00" * 36, b"GET / HTTP/1.0\r\n" * 4])
@@ -184,9 +186,9 @@ def test_datagrams_without_magic_or_req_id_get_no_answer(data):
     assert node().handle(data) is None
 
 
-def test_two_thousand_random_datagrams_neither_crash_nor_corrupt_the_node():
+def test_two_thousand_random_datagrams_neither_crash_nor_corrupt_the_node(make_node):
     rng = random.Random(7420)
-    n = node(capacity=64 * 128)
+    n = make_node(capacity=64 * 128)
     put(n, 0xC0FFEE, b"survivor", 1)
     templates = [Header(op, prefix_hash=rng.getrandbits(64)).pack() for op in Opcode]
     for _ in range(2000):
@@ -203,3 +205,10 @@ def test_two_thousand_random_datagrams_neither_crash_nor_corrupt_the_node():
     reply, value = request(n, Opcode.GET, 0xC0FFEE)
     assert reply.status == Status.HIT_SERVER and value[:8] == b"survivor"
     assert sum(v for k, v in n.counters.items() if k.startswith("malformed.")) > 100
+
+
+def test_tier_move_to_absent_frees_the_dram_it_held():
+    n = node()
+    put(n, 9, b"x", 1)
+    request(n, Opcode.TIER_MOVE, 9, aux=Tier.ABSENT)
+    assert n.backend.dram_used == 0

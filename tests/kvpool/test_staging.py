@@ -34,7 +34,7 @@ def test_a_flood_of_partial_writes_from_one_host_stays_within_its_budget():
     for i in range(20_000):  # 20,000 blocks started from 200 ports of one host, none finished
         assert n.receive(partial_put(ph=i), ("10.0.0.66", 1000 + i % 200)) == []
         assert n.staging.bytes <= 2 * BLOCK_COST
-    assert n.staging.evicted > 19_000 and not n.chunks
+    assert n.staging.evicted > 19_000 and not n.backend.chunks
 
 
 def test_a_flooding_host_evicts_its_own_writes_not_another_hosts():

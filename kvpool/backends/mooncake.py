@@ -1,0 +1,373 @@
+"""The `mooncake` backend: committed blocks in Mooncake Store (kvcache-ai/Mooncake), reached over TCP.
+
+Mapping (docs/storage-backends.md):
+
+* One Mooncake object per committed block version, `<namespace>/<tenant>/<prefix_hash>/v<version>`, holding
+  the block's chunks (128 bytes each, padded). A commit is one Mooncake `put` of that object: Mooncake's put is
+  all-or-nothing per key (readers see no object until the put has ended), which gives KVP's atomic blocks.
+* One record per block, `<namespace>/<tenant>/<prefix_hash>/newest`: the newest committed version, its chunk
+  count, each chunk's `value_len` and CRC-32, and which chunks TIER_MOVE dropped. Written with `upsert` and a
+  hard pin (never evicted), so a restarted node still refuses to commit a version again with other bytes. The
+  record is written after the block object and names it, so a crash in between leaves an unnamed object that
+  the next commit of that version replaces.
+* GET → the block object (`get`), cached per block version in this process (bounded, least recently used
+  first) so GETs of chunks 0..n-1 fetch the block once; a version's bytes never change, so the cache can never
+  serve a wrong value, and a commit drops the older version's entry. Every chunk fetched is checked against the
+  record's CRC-32: a mismatch is a MISS, never a wrong value.
+* STAT / LOOKUP_META / TIER_MOVE → `is_exist` of the block object (Mooncake may have evicted it: then MISS).
+  TIER_MOVE to ABSENT drops the chunk from the record, and `remove`s the object once no chunk is left; to
+  STORAGE_DRAM records the score; STORAGE_DISK is refused (ERR_DENIED), as on a memory node without `--disk`.
+* A commit removes the previous version's object (`remove(force=True)`: the node is its only reader here).
+
+Ownership: each block has one owning storage node (the switch steers by prefix hash), which keeps the newest
+versions in process and reads the record only on first touch (e.g. after a restart). Two nodes writing one
+block through one Mooncake namespace are not supported.
+
+Objects are put with `replicas` replicas and, with `soft_pin`, a soft pin (Mooncake evicts unpinned objects
+first). The node's `--capacity` is the memory segment it contributes to the Mooncake pool.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
+
+from kvpool.backends.base import BlockKey, BlockState, Key, Moved, NewChunk
+from kvpool.constants import KVP_MAX_CHUNKS, KVP_VALUE_LEN, Status, Tier
+
+INSTALL_HINT = ("pip install mooncake-transfer-engine-non-cuda==0.3.13.post1 "
+                "(and on Debian/Ubuntu: apt-get install libibverbs1)")
+"""What makes `import mooncake.store` work (docs/storage-backends.md)."""
+
+_BLOCK_HEAD = struct.Struct(">4sQB")
+"""Block object header: magic b"KVB1", version, chunk_count; then chunk_count × 128 value bytes."""
+_BLOCK_MAGIC = b"KVB1"
+_RECORD_HEAD = struct.Struct(">4sQB32s")
+"""Newest-version record: magic b"KVN1", version, chunk_count, dropped-chunk bitmap (bit i = chunk i); then
+chunk_count value_len bytes and chunk_count big-endian CRC-32s."""
+_RECORD_MAGIC = b"KVN1"
+
+
+@dataclass(frozen=True, slots=True)
+class MooncakeOptions:
+    """How the node reaches Mooncake Store."""
+
+    master: str = "127.0.0.1:50051"
+    """`mooncake_master` RPC address, HOST:PORT."""
+    metadata: str = "http://127.0.0.1:8080/metadata"
+    """Transfer-engine metadata server URL (the master's, with `--enable_http_metadata_server=true`)."""
+    local_hostname: str = "127.0.0.1"
+    """Address other Mooncake clients reach this node's memory segment at."""
+    protocol: str = "tcp"
+    """Mooncake transfer protocol ("tcp"; "rdma" needs RDMA devices)."""
+    buffer_bytes: int = 16 << 20
+    """Mooncake client's local transfer buffer."""
+    replicas: int = 1
+    """Replicas of each block object (Mooncake `ReplicateConfig.replica_num`)."""
+    soft_pin: bool = False
+    """Soft-pin block objects (Mooncake evicts them after unpinned objects)."""
+    namespace: str = "kvp"
+    """Prefix of every Mooncake key this node writes (several pools can share one master)."""
+    cache_bytes: int = 8 << 20
+    """Bytes of fetched block objects kept in this process."""
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1 or self.cache_bytes < 0 or "/" in self.namespace or not self.namespace:
+            raise ValueError("mooncake: replicas >= 1, cache_bytes >= 0, a non-empty namespace without '/'")
+
+
+class StoreClient(Protocol):
+    """The part of `mooncake.store.MooncakeDistributedStore` this backend uses (tests pass a fake)."""
+
+    def put(self, key: str, value: bytes, config: Any = ...) -> int: ...
+    def upsert(self, key: str, value: bytes, config: Any = ...) -> int: ...
+    def get(self, key: str) -> bytes: ...
+    def is_exist(self, key: str) -> int: ...
+    def remove(self, key: str, force: bool = False) -> int: ...
+    def close(self) -> int: ...
+
+
+class BackendUnavailable(RuntimeError):
+    """Mooncake cannot be used: the package is missing or the master / metadata server do not answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class MooncakeChunk:
+    """A committed chunk (`ChunkMeta`): always in the storage node's DRAM tier as far as KVP is concerned."""
+
+    chunk_count: int
+    value_len: int
+    version: int
+    csum: int
+    score: float = 0.0
+    tier: Tier = Tier.STORAGE_DRAM
+
+
+@dataclass(slots=True)
+class _Block:
+    """The node's view of a block (mirrors its newest-version record)."""
+
+    version: int
+    value_lens: bytes
+    csums: tuple[int, ...]
+    dropped: int = 0
+    """Bitmap of chunks TIER_MOVE dropped."""
+    scores: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self.value_lens)
+
+    def serves(self, idx: int) -> bool:
+        return idx < self.chunk_count and not self.dropped >> idx & 1
+
+    def record(self) -> bytes:
+        return (_RECORD_HEAD.pack(_RECORD_MAGIC, self.version, self.chunk_count, self.dropped.to_bytes(32, "big"))
+                + self.value_lens + struct.pack(f">{self.chunk_count}I", *self.csums))
+
+    @classmethod
+    def parse(cls, data: bytes) -> _Block | None:
+        if len(data) < _RECORD_HEAD.size:
+            return None
+        magic, version, count, dropped = _RECORD_HEAD.unpack_from(data)
+        if magic != _RECORD_MAGIC or len(data) != _RECORD_HEAD.size + 5 * count:
+            return None
+        lens = data[_RECORD_HEAD.size:_RECORD_HEAD.size + count]
+        csums = struct.unpack_from(f">{count}I", data, _RECORD_HEAD.size + count)
+        return cls(version, bytes(lens), csums, int.from_bytes(dropped, "big"))
+
+
+class MooncakeBackend:
+    """Committed blocks as Mooncake objects; see the module docstring for the mapping."""
+
+    name = "mooncake"
+
+    def __init__(self, store: StoreClient, options: MooncakeOptions, block_config: Any = None,
+                 record_config: Any = None, owns_store: bool = True) -> None:
+        self.store = store
+        self.options = options
+        self._block_config = block_config
+        """ReplicateConfig of block objects (replicas, soft pin); None = Mooncake's default."""
+        self._record_config = record_config
+        """ReplicateConfig of records (hard pin); None = Mooncake's default."""
+        self._owns_store = owns_store
+        self._blocks: dict[BlockKey, _Block] = {}
+        self._unknown: OrderedDict[BlockKey, None] = OrderedDict()
+        """Blocks whose record was looked up and absent (bounded; we own them, so they stay absent until we
+        commit)."""
+        self._cache: OrderedDict[tuple[BlockKey, int], bytes] = OrderedDict()
+        self._cache_bytes = 0
+        self.counters: Counter[str] = Counter()
+        """Mooncake calls and their failures, cache hits/misses, corrupt objects."""
+
+    # ---- keys and records --------------------------------------------------------------------------
+
+    def _key(self, block: BlockKey, suffix: str) -> str:
+        return f"{self.options.namespace}/{block[0]}/{block[1]:016x}/{suffix}"
+
+    def _object(self, block: BlockKey, version: int) -> str:
+        return self._key(block, f"v{version}")
+
+    def _state(self, block: BlockKey) -> _Block | None:
+        state = self._blocks.get(block)
+        if state is not None or block in self._unknown:
+            return state
+        self.counters["get.record"] += 1
+        state = _Block.parse(self.store.get(self._key(block, "newest")))
+        if state is None:
+            self._unknown[block] = None
+            if len(self._unknown) > 1 << 16:
+                self._unknown.popitem(last=False)
+        else:
+            self._blocks[block] = state
+        return state
+
+    def _write_record(self, block: BlockKey, state: _Block) -> bool:
+        self.counters["upsert.record"] += 1
+        ok = self._call(self.store.upsert, self._key(block, "newest"), state.record(), self._record_config) == 0
+        if not ok:
+            self.counters["upsert.record.failed"] += 1
+        return ok
+
+    @staticmethod
+    def _call(method: Any, key: str, value: bytes, config: Any) -> int:
+        return int(method(key, value) if config is None else method(key, value, config))
+
+    # ---- the block cache -----------------------------------------------------------------------------
+
+    def _fetch(self, block: BlockKey, state: _Block) -> bytes | None:
+        """The block object's chunk bytes (chunk_count × 128) for the newest version, checked; None if gone."""
+        entry = (block, state.version)
+        data = self._cache.get(entry)
+        if data is not None:
+            self._cache.move_to_end(entry)
+            self.counters["cache.hit"] += 1
+            return data
+        self.counters["cache.miss"] += 1
+        raw = self.store.get(self._object(block, state.version))
+        if not raw:
+            return None
+        count = state.chunk_count
+        if (len(raw) != _BLOCK_HEAD.size + count * KVP_VALUE_LEN
+                or _BLOCK_HEAD.unpack_from(raw) != (_BLOCK_MAGIC, state.version, count)):
+            self.counters["corrupt"] += 1
+            return None
+        data = raw[_BLOCK_HEAD.size:]
+        for i in range(count):
+            if zlib.crc32(data[i * KVP_VALUE_LEN:(i + 1) * KVP_VALUE_LEN]) != state.csums[i]:
+                self.counters["corrupt"] += 1
+                return None
+        self._remember(entry, data)
+        return data
+
+    def _remember(self, entry: tuple[BlockKey, int], data: bytes) -> None:
+        if len(data) > self.options.cache_bytes:
+            return
+        self._cache[entry] = data
+        self._cache_bytes += len(data)
+        while self._cache_bytes > self.options.cache_bytes:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= len(old)
+
+    def _forget(self, entry: tuple[BlockKey, int]) -> None:
+        old = self._cache.pop(entry, None)
+        if old is not None:
+            self._cache_bytes -= len(old)
+
+    # ---- StorageBackend ------------------------------------------------------------------------------
+
+    def newest(self, block: BlockKey) -> BlockState | None:
+        state = self._state(block)
+        return None if state is None else BlockState(state.version, state.chunk_count)
+
+    def _meta(self, state: _Block, idx: int) -> MooncakeChunk:
+        return MooncakeChunk(state.chunk_count, state.value_lens[idx], state.version, state.csums[idx],
+                             state.scores.get(idx, 0.0))
+
+    def chunk(self, key: Key) -> MooncakeChunk | None:
+        block, idx = (key[0], key[1]), key[2]
+        state = self._state(block)
+        if state is None or not state.serves(idx):
+            return None
+        if (block, state.version) not in self._cache:
+            self.counters["is_exist"] += 1
+            if self.store.is_exist(self._object(block, state.version)) != 1:  # evicted by Mooncake (or -1: error)
+                return None
+        return self._meta(state, idx)
+
+    def read(self, key: Key) -> tuple[MooncakeChunk, bytes] | None:
+        block, idx = (key[0], key[1]), key[2]
+        state = self._state(block)
+        if state is None or not state.serves(idx):
+            return None
+        data = self._fetch(block, state)
+        if data is None:
+            return None
+        return self._meta(state, idx), data[idx * KVP_VALUE_LEN:(idx + 1) * KVP_VALUE_LEN]
+
+    def commit(self, block: BlockKey, version: int, chunks: Sequence[NewChunk]) -> bool:
+        assert 0 < len(chunks) <= KVP_MAX_CHUNKS
+        old = self._state(block)
+        assert old is None or version > old.version, "the node commits only newer versions"
+        name = self._object(block, version)
+        data = b"".join(c.value for c in chunks)
+        if self.store.is_exist(name) == 1:  # an object no record names (a crash before its record): replace it
+            self.counters["remove.unnamed"] += 1
+            self.store.remove(name, True)
+        self.counters["put"] += 1
+        if self._call(self.store.put, name, _BLOCK_HEAD.pack(_BLOCK_MAGIC, version, len(chunks)) + data,
+                      self._block_config) != 0:
+            self.counters["put.failed"] += 1
+            return False
+        state = _Block(version, bytes(c.value_len for c in chunks), tuple(c.csum for c in chunks))
+        if not self._write_record(block, state):
+            self.store.remove(name, True)
+            return False
+        self._blocks[block] = state
+        self._unknown.pop(block, None)
+        if old is not None:
+            self._forget((block, old.version))
+            self.counters["remove"] += 1
+            self.store.remove(self._object(block, old.version), True)
+        self._remember((block, version), data)
+        return True
+
+    def move(self, key: Key, target: Tier, score: float) -> Moved:
+        block, idx = (key[0], key[1]), key[2]
+        state = self._blocks[block]  # the node checked `chunk(key)` first, which loaded it
+        if target == Tier.STORAGE_DISK:
+            return Moved(Status.ERR_DENIED, Tier.STORAGE_DRAM)
+        if target == Tier.STORAGE_DRAM:
+            state.scores[idx] = score
+            return Moved(Status.OK, Tier.STORAGE_DRAM)
+        dropped = state.dropped | 1 << idx
+        if not self._write_record(block, _Block(state.version, state.value_lens, state.csums, dropped)):
+            return Moved(Status.ERR_FULL, Tier.STORAGE_DRAM)
+        state.dropped = dropped
+        state.scores.pop(idx, None)
+        if all(not state.serves(i) for i in range(state.chunk_count)):
+            self._forget((block, state.version))
+            self.counters["remove"] += 1
+            self.store.remove(self._object(block, state.version), True)
+        return Moved(Status.OK, Tier.ABSENT)
+
+    def summary(self) -> dict[str, object]:
+        return {"backend": self.name, "master": self.options.master, "blocks": len(self._blocks),
+                "cache": {"entries": len(self._cache), "bytes": self._cache_bytes},
+                "mooncake": dict(self.counters)}
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+
+def _mooncake_store() -> Any:
+    """The `mooncake.store` module, or BackendUnavailable saying how to install it."""
+    try:
+        import mooncake.store
+    except (ImportError, OSError) as exc:
+        raise BackendUnavailable(f"the mooncake backend needs Mooncake Store: {INSTALL_HINT} ({exc})") from exc
+    return mooncake.store
+
+
+def replicate_configs(options: MooncakeOptions) -> tuple[Any, Any]:
+    """Mooncake `ReplicateConfig`s of (block objects: replicas, soft pin; records: hard pin)."""
+    store = _mooncake_store()
+    block_config = store.ReplicateConfig()
+    block_config.replica_num = options.replicas
+    if options.soft_pin:
+        block_config.soft_pin_action = store.SoftPinAction.ENABLE
+    record_config = store.ReplicateConfig()
+    record_config.with_hard_pin = True
+    return block_config, record_config
+
+
+def open_store(options: MooncakeOptions, segment_bytes: int) -> StoreClient:
+    """A Mooncake client that contributes `segment_bytes` of memory to the pool. The master and metadata
+    server are probed first: Mooncake's setup retries an absent master for ever."""
+    for what, address in (("master", options.master), ("metadata server", urlsplit(options.metadata).netloc)):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=2.0).close()
+        except (OSError, ValueError) as exc:
+            raise BackendUnavailable(f"Mooncake {what} at {address!r} does not answer ({exc}); start one with "
+                                     "`python -m kvpool.mooncake_master`") from exc
+    client = _mooncake_store().MooncakeDistributedStore()
+    rc = client.setup(options.local_hostname, options.metadata, segment_bytes, options.buffer_bytes,
+                      options.protocol, "", options.master)
+    if rc != 0:
+        raise BackendUnavailable(f"Mooncake client setup failed ({rc}): is mooncake_master running at "
+                                 f"{options.master} with its metadata server at {options.metadata}?")
+    return cast(StoreClient, client)
+
+
+def connect(options: MooncakeOptions, segment_bytes: int) -> MooncakeBackend:
+    """A backend on a new Mooncake client (closed with the backend)."""
+    block_config, record_config = replicate_configs(options)
+    return MooncakeBackend(open_store(options, segment_bytes), options, block_config, record_config)

@@ -1,0 +1,218 @@
+"""The storage backends themselves: the registry, and the mooncake backend's mapping onto Mooncake Store
+(one object per committed version, the newest-version record, the per-block cache, eviction, restarts).
+
+Most tests use the in-process `FakeStore`; the ones marked slow run a real `mooncake_master` (and one runs
+`python -m kvpool.server --backend mooncake` as a process) and are skipped only without the mooncake package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kvpool.backends import open_backend
+from kvpool.backends.memory import MemoryBackend
+from kvpool.backends.mooncake import BackendUnavailable, MooncakeBackend, MooncakeOptions
+from kvpool.blocks import split
+from kvpool.client import ClientOptions, KVPClient
+from kvpool.constants import Opcode, Status, Tier
+from kvpool.server import StorageNode, StorageOptions
+from kvpool.wire import Header, encode
+from tests.kvpool.fake_mooncake import FakeStore
+
+WRITER, READER = ("10.0.0.1", 5001), ("10.0.0.9", 6000)
+NEEDS_MOONCAKE = "the mooncake package is not installed: pip install mooncake-transfer-engine-non-cuda==0.3.13.post1"
+
+
+def mooncake_node(store: FakeStore, **options) -> StorageNode:
+    return StorageNode(StorageOptions(), backend=MooncakeBackend(store, MooncakeOptions(**options)))
+
+
+def write(n: StorageNode, ph: int, data: bytes, version: int, writer=WRITER) -> set[Status]:
+    """PUT a whole block; the set of ack statuses."""
+    out = []
+    for c in split(data, version):
+        out += n.receive(encode(Header(Opcode.PUT, req_id=c.idx, prefix_hash=ph, chunk_idx=c.idx,
+                                       chunk_count=c.count, version=version), c.value[:c.value_len]), writer)
+    return {Status(Header.unpack(d.data).status) for d in out}
+
+
+def get(n: StorageNode, ph: int, idx: int, count: int, opcode: Opcode = Opcode.GET) -> tuple[Header, bytes]:
+    out = n.receive(Header(opcode, prefix_hash=ph, chunk_idx=idx, chunk_count=count).pack(), READER)
+    return Header.unpack(out[0].data), out[0].data[36:]
+
+
+def test_registry_opens_memory_by_default_and_refuses_unknown_names_and_foreign_options(tmp_path):
+    assert isinstance(open_backend("memory", capacity=128), MemoryBackend)
+    with pytest.raises(ValueError, match="unknown storage backend 'redis'"):
+        open_backend("redis", capacity=128)
+    with pytest.raises(ValueError, match="--disk"):
+        open_backend("mooncake", capacity=128, disk=tmp_path)
+
+
+def test_an_unreachable_master_is_reported_at_once_not_retried_for_ever():
+    pytest.importorskip("mooncake.store", reason=NEEDS_MOONCAKE)
+    options = MooncakeOptions(master="127.0.0.1:1", metadata="http://127.0.0.1:1/metadata")
+    with pytest.raises(BackendUnavailable, match="does not answer"):
+        open_backend("mooncake", capacity=1 << 20, mooncake=options)
+
+
+def test_a_commit_is_one_object_per_version_plus_a_record_and_replaces_the_older_object():
+    store = FakeStore()
+    n = mooncake_node(store)
+    assert write(n, 0xAB, b"a" * 300, 1) == {Status.OK}
+    assert store.calls["put"] == 1 and set(store.objects) == {"kvp/0/00000000000000ab/v1", "kvp/0/00000000000000ab/newest"}
+    assert write(n, 0xAB, b"b" * 300, 2) == {Status.OK}
+    assert set(store.objects) == {"kvp/0/00000000000000ab/v2", "kvp/0/00000000000000ab/newest"}
+
+
+def test_gets_of_every_chunk_of_a_block_fetch_it_once():
+    store = FakeStore()
+    n = mooncake_node(store)
+    write(n, 1, bytes(range(256)) * 4, 1)  # 8 chunks
+    fresh = mooncake_node(store)  # a node with an empty cache over the same store
+    before = store.calls["get"]
+    values = [get(fresh, 1, i, 8)[1] for i in range(8)]
+    assert b"".join(values) == bytes(range(256)) * 4
+    assert store.calls["get"] - before == 2  # the record once, the block object once
+
+
+def test_a_commit_invalidates_the_cached_older_version():
+    store = FakeStore()
+    n = mooncake_node(store)
+    write(n, 1, b"old" * 50, 1)
+    assert get(n, 1, 0, 2)[1][:3] == b"old"
+    write(n, 1, b"new" * 50, 2)
+    reply, value = get(n, 1, 0, 2)
+    assert (reply.version, value[:3]) == (2, b"new")
+
+
+def test_a_restarted_node_serves_the_block_and_still_refuses_other_bytes_for_its_version():
+    store = FakeStore()
+    write(mooncake_node(store), 5, b"kept" * 40, 3)
+    again = mooncake_node(store)
+    reply, value = get(again, 5, 1, 2)
+    assert (reply.status, reply.version, value[:4]) == (Status.HIT_SERVER, 3, b"kept")
+    assert write(again, 5, b"evil" * 40, 3) == {Status.ERR_CONFLICT}
+    assert write(again, 5, b"old!" * 40, 2) == {Status.ERR_STALE}
+
+
+def test_an_object_evicted_by_mooncake_is_a_miss_and_its_version_stays_taken():
+    store = FakeStore()
+    n = mooncake_node(store, cache_bytes=0)
+    write(n, 7, b"x" * 200, 4)
+    del store.objects["kvp/0/0000000000000007/v4"]  # Mooncake's eviction
+    assert get(n, 7, 0, 2)[0].status == Status.MISS
+    assert get(n, 7, 0, 2, Opcode.STAT)[0].status == Status.MISS
+    assert write(n, 7, b"y" * 200, 4) == {Status.ERR_STALE}
+    assert write(n, 7, b"y" * 200, 5) == {Status.OK}
+
+
+def test_a_corrupted_object_is_a_miss_never_a_wrong_value():
+    store = FakeStore()
+    n = mooncake_node(store, cache_bytes=0)
+    write(n, 8, b"z" * 200, 1)
+    name = "kvp/0/0000000000000008/v1"
+    store.objects[name] = store.objects[name][:-1] + b"!"
+    assert get(n, 8, 1, 2)[0].status == Status.MISS
+    assert n.backend.summary()["mooncake"]["corrupt"] == 1  # type: ignore[index]
+
+
+def test_an_object_no_record_names_is_replaced_by_the_next_commit_of_its_version():
+    store = FakeStore()
+    store.objects["kvp/0/0000000000000009/v1"] = b"left by a crash before its record was written"
+    n = mooncake_node(store)
+    assert write(n, 9, b"real" * 10, 1) == {Status.OK}
+    assert get(mooncake_node(store), 9, 0, 1)[1][:4] == b"real"
+
+
+def test_a_refused_put_is_err_full_for_the_whole_block_and_changes_nothing():
+    store = FakeStore()
+    n = mooncake_node(store)
+    store.refuse_puts = True
+    assert write(n, 3, b"q" * 400, 1) == {Status.ERR_FULL}
+    assert get(n, 3, 0, 4)[0].status == Status.MISS and store.objects == {}
+
+
+def test_dropping_every_chunk_removes_the_object_but_keeps_the_record():
+    store = FakeStore()
+    n = mooncake_node(store)
+    write(n, 4, b"w" * 200, 2)
+    for i in range(2):
+        reply = Header.unpack(n.handle(Header(Opcode.TIER_MOVE, prefix_hash=4, chunk_idx=i, chunk_count=2,
+                                              aux=Tier.ABSENT).pack()))
+        assert (reply.status, reply.aux) == (Status.OK, Tier.ABSENT)
+    assert set(store.objects) == {"kvp/0/0000000000000004/newest"}
+    assert write(mooncake_node(store), 4, b"v" * 200, 2) == {Status.ERR_STALE}
+
+
+def test_tier_move_to_dram_records_the_score_and_disk_is_refused():
+    n = mooncake_node(FakeStore())
+    write(n, 6, b"s", 1)
+    moved = Header.unpack(n.handle(Header(Opcode.TIER_MOVE, prefix_hash=6, aux=Tier.STORAGE_DRAM | 1500 << 8).pack()))
+    assert (moved.status, moved.aux) == (Status.OK, Tier.STORAGE_DRAM)
+    assert n.backend.chunk((0, 6, 0)).score == 1.5  # type: ignore[union-attr]
+    denied = Header.unpack(n.handle(Header(Opcode.TIER_MOVE, prefix_hash=6, aux=Tier.STORAGE_DISK).pack()))
+    assert (denied.status, denied.aux) == (Status.ERR_DENIED, Tier.STORAGE_DRAM)
+
+
+def test_block_objects_carry_the_replica_and_soft_pin_config_and_records_the_hard_pin():
+    store = FakeStore()
+    block_config, record_config = object(), object()
+    n = StorageNode(StorageOptions(), backend=MooncakeBackend(store, MooncakeOptions(), block_config, record_config))
+    write(n, 2, b"c", 1)
+    assert store.configs == {"kvp/0/0000000000000002/v1": block_config, "kvp/0/0000000000000002/newest": record_config}
+
+
+@pytest.mark.slow
+def test_the_real_store_behaves_as_the_fake_assumes(real_mooncake):
+    """put never overwrites (and says 0), upsert does, get of a missing key is b"", is_exist is 1 / 0."""
+    store, prefix = real_mooncake.store, f"probe{time.monotonic_ns()}"
+    assert store.put(f"{prefix}/a", b"first") == 0 and store.put(f"{prefix}/a", b"second") == 0
+    assert store.get(f"{prefix}/a") == b"first"
+    assert store.upsert(f"{prefix}/r", b"1") == 0 and store.upsert(f"{prefix}/r", b"22") == 0
+    assert store.get(f"{prefix}/r") == b"22"
+    assert store.get(f"{prefix}/missing") == b"" and store.is_exist(f"{prefix}/missing") == 0
+    assert store.is_exist(f"{prefix}/a") == 1 and store.remove(f"{prefix}/a", True) == 0
+    assert store.is_exist(f"{prefix}/a") == 0
+
+
+@pytest.mark.slow
+def test_the_server_process_on_mooncake_round_trips_blocks_through_a_client(tmp_path):
+    pytest.importorskip("mooncake.store", reason=NEEDS_MOONCAKE)
+    from kvpool.mooncake_master import MooncakeMaster, free_port
+
+    port = free_port()
+    env = {**os.environ, "GLOG_minloglevel": "2"}
+    with MooncakeMaster.start() as master:
+        server = subprocess.Popen([sys.executable, "-m", "kvpool.server", "--host", "127.0.0.1", "--port", str(port),
+                                   "--backend", "mooncake", "--mooncake-master", master.master,
+                                   "--mooncake-metadata", master.metadata, "--capacity", str(32 << 20)],
+                                  env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            client = KVPClient(ClientOptions(server=("127.0.0.1", port), timeout=0.5, retries=20))
+            data = os.urandom(5000)
+            client.put_block(0xFEED, data, version=1)
+            assert client.get_block(0xFEED).data == data
+            client.put_block(0xFEED, data[::-1], version=2)
+            assert client.get_block(0xFEED).data == data[::-1]
+        finally:
+            server.terminate()
+            _, err = server.communicate(timeout=10)
+    summary = json.loads(err.rsplit("kvpool.server: stopped ", 1)[1].splitlines()[0])
+    assert server.returncode == 0 and summary["backend"] == "mooncake" and summary["counters"]["put.committed"] == 2
+
+
+@pytest.mark.slow
+def test_the_master_helper_stops_the_master_it_started():
+    pytest.importorskip("mooncake.store", reason=NEEDS_MOONCAKE)
+    from kvpool.mooncake_master import MooncakeMaster
+
+    with MooncakeMaster.start() as master:
+        assert master.process.poll() is None
+    assert master.process.poll() is not None
