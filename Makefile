@@ -20,9 +20,8 @@ setup:  ## install Debian packages (as root) and the Python venv
 run: setup  ## start the Mininet testbed (switch, storage node, controller) and its CLI
 	$(PY) -m topo run --target $(TARGET) --hosts $(HOSTS)
 
-stop:  ## stop the testbed and clean up Mininet state
+stop:  ## stop this project's testbed (recorded pids, its interfaces by name; no other Mininet)
 	-$(PY) -m topo stop
-	-mn -c >/dev/null 2>&1
 
 demo: setup  ## non-interactive: testbed + trace replay + report and plot, then exit
 	$(PY) -m topo demo --target $(TARGET) --hosts $(HOSTS) --trace $(TRACE) --out out/demo

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="start the testbed and open the Mininet CLI")
     testbed_args(run)
-    stop = sub.add_parser("stop", help="stop a testbed's processes (by recorded pid) and run mn -c")
+    stop = sub.add_parser("stop", help="stop the testbed recorded in --state: its processes, nodes and interfaces")
     stop.add_argument("--state", type=Path, default=REPO / "out" / "testbed")
     demo = sub.add_parser("demo", help="testbed + trace replay + report and plot, then exit")
     testbed_args(demo)
@@ -83,7 +82,6 @@ def run(args: argparse.Namespace) -> int:
 
         for line in stop_recorded(args.state):
             print(f"stopped {line}")
-        subprocess.run(["mn", "-c"], capture_output=True)
         return 0
     if args.command == "run":
         from mininet.cli import CLI

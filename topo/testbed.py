@@ -12,8 +12,10 @@ Start order, each step waited for (with a clear error and the process's log tail
    (`topo.plan`), its SQLite state and log in the same folder; the testbed waits for its API port;
 6. a ping from h1 to st1 through the data plane proves the routes are in.
 
-`<state>/testbed.json` records every process this testbed started, so `python -m topo stop` can end exactly
-those (by pid) after a crash, before `mn -c`. Tests of crashes use `kill("controller s1")` and
+`<state>/testbed.json` records every process this testbed started, the shells of its Mininet nodes (whose
+network namespaces die with them) and its root-namespace interfaces, so `python -m topo stop` can end exactly
+those (pids checked against their command lines, interfaces by name) after a crash, and nothing else: other
+Mininet networks on the machine are left alone. Tests of crashes use `kill("controller s1")` and
 `restart("controller s1")` (likewise "switch s1", "storage st1"): the same command line again, the log appended to.
 """
 
@@ -167,9 +169,16 @@ class Testbed:
                 continue  # the switch objects stop themselves in net.stop()
             _terminate(started.pid, started.process)
         if self.net is not None:
-            with contextlib.suppress(Exception):
-                self.net.stop()
+            nodes = [*self.net.hosts, *self.net.switches]
+            if all(n.shell is not None and n.shell.poll() is None for n in nodes):
+                with contextlib.suppress(Exception):
+                    self.net.stop()
+            else:  # some node's shell is gone (`topo stop` ran): Mininet's stop would wait on it forever
+                for n in nodes:
+                    if n.shell is not None and n.shell.poll() is None:
+                        _terminate(n.shell.pid, n.shell, timeout=2.0)
             self.net = None
+        _delete_interfaces(self._root_interfaces())  # what a half-built network may leave behind
         self.started = []
         (self.options.state_dir / STATE_FILE).unlink(missing_ok=True)
 
@@ -235,11 +244,14 @@ class Testbed:
                 raise TestbedError(f"a testbed is already running ({len(alive)} processes in {state}); "
                                    "run `make stop` (python -m topo stop) first")
             state.unlink()
-        ours = [name for sw in self.plan.switches for _, name in sw.ports] + [f"{MGMT}-eth0"]
-        leftovers = [name for name in ours if Path(f"/sys/class/net/{name}").exists()]
+        leftovers = [name for name in self._root_interfaces() if Path(f"/sys/class/net/{name}").exists()]
         if leftovers:
-            raise TestbedError(f"interfaces {', '.join(leftovers[:4])} exist from an earlier run; "
-                               "run `make stop` (python -m topo stop; mn -c) first")
+            raise TestbedError(f"interfaces {', '.join(leftovers[:4])} exist from an earlier run or another "
+                               "testbed with the same names; run `make stop` (python -m topo stop) first")
+
+    def _root_interfaces(self) -> list[str]:
+        """Names of this testbed's interfaces in the root namespace: switch ports and the management end."""
+        return [name for sw in self.plan.switches for _, name in sw.ports] + [f"{MGMT}-eth0"]
 
     def _make_switch(self, name: str, **params):
         cls = SWITCHES[self.options.target]
@@ -252,8 +264,11 @@ class Testbed:
 
     def _save_state(self) -> None:
         bridges = [s.name for s in self.net.switches if isinstance(s, BridgeSwitch)] if self.net else []
-        data = {"target": self.options.target, "bridges": bridges, "processes": [
-            {"what": s.what, "pid": s.pid, "argv": s.argv, "log": s.log} for s in self.started]}
+        nodes = [{"name": n.name, "pid": n.pid} for n in (*self.net.hosts, *self.net.switches)
+                 if getattr(n, "pid", None)] if self.net else []
+        data = {"target": self.options.target, "bridges": bridges, "interfaces": self._root_interfaces(),
+                "nodes": nodes,
+                "processes": [{"what": s.what, "pid": s.pid, "argv": s.argv, "log": s.log} for s in self.started]}
         (self.options.state_dir / STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
     def _record_switches(self) -> None:
@@ -436,8 +451,20 @@ def _terminate(pid: int, process: subprocess.Popen | None = None, timeout: float
         process.wait()
 
 
+def _delete_interfaces(names: list[str]) -> list[str]:
+    """Delete the named root-namespace interfaces that exist (a veth's peer goes with it); returns those deleted."""
+    deleted = []
+    for name in names:
+        if Path(f"/sys/class/net/{name}").exists():
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+            deleted.append(name)
+    return deleted
+
+
 def stop_recorded(state_dir: Path) -> list[str]:
-    """`topo stop`: end the processes a (crashed) testbed recorded, by pid; returns what was stopped."""
+    """`topo stop`: end what a (crashed) testbed recorded in `state_dir`: its processes and node shells by pid
+    (each checked against its command line, so a recycled pid is never hit), then its interfaces and bridges
+    by name. Returns what was stopped. Touches nothing the record does not name."""
     state = state_dir / STATE_FILE
     if not state.exists():
         return []
@@ -447,6 +474,11 @@ def stop_recorded(state_dir: Path) -> list[str]:
         if _alive(p["pid"], p["argv"]):
             _terminate(p["pid"])
             stopped.append(f"{p['what']} (pid {p['pid']})")
+    for node in data.get("nodes", []):  # Mininet's shell of each node: `bash ... mininet:<name>`
+        if _alive(node["pid"], [f"mininet:{node['name']}"]):
+            _terminate(node["pid"], timeout=2.0)
+            stopped.append(f"node {node['name']} (pid {node['pid']})")
+    stopped += [f"interface {name}" for name in _delete_interfaces(data.get("interfaces", []))]
     for name in data.get("bridges", []):
         kind = subprocess.run(["ip", "-d", "link", "show", name], capture_output=True, text=True).stdout
         if "bridge" in kind:  # only a bridge we made, never an interface that merely shares the name

@@ -1,7 +1,7 @@
 """The Mininet testbed for real: namespaces, veth links, the storage node process, the client through a switch.
 
-Slow and root-only. Every test cleans up with `mn -c` in a finalizer, whatever happens; ports and state
-folders are per test so nothing collides with a testbed someone runs by hand.
+Slow and root-only. Every test stops what it started in a finalizer, whatever happens (its Testbed, then what its
+testbed.json records); ports and state folders are per test so nothing collides with a testbed someone runs by hand.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def testbed(tmp_path, request):
-    """testbed(target=..., hosts=...) → a started Testbed; stopped and `mn -c` afterwards."""
+    """testbed(target=..., hosts=...) → a started Testbed; stopped afterwards, pass or fail."""
     beds = []
 
     def start(**options) -> Testbed:
@@ -48,12 +48,12 @@ def testbed(tmp_path, request):
         bed.start(progress=lambda msg: None)
         return bed
 
-    def cleanup() -> None:
+    def stop_own_testbeds() -> None:
         for bed in beds:
             bed.stop()
-        subprocess.run(["mn", "-c"], capture_output=True)
+            stop_recorded(bed.options.state_dir)
 
-    request.addfinalizer(cleanup)
+    request.addfinalizer(stop_own_testbeds)
     return start
 
 
@@ -79,6 +79,10 @@ def test_stop_ends_recorded_processes_of_a_crashed_testbed(testbed, tmp_path):
     assert any("storage" in line for line in stopped)
     assert storage.process.wait(timeout=10) is not None
     assert not (tmp_path / "state" / STATE_FILE).exists()
+    shells = {n.name: n.shell for n in bed.net.hosts}
+    assert all(shell.wait(timeout=10) is not None for shell in shells.values()), shells  # namespaces gone
+    assert {f"node {name}" for name in shells} <= {line.split(" (")[0] for line in stopped}
+    assert not [i for i in bed._root_interfaces() if os.path.exists(f"/sys/class/net/{i}")]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("controller.__main__") is None,
@@ -102,7 +106,7 @@ def test_get_through_the_p4_switch_is_served_by_the_switch_once_the_block_is_hot
 
 
 def test_demo_over_a_bridge_replays_the_trace_and_writes_report_and_plot(tmp_path, request):
-    request.addfinalizer(lambda: subprocess.run(["mn", "-c"], capture_output=True))
+    request.addfinalizer(lambda: stop_recorded(tmp_path / "state"))  # if the demo process died mid-way
     trace = tmp_path / "trace.jsonl"
     trace.write_text("".join(
         json.dumps({"timestamp": i * 1000, "input_length": 1500, "output_length": 1, "hash_ids": [0, 100 + i, 200 + i]})
