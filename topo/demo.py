@@ -11,6 +11,7 @@ chunks served by the switch vs the storage node; `demo.png` plots both.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import statistics
 import sys
@@ -59,7 +60,8 @@ class TraceRequest:
 def load_excerpt(path: Path, limit: int) -> list[TraceRequest]:
     """The first `limit` requests; errors name the file and line."""
     if not path.exists():
-        raise TestbedError(f"{path}: trace not found (set TRACE=... or KVSWITCH_TRACES=...)")
+        raise TestbedError(f"{path}: trace not found (set TRACE=path.jsonl; the default is the shipped "
+                           "data/traces/mooncake_conversation_excerpt.jsonl)")
     if not path.is_file():
         raise TestbedError(f"{path}: not a file; name a Mooncake-format JSONL trace inside it")
     out = []
@@ -246,7 +248,7 @@ def run_demo(testbed: TestbedOptions, options: DemoOptions) -> str:
                 with contextlib.suppress(KVPError):
                     stats[ph] = client.stat(ph, 0)
     summary = summarise(records, stats, options.hot_blocks)
-    report = render(summary, testbed)
+    report = render(summary, dataclasses.replace(testbed, hosts=len(hosts)))
     (options.out / "report.md").write_text(report)
     (options.out / "results.json").write_text(json.dumps(
         {k: v for k, v in summary.items() if not k.startswith("_")}, indent=2) + "\n")

@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,7 +42,7 @@ from kvpool.constants import KVP_UDP_PORT
 from topo.build import Artifacts, compile_program
 from topo.plan import Plan, plan_of
 from topo.switches import REPO, SWITCHES, Bmv2P4Switch, BridgeSwitch, P4Switch, TestbedError
-from topo.topologies import MGMT, STORAGE, STORAGE_IP, TOPOLOGIES
+from topo.topologies import MGMT, STORAGE, STORAGE_IP, KvTopo, TopologyError, load_topology
 
 STATE_FILE = "testbed.json"
 
@@ -54,10 +55,10 @@ class TestbedOptions:
 
     target: str = "soft"
     """soft (embedded target), bmv2 (simple_switch_grpc) or bridge (Linux bridge: no pool, no controller)."""
-    hosts: int = 4
-    """Inference hosts h1..hN."""
+    hosts: int | None = None
+    """Inference hosts h1..hN of a shipped topology (None: as many as its file lists, 4)."""
     topology: str = "star"
-    """A name of `topo.topologies.TOPOLOGIES`."""
+    """`star`, `leaf-spine` (shipped in topo/layouts/) or the path of a topology.json (`topo.topologies`)."""
     build_dir: Path = REPO / "build"
     """Where compiled programs go (`<build>/<target>/kvswitch.json`)."""
     state_dir: Path = REPO / "out" / "testbed"
@@ -74,6 +75,25 @@ class TestbedOptions:
     """Seconds each start step may take (the pure-Python target compiles the program at start)."""
     verbose: bool = False
     """Mininet's info log."""
+    pcap: bool = True
+    """Each P4 switch writes a pcap per port and direction into `<state>/<switch>/pcap/`."""
+    switch_log_level: str = "info"
+    """The switches' -L: trace and debug log every packet's way through the pipeline (BMv2), info and up
+    only events."""
+    metrics_base: int | None = 9464
+    """Prometheus endpoint of device 1's controller, http://127.0.0.1:<port>/metrics; device i on
+    metrics_base + i - 1; None: no endpoint."""
+    admission: str | None = None
+    """The controllers' --admission policy (None: the controller's default)."""
+    eviction: str | None = None
+    """The controllers' --eviction policy."""
+    recycling: str | None = None
+    """The controllers' --recycling policy."""
+    params: tuple[str, ...] = ()
+    """The controllers' --param KIND.NAME=VALUE, each passed as given."""
+    resume: bool = False
+    """Keep the controllers' SQLite state, the storage node's disk tier, logs and pcaps of the last run in
+    state_dir. Off: start clean (the earlier run's files of these nodes are removed first)."""
 
 
 @dataclass
@@ -95,12 +115,15 @@ class Testbed:
     def __init__(self, options: TestbedOptions) -> None:
         if options.target not in SWITCHES:
             raise TestbedError(f"unknown target {options.target!r}; choose one of {', '.join(SWITCHES)}")
-        if options.topology not in TOPOLOGIES:
-            raise TestbedError(f"unknown topology {options.topology!r}; choose one of {', '.join(TOPOLOGIES)}")
-        if options.target == "bridge" and options.topology != "star":
-            raise TestbedError("the bridge target has no routing: a leaf-spine of bridges is an L2 loop; use star")
+        try:
+            self.spec = load_topology(options.topology, options.hosts)
+        except TopologyError as exc:
+            raise TestbedError(str(exc)) from None
+        if options.target == "bridge" and len(self.spec.switches) > 1:
+            raise TestbedError("the bridge target has no routing: several bridges (a leaf-spine) make an L2 loop; "
+                               "use star")
         self.options = options
-        self.topo = TOPOLOGIES[options.topology](hosts=options.hosts)
+        self.topo = KvTopo(self.spec)
         self.plan: Plan = plan_of(self.topo)
         self.net: Mininet | None = None
         self.artifacts: Artifacts | None = None
@@ -113,6 +136,11 @@ class Testbed:
 
     def api_address(self, device_id: int) -> str:
         return f"127.0.0.1:{self.options.api_base + device_id - 1}"
+
+    def metrics_url(self, device_id: int) -> str | None:
+        if self.options.metrics_base is None:
+            return None
+        return f"http://127.0.0.1:{self.options.metrics_base + device_id - 1}/metrics"
 
     def switch_dir(self, switch: str) -> Path:
         return self.options.state_dir / switch
@@ -138,11 +166,16 @@ class Testbed:
             Bmv2P4Switch.setup()
         self._refuse_if_running()
         self.options.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.options.resume:
+            progress(f"resuming: controller state, storage disk tier and logs of the last run in "
+                     f"{self.options.state_dir} are kept (drop RESUME=1 / --resume to start clean)")
+        else:
+            self._remove_last_run()
         setLogLevel("info" if self.options.verbose else "warning")
         try:
             progress(f"compiling p4src/ for {self.options.target}")
             self.artifacts = compile_program(self.options.target, self.options.build_dir)
-            progress(f"building the {self.options.topology} topology with {self.options.hosts} hosts")
+            progress(f"building the {self.options.topology} topology with {len(self.spec.hosts)} hosts")
             self.net = Mininet(topo=self.topo, switch=self._make_switch, controller=None, build=False,
                                autoSetMacs=False, autoStaticArp=False, waitConnected=False)
             self.net.build()
@@ -155,6 +188,9 @@ class Testbed:
             if self.options.controller and self.options.target != "bridge":
                 progress("starting the controller" + ("s" if len(self.plan.switches) > 1 else ""))
                 self._start_controllers()
+                for sw in self.plan.switches:
+                    if (url := self.metrics_url(sw.device_id)) is not None:
+                        progress(f"Prometheus metrics of {sw.name}'s controller: {url}")
             if self.options.controller or self.options.target == "bridge":
                 progress("checking the data path (h1 → st1)")
                 self._wait_data_path()
@@ -249,6 +285,15 @@ class Testbed:
             raise TestbedError(f"interfaces {', '.join(leftovers[:4])} exist from an earlier run or another "
                                "testbed with the same names; run `make stop` (python -m topo stop) first")
 
+    def _remove_last_run(self) -> None:
+        """Fresh state: remove what an earlier run left in this testbed's node folders (controller SQLite, storage
+        disk tier, logs, pcaps, hosts.json). Only `<state>/<node>/` of this topology's nodes: nothing else in
+        state_dir, which may be a folder the user named."""
+        for name in (*(s.name for s in self.spec.switches), *(s.name for s in self.spec.storage)):
+            folder = self.options.state_dir / name
+            if folder.is_dir() and not folder.is_symlink():
+                shutil.rmtree(folder)
+
     def _root_interfaces(self) -> list[str]:
         """Names of this testbed's interfaces in the root namespace: switch ports and the management end."""
         return [name for sw in self.plan.switches for _, name in sw.ports] + [f"{MGMT}-eth0"]
@@ -260,7 +305,8 @@ class Testbed:
         assert self.artifacts is not None
         device_id = params.pop("device_id")
         return cls(name, device_id=device_id, grpc_port=self.options.grpc_base + device_id - 1,
-                   device_config=self.artifacts.device_config, log_dir=self.options.state_dir, **params)
+                   device_config=self.artifacts.device_config, log_dir=self.options.state_dir,
+                   pcap=self.options.pcap, log_level=self.options.switch_log_level, **params)
 
     def _save_state(self) -> None:
         bridges = [s.name for s in self.net.switches if isinstance(s, BridgeSwitch)] if self.net else []
@@ -342,12 +388,20 @@ class Testbed:
                     "--switch", self.grpc_address(sw.device_id), "--device-id", str(sw.device_id),
                     "--p4info", str(self.artifacts.p4info), "--device-config", str(self.artifacts.device_config),
                     "--storage", f"{STORAGE_IP}:{KVP_UDP_PORT}", "--state", str(folder / "controller.sqlite"),
-                    "--hosts-file", str(hosts_file)]
+                    "--hosts-file", str(hosts_file), *self._controller_policy_args()]
+            if self.options.metrics_base is not None:
+                argv += ["--metrics-port", str(self.options.metrics_base + sw.device_id - 1)]
             log = folder / "controller.log"
             self._popen(f"controller {sw.name}", argv, log)
             host, port = api.rsplit(":", 1)
             self._wait(lambda h=host, p=int(port): _tcp_open(h, p), f"controller of {sw.name} (API {api})",
                        self.started[-1].process, log)
+
+    def _controller_policy_args(self) -> list[str]:
+        o = self.options
+        args = [arg for flag, value in (("--admission", o.admission), ("--eviction", o.eviction),
+                                        ("--recycling", o.recycling)) if value for arg in (flag, value)]
+        return args + [arg for param in o.params for arg in ("--param", param)]
 
     def _wait_data_path(self) -> None:
         assert self.net is not None
@@ -387,11 +441,15 @@ class Testbed:
 
     def describe(self) -> str:
         """What runs where, for the CLI banner."""
-        lines = [f"target {self.options.target}, {self.options.topology} topology, state in {self.options.state_dir}"]
+        lines = [f"target {self.options.target}, {self.options.topology} topology, state in {self.options.state_dir}"
+                 + (" (resumed)" if self.options.resume else " (fresh)")]
         for sw in self.plan.switches:
             lines.append(f"  {sw.name}: device {sw.device_id}, P4Runtime {self.grpc_address(sw.device_id)}, "
                          f"controller API {self.api_address(sw.device_id)}, ports "
-                         + ", ".join(f"{p}={i}" for p, i in sw.ports))
+                         + ", ".join(f"{p}={i}({role})" for (p, i), (_, role) in zip(sw.ports, sw.port_roles, strict=True)))
+            node = self.net[sw.name] if self.net is not None else None
+            if isinstance(node, P4Switch):
+                lines.append(f"      logs and pcaps: {', '.join(node.visibility())}")
         for ep in self.plan.endpoints:
             lines.append(f"  {ep.name}: {ep.ip} {ep.mac} ({ep.role})")
         return "\n".join(lines)

@@ -36,7 +36,8 @@ def module_testbed(tmp_path_factory, request):
     def start(**options) -> Testbed:
         root = tmp_path_factory.mktemp("testbed")
         bed = Testbed(TestbedOptions(state_dir=root / "state", build_dir=root / "build",
-                                     grpc_base=free_port(), api_base=free_port(), **options))
+                                     grpc_base=free_port(), api_base=free_port(),
+                                     metrics_base=free_port(), **options))
         beds.append(bed)
         bed.start(progress=lambda msg: None)
         return bed

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -43,7 +44,8 @@ def testbed(tmp_path, request):
 
     def start(**options) -> Testbed:
         bed = Testbed(TestbedOptions(state_dir=tmp_path / "state", build_dir=tmp_path / "build",
-                                     grpc_base=free_port(), api_base=free_port(), **options))
+                                     grpc_base=free_port(), api_base=free_port(),
+                                     metrics_base=free_port(), **options))
         beds.append(bed)
         bed.start(progress=lambda msg: None)
         return bed
@@ -103,6 +105,20 @@ def test_get_through_the_p4_switch_is_served_by_the_switch_once_the_block_is_hot
     assert served[0] == "HIT_SERVER" and served[-1] == "HIT_SWITCH", served
     out = host_run(bed, "h1", "lookup", "0x1234")  # punted to the controller, answered in st1's name
     assert "rc=0" in out and "SWITCH" in out, out
+
+
+def test_p4_testbed_writes_pcaps_and_logs_per_switch_serves_metrics_and_port_roles(testbed, tmp_path):
+    bed = testbed(target="soft", hosts=2)
+    assert "1 received" in bed.net["h1"].cmd("ping -c1 -W1 10.0.0.100")
+    folder = tmp_path / "state" / "s1"
+    hosts = json.loads((folder / "hosts.json").read_text())
+    assert hosts["ports"] == [{"port": 1, "role": "host"}, {"port": 2, "role": "host"}, {"port": 3, "role": "storage"}]
+    metrics = urllib.request.urlopen(bed.metrics_url(1), timeout=5).read().decode()
+    assert "# TYPE" in metrics
+    bed.stop()  # the switch closes its pcaps
+    pcaps = {p.name: p.stat().st_size for p in (folder / "pcap").glob("*.pcap")}
+    assert pcaps.get("s1-eth1_in.pcap", 0) > 24 and pcaps.get("s1-eth3_out.pcap", 0) > 24, pcaps  # past the header
+    assert (folder / "switch.log").exists()
 
 
 def test_demo_over_a_bridge_replays_the_trace_and_writes_report_and_plot(tmp_path, request):
