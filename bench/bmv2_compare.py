@@ -35,7 +35,7 @@ def _frames() -> dict[str, bytes]:
 
     from kvpool.constants import Opcode
     from kvpool.protocol import KVP
-    from tests.dataplane.kvnet import CLIENT_IP, CLIENT_MAC, STORAGE_IP, SWITCH_MAC, BlockKey, kvp_frame
+    from kvtesting.kvnet import CLIENT_IP, CLIENT_MAC, STORAGE_IP, SWITCH_MAC, BlockKey, kvp_frame
 
     hit, miss = BlockKey(tenant=1, prefix_hash=0x1111), BlockKey(tenant=1, prefix_hash=0x2222)
 
@@ -49,7 +49,7 @@ def _frames() -> dict[str, bytes]:
 
 def _prepare(target) -> None:
     """Routes, and key (1, 0x1111, 0) indexed to slot 1 and filled, so `get_hit` frames are answered."""
-    from tests.dataplane.kvnet import BlockKey, KvNet, value_chunk
+    from kvtesting.kvnet import BlockKey, KvNet, value_chunk
 
     net = KvNet(target, {})
     net.install_routes()
@@ -61,9 +61,9 @@ def _prepare(target) -> None:
 
 
 def in_process(count: int) -> dict[str, dict]:
+    from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
     from softswitch.frontend import load_program
     from softswitch.runtime import SoftSwitch
-    from tests.dataplane.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
 
     switch = SoftSwitch.load(load_program(str(P4_MAIN)), cpu_port=CPU_PORT)
     _prepare(switch)
@@ -83,8 +83,8 @@ def in_process(count: int) -> dict[str, dict]:
 
 
 def through_veth(kind: str, count: int, work: pathlib.Path) -> dict[str, dict]:
-    from tests.dataplane.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
-    from tests.targets.switch_process import KINDS, ProcessOptions, SwitchProcess, compile_program
+    from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
+    from kvtesting.switch_process import KINDS, ProcessOptions, SwitchProcess, compile_program
 
     compiled = compile_program(KINDS[kind], P4_MAIN, work / f"build-{kind}")
     proc = SwitchProcess(KINDS[kind], compiled, work, ProcessOptions(cpu_port=CPU_PORT, veth_tag=f"b{kind[0]}"))
@@ -115,7 +115,7 @@ def through_veth(kind: str, count: int, work: pathlib.Path) -> dict[str, dict]:
 
 
 def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
-    from tests.targets.switch_process import BMV2
+    from kvtesting.switch_process import BMV2
 
     out_dir.mkdir(parents=True, exist_ok=True)
     count_inproc = 300 if quick else 3000
