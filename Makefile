@@ -66,8 +66,12 @@ eval: setup  ## the standard evaluation report on the conversation trace (TRACE=
 compile: setup  ## compile p4src/ for the chosen target into build/
 	$(PY) -m topo compile --target $(TARGET) --out build
 
-check: setup  ## lint
+check: setup  ## ruff, mypy (packages in pyproject.toml) and compiling p4src/ (softswitch; p4c too when on PATH)
 	$(PY) -m ruff check .
+	$(PY) -m mypy
+	$(PY) -m topo compile --target soft --out build/check --force
+	@if command -v p4c >/dev/null 2>&1; then $(PY) -m topo compile --target bmv2 --out build/check --force; \
+	else echo "check: p4c is not on PATH: p4src/ compiled on the softswitch only"; fi
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf build out .pytest_cache .ruff_cache

@@ -61,7 +61,7 @@ class PacketSwitch:
 
     def send(self, port: int, packet: bytes | Any) -> list[tuple[int, bytes]]:
         """Inject `packet` on switch port `port`; returns (and queues) every output it caused."""
-        outputs = self.target.process(port, bytes(packet))
+        outputs = self.target.process(port, _bytes(packet))
         self.pending.extend(outputs)
         return outputs
 
@@ -79,7 +79,7 @@ class PacketSwitch:
                 raise PacketMismatch(f"the packet on port {port} fails {getattr(packet, '__name__', packet)}\n"
                                      f"  got:      {_show(data)}")
             return data
-        want = bytes(packet)
+        want = _bytes(packet)
         if data != want:
             at = next((i for i, (a, b) in enumerate(zip(data, want, strict=False)) if a != b),
                       min(len(data), len(want)))
@@ -101,6 +101,10 @@ class PacketSwitch:
         self.expect_nothing()
         self.send(port, packet)
         self.expect_nothing()
+
+
+def _bytes(packet: Any) -> bytes:
+    return bytes(packet)
 
 
 def _show(packet: Any) -> str:
@@ -158,4 +162,5 @@ def open_switch(kind: str, program: str | os.PathLike[str], *, ports: Sequence[i
         process = SwitchProcess(switch_kind, compiled, folder, ProcessOptions(
             ports=tuple(ports), cpu_port=cpu_port, veth_tag=f"{os.getpid() % 100000:05d}{kind[0]}"))
         stack.callback(process.close)
-        yield PacketSwitch(process.start(), kind)
+        target: Target = process.start()  # type: ignore[assignment]  # RemoteTarget.cpu_port is never None
+        yield PacketSwitch(target, kind)

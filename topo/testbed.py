@@ -240,9 +240,8 @@ class Testbed:
         """Start an ended process again with its recorded command line (its log appended to) and wait until it is
         ready as at start: a switch's P4Runtime port, a controller's API (it reconciles before opening it), the
         storage node's STAT. Raises TestbedError if it is still running or does not come up."""
-        index = next((i for i, s in enumerate(self.started) if s.what == what), None)
-        if index is None:
-            self.process(what)  # raises with the list of what exists
+        self.process(what)  # raises with the list of what exists
+        index = next(i for i, s in enumerate(self.started) if s.what == what)
         old = self.started[index]
         if old.process is not None and old.process.poll() is None:
             raise TestbedError(f"{what} is still running (pid {old.pid}); kill it first")
