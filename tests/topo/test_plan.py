@@ -3,7 +3,6 @@ and a role to every port."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -115,8 +114,6 @@ def test_a_host_count_with_a_topology_file_is_refused(tmp_path):
         load_topology(tmp_path / "x.json", hosts=3)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("controller.hosts") is None,
-                    reason="controller.hosts (helper H) is not there")
 def test_the_controller_reads_our_hosts_json(tmp_path):
     from controller.hosts import load_hosts
 

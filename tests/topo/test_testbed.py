@@ -6,7 +6,6 @@ testbed.json records); ports and state folders are per test so nothing collides 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -87,8 +86,6 @@ def test_stop_ends_recorded_processes_of_a_crashed_testbed(testbed, tmp_path):
     assert not [i for i in bed._root_interfaces() if os.path.exists(f"/sys/class/net/{i}")]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("controller.__main__") is None,
-                    reason="the controller (helper H's `python -m controller serve`) is not there yet")
 def test_get_through_the_p4_switch_is_served_by_the_switch_once_the_block_is_hot(testbed):
     bed = testbed(target="soft", hosts=2)
     value = "kv-block-bytes" * 20  # 280 bytes: 3 chunks
