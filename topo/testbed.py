@@ -169,8 +169,9 @@ class Testbed:
         if self.options.resume:
             progress(f"resuming: controller state, storage disk tier and logs of the last run in "
                      f"{self.options.state_dir} are kept (drop RESUME=1 / --resume to start clean)")
-        else:
-            self._remove_last_run()
+        elif removed := self._remove_last_run():
+            progress(f"fresh state: removed the last run's {', '.join(removed)} in {self.options.state_dir} "
+                     "(RESUME=1 / --resume keeps them)")
         setLogLevel("info" if self.options.verbose else "warning")
         try:
             progress(f"compiling p4src/ for {self.options.target}")
@@ -284,14 +285,17 @@ class Testbed:
             raise TestbedError(f"interfaces {', '.join(leftovers[:4])} exist from an earlier run or another "
                                "testbed with the same names; run `make stop` (python -m topo stop) first")
 
-    def _remove_last_run(self) -> None:
+    def _remove_last_run(self) -> list[str]:
         """Fresh state: remove what an earlier run left in this testbed's node folders (controller SQLite, storage
         disk tier, logs, pcaps, hosts.json). Only `<state>/<node>/` of this topology's nodes: nothing else in
         state_dir, which may be a folder the user named."""
+        removed = []
         for name in (*(s.name for s in self.spec.switches), *(s.name for s in self.spec.storage)):
             folder = self.options.state_dir / name
             if folder.is_dir() and not folder.is_symlink():
                 shutil.rmtree(folder)
+                removed.append(f"{name}/")
+        return removed
 
     def _root_interfaces(self) -> list[str]:
         """Names of this testbed's interfaces in the root namespace: switch ports and the management end."""

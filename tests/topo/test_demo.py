@@ -117,7 +117,7 @@ def test_fresh_start_removes_only_this_topologys_node_folders(tmp_path):
     for name in ("s1", "st1", "mine"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "controller.sqlite").write_text("old")
-    Testbed(TestbedOptions(state_dir=tmp_path))._remove_last_run()
+    assert Testbed(TestbedOptions(state_dir=tmp_path))._remove_last_run() == ["s1/", "st1/"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 
 
