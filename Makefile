@@ -4,28 +4,49 @@
 
 PY        := .venv/bin/python
 TARGET    ?= soft
-HOSTS     ?= 4
-TRACE     ?= $(or $(KVSWITCH_TRACES),../shared/traces)/mooncake/conversation_trace.jsonl
+TOPO      ?= star
+HOSTS     ?=
+TRACE     ?=
+DEMO_TRACE := data/traces/mooncake_conversation_excerpt.jsonl
+EVAL_TRACE := $(or $(KVSWITCH_TRACES),../shared/traces)/mooncake/conversation_trace.jsonl
+ADMISSION ?=
+EVICTION  ?=
+RECYCLING ?=
+PARAMS    ?=
+METRICS_PORT ?= 9464
+PCAP      ?= 1
+SWITCH_LOG ?= info
+RESUME    ?=
 PYTEST_ARGS ?=
+
+# What `make run` and `make demo` pass to `python -m topo` (see `python -m topo run --help`).
+TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOSTS)) \
+	$(if $(ADMISSION),--admission $(ADMISSION)) $(if $(EVICTION),--eviction $(EVICTION)) \
+	$(if $(RECYCLING),--recycling $(RECYCLING)) $(foreach p,$(PARAMS),--param $(p)) \
+	--metrics-base $(METRICS_PORT) --switch-log $(SWITCH_LOG) $(if $(filter 0,$(PCAP)),--no-pcap) \
+	$(if $(filter 1,$(RESUME)),--resume)
 
 .PHONY: help setup run stop demo test test-fast test-bmv2 bench eval check compile clean
 
 help:  ## this menu
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: TARGET=soft|bmv2 (switch target), HOSTS=N (inference hosts), TRACE=path.jsonl"
+	@echo "  variables: TARGET=soft|bmv2|bridge   TOPO=star|leaf-spine|path/topology.json   HOSTS=N (star, leaf-spine)"
+	@echo "             ADMISSION= EVICTION= RECYCLING= (controller policies)   PARAMS='admission.threshold=0.5 ...'"
+	@echo "             METRICS_PORT=9464 (Prometheus of device 1's controller; 0: off)   RESUME=1 (keep last run's state)"
+	@echo "             PCAP=1|0 (per-port pcaps in out/testbed/<switch>/pcap)   SWITCH_LOG=info|debug|trace (switch -L)"
+	@echo "             TRACE=path.jsonl (demo: the shipped excerpt; eval: the full conversation trace)"
 
 setup:  ## install Debian packages (as root) and the Python venv
 	@scripts/bootstrap.sh
 
 run: setup  ## start the Mininet testbed (switch, storage node, controller) and its CLI
-	$(PY) -m topo run --target $(TARGET) --hosts $(HOSTS)
+	$(PY) -m topo run $(TESTBED_ARGS)
 
-stop:  ## stop the testbed and clean up Mininet state
+stop:  ## stop this project's testbed (recorded pids, its interfaces by name; no other Mininet)
 	-$(PY) -m topo stop
-	-mn -c >/dev/null 2>&1
 
 demo: setup  ## non-interactive: testbed + trace replay + report and plot, then exit
-	$(PY) -m topo demo --target $(TARGET) --hosts $(HOSTS) --trace $(TRACE) --out out/demo
+	$(PY) -m topo demo $(TESTBED_ARGS) --trace $(or $(TRACE),$(DEMO_TRACE)) --out out/demo
 
 test: setup  ## the whole suite (Mininet and veth tests need root)
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -33,20 +54,24 @@ test: setup  ## the whole suite (Mininet and veth tests need root)
 test-fast: setup  ## the suite without slow (process, veth, Mininet) tests
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-bmv2: setup  ## the cross-target checks on BMv2 (needs p4c and simple_switch_grpc on PATH, root)
-	$(PY) -m pytest -m bmv2 tests/dataplane tests/targets $(PYTEST_ARGS)
+test-bmv2: setup  ## every BMv2 case (needs p4c and simple_switch_grpc on PATH, root); a skip fails
+	$(PY) -m pytest -m bmv2 -p kvtesting.require_targets --require-target bmv2 $(PYTEST_ARGS)
 
 bench: setup  ## benchmarks; JSON and tables under out/bench
 	$(PY) -m bench all --out out/bench
 
 eval: setup  ## the standard evaluation report on the conversation trace (TRACE=), under out/eval
-	$(PY) -m evaluation run --trace $(TRACE) --out out/eval
+	$(PY) -m evaluation run --trace $(or $(TRACE),$(EVAL_TRACE)) --out out/eval
 
 compile: setup  ## compile p4src/ for the chosen target into build/
 	$(PY) -m topo compile --target $(TARGET) --out build
 
-check: setup  ## lint
+check: setup  ## ruff, mypy (packages in pyproject.toml) and compiling p4src/ (softswitch; p4c too when on PATH)
 	$(PY) -m ruff check .
+	$(PY) -m mypy
+	$(PY) -m topo compile --target soft --out build/check --force
+	@if command -v p4c >/dev/null 2>&1; then $(PY) -m topo compile --target bmv2 --out build/check --force; \
+	else echo "check: p4c is not on PATH: p4src/ compiled on the softswitch only"; fi
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf build out .pytest_cache .ruff_cache

@@ -39,7 +39,7 @@ def _frames() -> dict[str, bytes]:
 
     from kvpool.constants import Opcode
     from kvpool.protocol import KVP
-    from tests.dataplane.kvnet import CLIENT_IP, CLIENT_MAC, STORAGE_IP, SWITCH_MAC, BlockKey, kvp_frame
+    from kvtesting.kvnet import CLIENT_IP, CLIENT_MAC, STORAGE_IP, SWITCH_MAC, BlockKey, kvp_frame
 
     hit, miss = BlockKey(tenant=1, prefix_hash=0x1111), BlockKey(tenant=1, prefix_hash=0x2222)
 
@@ -53,7 +53,7 @@ def _frames() -> dict[str, bytes]:
 
 def _prepare(target) -> None:
     """Routes, and key (1, 0x1111, 0) indexed to slot 1 and filled, so `get_hit` frames are answered."""
-    from tests.dataplane.kvnet import BlockKey, KvNet, value_chunk
+    from kvtesting.kvnet import BlockKey, KvNet, value_chunk
 
     net = KvNet(target, {})
     net.install_routes()
@@ -65,9 +65,9 @@ def _prepare(target) -> None:
 
 
 def in_process(count: int) -> dict[str, dict]:
+    from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
     from softswitch.frontend import load_program
     from softswitch.runtime import SoftSwitch
-    from tests.dataplane.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
 
     switch = SoftSwitch.load(load_program(str(P4_MAIN)), cpu_port=CPU_PORT)
     _prepare(switch)
@@ -87,8 +87,8 @@ def in_process(count: int) -> dict[str, dict]:
 
 
 def through_veth(kind: str, count: int, work: pathlib.Path) -> dict[str, dict]:
-    from tests.dataplane.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
-    from tests.targets.switch_process import KINDS, ProcessOptions, SwitchProcess, compile_program
+    from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
+    from kvtesting.switch_process import KINDS, ProcessOptions, SwitchProcess, compile_program
 
     compiled = compile_program(KINDS[kind], P4_MAIN, work / f"build-{kind}")
     proc = SwitchProcess(KINDS[kind], compiled, work, ProcessOptions(cpu_port=CPU_PORT, veth_tag=f"b{kind[0]}"))
@@ -119,10 +119,10 @@ def through_veth(kind: str, count: int, work: pathlib.Path) -> dict[str, dict]:
 
 
 def through_nanomsg(kind: str, count: int, work: pathlib.Path) -> dict[str, dict]:
+    from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
+    from kvtesting.switch_process import KINDS, compile_program
     from softswitch.nanomsg import MsgType
-    from tests.dataplane.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN
     from tests.softswitch.nanomsg.nn_switch import NanomsgSwitchProcess
-    from tests.targets.switch_process import KINDS, compile_program
 
     compiled = compile_program(KINDS[kind], P4_MAIN, work / f"build-{kind}")
     proc = NanomsgSwitchProcess(KINDS[kind], compiled, work / f"nn-{kind}", cpu_port=CPU_PORT)
@@ -158,7 +158,7 @@ def through_nanomsg(kind: str, count: int, work: pathlib.Path) -> dict[str, dict
 
 
 def run(out_dir: pathlib.Path, quick: bool = False) -> dict:
-    from tests.targets.switch_process import BMV2
+    from kvtesting.switch_process import BMV2
 
     out_dir.mkdir(parents=True, exist_ok=True)
     count_inproc = 300 if quick else 3000

@@ -1,6 +1,6 @@
 """Data plane end to end on veth pairs: switch hits against storage-node hits, and the incast the pool absorbs.
 
-The bed is `bench._vethnet.VethNet` (the same as `tests/integration/`): client and storage node in their own
+The bed is `kvtesting.vethnet.VethNet` (the same as `tests/integration/`): client and storage node in their own
 network namespaces, `python -m softswitch` running kvswitch.p4 between them, entries written with
 p4runtime-shell. Everything below is measured in one run, so the ratios compare like with like:
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench._vethnet import VethNet, VethNetOptions
+from kvtesting.vethnet import VethNet, VethNetOptions
 
 NAME = "dataplane"
 TENANT = 0

@@ -2,6 +2,8 @@
 # Installs what a fresh Debian machine lacks for this project, then nothing more on later calls.
 #   - Debian packages (as root): mininet (gives mnexec), iproute2, tcpdump (scapy's BPF filters), ethtool,
 #     libibverbs1 (Mooncake Store's native libraries).
+#   - The P4 reference toolchain (p4c, BMv2's simple_switch_grpc), as root, from ../shared/p4tool/ (or
+#     $KVSWITCH_P4TOOL) when that folder is there and p4c is not yet on PATH; without it the BMv2 cases skip.
 #   - A virtual environment in .venv with requirements.txt and the project (editable), re-installed only when
 #     requirements.txt or pyproject.toml changes.
 # Called by every Makefile target that needs it; safe to run again.
@@ -27,6 +29,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   else
     echo "bootstrap: missing ${need_apt[*]}; run as root (or apt-get install ${APT_PACKAGES[*]}) for Mininet and veth tests" >&2
   fi
+fi
+
+p4tool=${KVSWITCH_P4TOOL:-../shared/p4tool}
+if [ -f "$p4tool/install.sh" ] && ! command -v p4c >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "bootstrap: installing p4c and BMv2 from $p4tool"
+  bash "$p4tool/install.sh"
 fi
 
 if [ ! -x .venv/bin/python ]; then

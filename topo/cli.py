@@ -1,21 +1,26 @@
 """The testbed's command line, behind `make run`, `make stop`, `make demo` and `make compile`.
 
-    python -m topo run     --target soft|bmv2|bridge --hosts N [--topology star|leaf-spine]
-    python -m topo stop    [--state DIR]
-    python -m topo demo    --target T --hosts N --trace PATH --out DIR [--requests 300]
-    python -m topo compile --target T --out build
+    python -m topo run      --target soft|bmv2|bridge [--topology star|leaf-spine|FILE.json] [--hosts N]
+                            [--admission P --eviction P --recycling P --param KIND.NAME=VALUE ...]
+                            [--metrics-base PORT] [--no-pcap] [--switch-log LEVEL] [--resume]
+    python -m topo stop     [--state DIR]
+    python -m topo demo     (as run) [--trace PATH] [--out DIR] [--requests 300]
+    python -m topo compile  --target T --out build
+    python -m topo topology star|leaf-spine [--hosts N --leaves L --spines S]   (prints a topology.json)
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 from topo.switches import REPO, SWITCHES, TestbedError
-from topo.topologies import MAX_HOSTS, TOPOLOGIES
+from topo.topologies import GENERATORS, MAX_HOSTS
+
+DEMO_TRACE = REPO / "data" / "traces" / "mooncake_conversation_excerpt.jsonl"
+"""The excerpt shipped with the repository: `make demo` needs nothing from outside it."""
 
 
 def _hosts(text: str) -> int:
@@ -32,8 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     def testbed_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--target", choices=sorted(SWITCHES), default="soft",
                        help="soft: embedded P4 target; bmv2: simple_switch_grpc; bridge: Linux bridge, no pool")
-        p.add_argument("--hosts", type=_hosts, default=4, help="inference hosts h1..hN (default 4)")
-        p.add_argument("--topology", choices=sorted(TOPOLOGIES), default="star")
+        p.add_argument("--hosts", type=_hosts, default=None,
+                       help="inference hosts h1..hN of star or leaf-spine (default: the shipped file's, 4)")
+        p.add_argument("--topology", default="star", metavar="star|leaf-spine|FILE.json",
+                       help="a shipped topology (topo/layouts/) or a topology.json of your own (default star)")
         p.add_argument("--build", type=Path, default=REPO / "build", help="compiled programs (default build/)")
         p.add_argument("--state", type=Path, default=REPO / "out" / "testbed",
                        help="logs, hosts.json, controller state (default out/testbed/)")
@@ -41,15 +48,27 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--api-base", type=int, default=9090, help="controller API port of device 1")
         p.add_argument("--no-controller", action="store_true", help="do not start controllers (no routes!)")
         p.add_argument("--verbose", action="store_true", help="Mininet's info log")
+        p.add_argument("--no-pcap", action="store_true", help="no per-port pcaps under <state>/<switch>/pcap/")
+        p.add_argument("--switch-log", default="info", choices=("trace", "debug", "info", "warn", "error", "off"),
+                       help="the switches' -L (default info; debug/trace: every packet, in <state>/<switch>/)")
+        p.add_argument("--metrics-base", type=int, default=9464,
+                       help="Prometheus port of device 1's controller, device i on +i-1 (0: none; default 9464)")
+        for kind in ("admission", "eviction", "recycling"):
+            p.add_argument(f"--{kind}", default=None, help=f"the controllers' {kind} policy (default theirs)")
+        p.add_argument("--param", action="append", default=[], metavar="KIND.NAME=VALUE",
+                       help="a controller policy parameter (repeatable), e.g. admission.threshold=0.5")
+        p.add_argument("--resume", action="store_true",
+                       help="keep the last run's controller state and storage disk (default: start clean)")
 
     run = sub.add_parser("run", help="start the testbed and open the Mininet CLI")
     testbed_args(run)
-    stop = sub.add_parser("stop", help="stop a testbed's processes (by recorded pid) and run mn -c")
+    stop = sub.add_parser("stop", help="stop the testbed recorded in --state: its processes, nodes and interfaces")
     stop.add_argument("--state", type=Path, default=REPO / "out" / "testbed")
     demo = sub.add_parser("demo", help="testbed + trace replay + report and plot, then exit")
     testbed_args(demo)
-    demo.add_argument("--trace", type=Path, required=True, help="Mooncake-format JSONL")
-    demo.add_argument("--out", type=Path, required=True, help="report folder")
+    demo.add_argument("--trace", type=Path, default=DEMO_TRACE,
+                      help="Mooncake-format JSONL (default: the shipped data/traces excerpt)")
+    demo.add_argument("--out", type=Path, default=REPO / "out" / "demo", help="report folder (default out/demo)")
     demo.add_argument("--requests", type=int, default=300, help="first N requests of the trace (default 300)")
     demo.add_argument("--block-bytes", type=int, default=256, help="bytes per KV block in the demo (default 256)")
     demo.add_argument("--duration", type=float, default=20.0,
@@ -60,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--target", choices=("soft", "bmv2"), default="soft")
     comp.add_argument("--out", type=Path, default=REPO / "build")
     comp.add_argument("--force", action="store_true", help="even if up to date")
+    shape = sub.add_parser("topology", help="print a shipped topology's topology.json at another size")
+    shape.add_argument("name", choices=sorted(GENERATORS))
+    shape.add_argument("--hosts", type=_hosts, default=4)
+    shape.add_argument("--leaves", type=int, default=2, help="leaf-spine only")
+    shape.add_argument("--spines", type=int, default=2, help="leaf-spine only")
     return parser
 
 
@@ -68,7 +92,10 @@ def _options(args: argparse.Namespace):
 
     return TestbedOptions(target=args.target, hosts=args.hosts, topology=args.topology, build_dir=args.build,
                           state_dir=args.state, grpc_base=args.grpc_base, api_base=args.api_base,
-                          controller=not args.no_controller, verbose=args.verbose)
+                          controller=not args.no_controller, verbose=args.verbose, pcap=not args.no_pcap,
+                          switch_log_level=args.switch_log, metrics_base=args.metrics_base or None,
+                          admission=args.admission, eviction=args.eviction, recycling=args.recycling,
+                          params=tuple(args.param), resume=args.resume)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,12 +105,18 @@ def run(args: argparse.Namespace) -> int:
         art = compile_program(args.target, args.out, force=args.force)
         print(f"{art.device_config}\n{art.p4info}")
         return 0
+    if args.command == "topology":
+        from topo.topologies import leaf_spine, star
+
+        spec = (star(args.hosts) if args.name == "star"
+                else leaf_spine(args.hosts, leaves=args.leaves, spines=args.spines))
+        print(spec.dumps(), end="")
+        return 0
     if args.command == "stop":
         from topo.testbed import stop_recorded
 
         for line in stop_recorded(args.state):
             print(f"stopped {line}")
-        subprocess.run(["mn", "-c"], capture_output=True)
         return 0
     if args.command == "run":
         from mininet.cli import CLI
@@ -124,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)  # so `finally` tears the testbed down on SIGTERM too
     try:
         return run(args)
-    except TestbedError as exc:
+    except (TestbedError, ValueError) as exc:  # ValueError: TopologyError from a generator's arguments
         print(f"topo: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ chunks served by the switch vs the storage node; `demo.png` plots both.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import statistics
 import sys
@@ -59,10 +60,11 @@ class TraceRequest:
 def load_excerpt(path: Path, limit: int) -> list[TraceRequest]:
     """The first `limit` requests; errors name the file and line."""
     if not path.exists():
-        raise TestbedError(f"{path}: trace not found (set TRACE=... or KVSWITCH_TRACES=...)")
+        raise TestbedError(f"{path}: trace not found (set TRACE=path.jsonl; the default is the shipped "
+                           "data/traces/mooncake_conversation_excerpt.jsonl)")
     if not path.is_file():
         raise TestbedError(f"{path}: not a file; name a Mooncake-format JSONL trace inside it")
-    out = []
+    out: list[TraceRequest] = []
     with path.open() as f:
         for lineno, line in enumerate(f, start=1):
             if len(out) >= limit:
@@ -111,7 +113,8 @@ def summarise(records: list[dict], stats: dict[int, int], hot: int) -> dict:
     """The report's numbers from the hosts' result records and the storage node's STAT counts."""
     chunk_lat: dict[str, list[float]] = {"HIT_SWITCH": [], "HIT_SERVER": []}
     outcomes: Counter[str] = Counter()
-    miss_us, asked = [], Counter()
+    miss_us: list[float] = []
+    asked: Counter[int] = Counter()
     wrong = 0
     for rec in records:
         for g in rec["gets"]:
@@ -239,14 +242,14 @@ def run_demo(testbed: TestbedOptions, options: DemoOptions) -> str:
                 raise TestbedError(f"replay on {name} failed (status {proc.returncode}); see "
                                    f"{options.out / f'replay-{name}.log'}")
         records = [json.loads(line) for _, _, f, _ in workers for line in f.read_text().splitlines() if line]
-        asked = Counter(g["ph"] for r in records for g in r["gets"])
+        asked: Counter[int] = Counter(g["ph"] for r in records for g in r["gets"])
         stats: dict[int, int] = {}
         with KVPClient(ClientOptions(server=bed.storage_address, timeout=0.5, retries=3)) as client:
             for ph, _ in asked.most_common(options.hot_blocks):
                 with contextlib.suppress(KVPError):
                     stats[ph] = client.stat(ph, 0)
     summary = summarise(records, stats, options.hot_blocks)
-    report = render(summary, testbed)
+    report = render(summary, dataclasses.replace(testbed, hosts=len(hosts)))
     (options.out / "report.md").write_text(report)
     (options.out / "results.json").write_text(json.dumps(
         {k: v for k, v in summary.items() if not k.startswith("_")}, indent=2) + "\n")

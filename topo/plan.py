@@ -9,12 +9,19 @@ hosts.json (one per switch, in that switch's state folder, passed as `--hosts-fi
       "hosts": [                      # one /32 route per endpoint (inference hosts and storage nodes)
         {"name": "h1",  "ip": "10.0.0.1",   "mac": "00:00:0a:00:00:01", "port": 1, "role": "inference"},
         {"name": "st1", "ip": "10.0.0.100", "mac": "00:00:0a:00:00:64", "port": 5, "role": "storage"}
+      ],
+      "ports": [                      # every data port of this switch and what is behind it
+        {"port": 1, "role": "host"},  # an inference host: untrusted (its replies never fill a slot)
+        {"port": 5, "role": "storage"},  # a storage node: its GET_REPLYs may fill slots
+        {"port": 101, "role": "fabric"}  # another switch (leaf-spine): trusted like a storage node
       ]
     }
 
 `port` is the egress port *of this switch* towards the endpoint (its own port for a directly attached host,
 an uplink otherwise) and `mac` the endpoint's own MAC, which the switch writes as destination MAC
-(`ipv4_forward(dst_mac, port)`). `role` is informational. Everything is derived from the Topo object:
+(`ipv4_forward(dst_mac, port)`). A route's `role` is informational; the `ports` list is what the controller
+installs into the `port_role` table (the data plane's trust boundary: only storage and fabric ports fill
+slots). Everything is derived from the Topo object:
 endpoints are Mininet hosts with an `ip` option (not the root-namespace `mgmt` end), switches are Mininet
 switches with a `device_id`, and ports are the link's `port1`/`port2`.
 """
@@ -52,6 +59,10 @@ class Route:
     role: str
 
 
+PORT_ROLES = ("host", "storage", "fabric")
+"""Names of p4src's `port_role_t` values (HOST = 0, STORAGE = 1, FABRIC = 2) as hosts.json spells them."""
+
+
 @dataclass(frozen=True, slots=True)
 class SwitchPlan:
     name: str
@@ -59,11 +70,14 @@ class SwitchPlan:
     ports: tuple[tuple[int, str], ...]
     """(port number, interface name) of every data port, by port number."""
     routes: tuple[Route, ...]
+    port_roles: tuple[tuple[int, str], ...] = ()
+    """(port number, one of PORT_ROLES) of every data port, by port number."""
 
     def hosts_json(self) -> dict:
         return {"switch": self.name, "device_id": self.device_id,
                 "hosts": [{"name": r.name, "ip": r.ip, "mac": r.mac, "port": r.port, "role": r.role}
-                          for r in self.routes]}
+                          for r in self.routes],
+                "ports": [{"port": port, "role": role} for port, role in self.port_roles]}
 
     def write_hosts_file(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,8 +127,16 @@ def plan_of(topo: Topo) -> Plan:
                 raise ValueError(f"{ep.name} is not reachable from {sw}")
             routes.append(Route(ep.name, ep.ip, ep.mac, port, ep.role))
         ports = tuple((p, f"{sw}-eth{p}") for p, _ in links[sw])
-        plans.append(SwitchPlan(sw, topo.nodeInfo(sw)["device_id"], ports, tuple(routes)))
+        roles = tuple((p, _port_role(peer, links, endpoints)) for p, peer in links[sw])
+        plans.append(SwitchPlan(sw, topo.nodeInfo(sw)["device_id"], ports, tuple(routes), roles))
     return Plan(endpoints, tuple(plans))
+
+
+def _port_role(peer: str, links: dict[str, list[tuple[int, str]]], endpoints: tuple[Endpoint, ...]) -> str:
+    """What a switch port leads to: another switch (fabric), the storage node (storage), else a host."""
+    if peer in links:
+        return "fabric"
+    return "storage" if any(e.name == peer and e.role == "storage" for e in endpoints) else "host"
 
 
 def _first_hop(source: str, target: str, links: dict[str, list[tuple[int, str]]]) -> int | None:

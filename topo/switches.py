@@ -30,14 +30,24 @@ class P4Switch(Switch):
     """A v1model switch process: `command()` names it, `start` runs it with a log, `stop` ends it by pid."""
 
     def __init__(self, name: str, device_id: int, grpc_port: int, device_config: Path, log_dir: Path,
-                 **params) -> None:
+                 pcap: bool = True, log_level: str = "info", **params) -> None:
         params.pop("role", None)
         super().__init__(name, dpid=f"{device_id:x}", **params)
         self.device_id = device_id
         self.grpc_port = grpc_port
         self.device_config = device_config
-        self.log_path = log_dir / name / "switch.log"
+        self.folder = log_dir / name
+        """`out/testbed/<switch>/`: its console log, packet log and pcaps (as p4lang/tutorials' logs/, pcaps/)."""
+        self.log_path = self.folder / "switch.log"
+        self.pcap_dir: Path | None = self.folder / "pcap" if pcap else None
+        """`<port interface>_in.pcap` / `_out.pcap` per port, written by the switch itself."""
+        self.log_level = log_level
+        """The switch's -L (trace, debug, info, warn, error, off)."""
         self.process: subprocess.Popen | None = None
+
+    def visibility(self) -> list[str]:
+        """The files where this switch's packets and log go, for the banner."""
+        return [str(self.log_path), *([f"{self.pcap_dir}/*.pcap"] if self.pcap_dir else [])]
 
     def data_ports(self) -> list[tuple[int, str]]:
         """(port number, interface name) of every data port, by port number (not the root `lo`)."""
@@ -60,6 +70,8 @@ class P4Switch(Switch):
 
     def _launch(self, log_mode: str) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.pcap_dir is not None:
+            self.pcap_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open(log_mode) as log:
             self.process = self.popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                       stderr=subprocess.STDOUT, cwd=str(REPO),
@@ -87,8 +99,10 @@ class SoftP4Switch(P4Switch):
 
     def command(self) -> list[str]:
         ports = [arg for port, intf in self.data_ports() for arg in ("-i", f"{port}@{intf}")]
+        pcap = ["--pcap", str(self.pcap_dir)] if self.pcap_dir else []
         return [sys.executable, "-m", "softswitch", str(self.device_config), *ports,
                 "--device-id", str(self.device_id), "--cpu-port", str(CPU_PORT),
+                "--log-console", "-L", self.log_level, *pcap,
                 "--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
 
 
@@ -103,11 +117,20 @@ class Bmv2P4Switch(P4Switch):
             raise TestbedError(f"TARGET=bmv2 needs {cls.BINARY} on PATH (BMv2, github.com/p4lang/behavioral-model);"
                                " it is not installed here. Use TARGET=soft for the embedded target.")
 
+    @property
+    def packet_log(self) -> Path:
+        """BMv2's --log-file (it appends `.txt`): the per-packet pipeline log at `log_level`."""
+        return self.folder / "packets"
+
+    def visibility(self) -> list[str]:
+        return [*super().visibility(), f"{self.packet_log}.txt"]
+
     def command(self) -> list[str]:
         ports = [arg for port, intf in self.data_ports() for arg in ("-i", f"{port}@{intf}")]
-        return [self.BINARY, "--device-id", str(self.device_id), *ports, "--log-console",
-                str(self.device_config), "--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
-                "--cpu-port", str(CPU_PORT)]
+        pcap = [f"--pcap={self.pcap_dir}"] if self.pcap_dir else []
+        return [self.BINARY, "--device-id", str(self.device_id), *ports, "--log-file", str(self.packet_log),
+                "-L", self.log_level, *pcap, str(self.device_config),
+                "--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}", "--cpu-port", str(CPU_PORT)]
 
 
 class BridgeSwitch(Switch):
@@ -118,7 +141,7 @@ class BridgeSwitch(Switch):
     """
 
     def __init__(self, name: str, **params) -> None:
-        for key in ("role", "device_id", "grpc_port", "device_config", "log_dir"):
+        for key in ("role", "device_id", "grpc_port", "device_config", "log_dir", "pcap", "log_level"):
             params.pop(key, None)
         super().__init__(name, **params)
 

@@ -12,8 +12,10 @@ Start order, each step waited for (with a clear error and the process's log tail
    (`topo.plan`), its SQLite state and log in the same folder; the testbed waits for its API port;
 6. a ping from h1 to st1 through the data plane proves the routes are in.
 
-`<state>/testbed.json` records every process this testbed started, so `python -m topo stop` can end exactly
-those (by pid) after a crash, before `mn -c`. Tests of crashes use `kill("controller s1")` and
+`<state>/testbed.json` records every process this testbed started, the shells of its Mininet nodes (whose
+network namespaces die with them) and its root-namespace interfaces, so `python -m topo stop` can end exactly
+those (pids checked against their command lines, interfaces by name) after a crash, and nothing else: other
+Mininet networks on the machine are left alone. Tests of crashes use `kill("controller s1")` and
 `restart("controller s1")` (likewise "switch s1", "storage st1"): the same command line again, the log appended to.
 """
 
@@ -23,6 +25,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,7 +42,7 @@ from kvpool.constants import KVP_UDP_PORT
 from topo.build import Artifacts, compile_program
 from topo.plan import Plan, plan_of
 from topo.switches import REPO, SWITCHES, Bmv2P4Switch, BridgeSwitch, P4Switch, TestbedError
-from topo.topologies import MGMT, STORAGE, STORAGE_IP, TOPOLOGIES
+from topo.topologies import MGMT, STORAGE, STORAGE_IP, KvTopo, TopologyError, load_topology
 
 STATE_FILE = "testbed.json"
 
@@ -52,10 +55,10 @@ class TestbedOptions:
 
     target: str = "soft"
     """soft (embedded target), bmv2 (simple_switch_grpc) or bridge (Linux bridge: no pool, no controller)."""
-    hosts: int = 4
-    """Inference hosts h1..hN."""
+    hosts: int | None = None
+    """Inference hosts h1..hN of a shipped topology (None: as many as its file lists, 4)."""
     topology: str = "star"
-    """A name of `topo.topologies.TOPOLOGIES`."""
+    """`star`, `leaf-spine` (shipped in topo/layouts/) or the path of a topology.json (`topo.topologies`)."""
     build_dir: Path = REPO / "build"
     """Where compiled programs go (`<build>/<target>/kvswitch.json`)."""
     state_dir: Path = REPO / "out" / "testbed"
@@ -72,6 +75,25 @@ class TestbedOptions:
     """Seconds each start step may take (the pure-Python target compiles the program at start)."""
     verbose: bool = False
     """Mininet's info log."""
+    pcap: bool = True
+    """Each P4 switch writes a pcap per port and direction into `<state>/<switch>/pcap/`."""
+    switch_log_level: str = "info"
+    """The switches' -L: trace and debug log every packet's way through the pipeline (BMv2), info and up
+    only events."""
+    metrics_base: int | None = 9464
+    """Prometheus endpoint of device 1's controller, http://127.0.0.1:<port>/metrics; device i on
+    metrics_base + i - 1; None: no endpoint."""
+    admission: str | None = None
+    """The controllers' --admission policy (None: the controller's default)."""
+    eviction: str | None = None
+    """The controllers' --eviction policy."""
+    recycling: str | None = None
+    """The controllers' --recycling policy."""
+    params: tuple[str, ...] = ()
+    """The controllers' --param KIND.NAME=VALUE, each passed as given."""
+    resume: bool = False
+    """Keep the controllers' SQLite state, the storage node's disk tier, logs and pcaps of the last run in
+    state_dir. Off: start clean (the earlier run's files of these nodes are removed first)."""
 
 
 @dataclass
@@ -93,12 +115,15 @@ class Testbed:
     def __init__(self, options: TestbedOptions) -> None:
         if options.target not in SWITCHES:
             raise TestbedError(f"unknown target {options.target!r}; choose one of {', '.join(SWITCHES)}")
-        if options.topology not in TOPOLOGIES:
-            raise TestbedError(f"unknown topology {options.topology!r}; choose one of {', '.join(TOPOLOGIES)}")
-        if options.target == "bridge" and options.topology != "star":
-            raise TestbedError("the bridge target has no routing: a leaf-spine of bridges is an L2 loop; use star")
+        try:
+            self.spec = load_topology(options.topology, options.hosts)
+        except TopologyError as exc:
+            raise TestbedError(str(exc)) from None
+        if options.target == "bridge" and len(self.spec.switches) > 1:
+            raise TestbedError("the bridge target has no routing: several bridges (a leaf-spine) make an L2 loop; "
+                               "use star")
         self.options = options
-        self.topo = TOPOLOGIES[options.topology](hosts=options.hosts)
+        self.topo = KvTopo(self.spec)
         self.plan: Plan = plan_of(self.topo)
         self.net: Mininet | None = None
         self.artifacts: Artifacts | None = None
@@ -111,6 +136,11 @@ class Testbed:
 
     def api_address(self, device_id: int) -> str:
         return f"127.0.0.1:{self.options.api_base + device_id - 1}"
+
+    def metrics_url(self, device_id: int) -> str | None:
+        if self.options.metrics_base is None:
+            return None
+        return f"http://127.0.0.1:{self.options.metrics_base + device_id - 1}/metrics"
 
     def switch_dir(self, switch: str) -> Path:
         return self.options.state_dir / switch
@@ -136,11 +166,17 @@ class Testbed:
             Bmv2P4Switch.setup()
         self._refuse_if_running()
         self.options.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.options.resume:
+            progress(f"resuming: controller state, storage disk tier and logs of the last run in "
+                     f"{self.options.state_dir} are kept (drop RESUME=1 / --resume to start clean)")
+        elif removed := self._remove_last_run():
+            progress(f"fresh state: removed the last run's {', '.join(removed)} in {self.options.state_dir} "
+                     "(RESUME=1 / --resume keeps them)")
         setLogLevel("info" if self.options.verbose else "warning")
         try:
             progress(f"compiling p4src/ for {self.options.target}")
             self.artifacts = compile_program(self.options.target, self.options.build_dir)
-            progress(f"building the {self.options.topology} topology with {self.options.hosts} hosts")
+            progress(f"building the {self.options.topology} topology with {len(self.spec.hosts)} hosts")
             self.net = Mininet(topo=self.topo, switch=self._make_switch, controller=None, build=False,
                                autoSetMacs=False, autoStaticArp=False, waitConnected=False)
             self.net.build()
@@ -153,6 +189,9 @@ class Testbed:
             if self.options.controller and self.options.target != "bridge":
                 progress("starting the controller" + ("s" if len(self.plan.switches) > 1 else ""))
                 self._start_controllers()
+                for sw in self.plan.switches:
+                    if (url := self.metrics_url(sw.device_id)) is not None:
+                        progress(f"Prometheus metrics of {sw.name}'s controller: {url}")
             if self.options.controller or self.options.target == "bridge":
                 progress("checking the data path (h1 → st1)")
                 self._wait_data_path()
@@ -167,9 +206,16 @@ class Testbed:
                 continue  # the switch objects stop themselves in net.stop()
             _terminate(started.pid, started.process)
         if self.net is not None:
-            with contextlib.suppress(Exception):
-                self.net.stop()
+            nodes = [*self.net.hosts, *self.net.switches]
+            if all(n.shell is not None and n.shell.poll() is None for n in nodes):
+                with contextlib.suppress(Exception):
+                    self.net.stop()
+            else:  # some node's shell is gone (`topo stop` ran): Mininet's stop would wait on it forever
+                for n in nodes:
+                    if n.shell is not None and n.shell.poll() is None:
+                        _terminate(n.shell.pid, n.shell, timeout=2.0)
             self.net = None
+        _delete_interfaces(self._root_interfaces())  # what a half-built network may leave behind
         self.started = []
         (self.options.state_dir / STATE_FILE).unlink(missing_ok=True)
 
@@ -195,9 +241,8 @@ class Testbed:
         """Start an ended process again with its recorded command line (its log appended to) and wait until it is
         ready as at start: a switch's P4Runtime port, a controller's API (it reconciles before opening it), the
         storage node's STAT. Raises TestbedError if it is still running or does not come up."""
-        index = next((i for i, s in enumerate(self.started) if s.what == what), None)
-        if index is None:
-            self.process(what)  # raises with the list of what exists
+        self.process(what)  # raises with the list of what exists
+        index = next(i for i, s in enumerate(self.started) if s.what == what)
         old = self.started[index]
         if old.process is not None and old.process.poll() is None:
             raise TestbedError(f"{what} is still running (pid {old.pid}); kill it first")
@@ -235,11 +280,26 @@ class Testbed:
                 raise TestbedError(f"a testbed is already running ({len(alive)} processes in {state}); "
                                    "run `make stop` (python -m topo stop) first")
             state.unlink()
-        ours = [name for sw in self.plan.switches for _, name in sw.ports] + [f"{MGMT}-eth0"]
-        leftovers = [name for name in ours if Path(f"/sys/class/net/{name}").exists()]
+        leftovers = [name for name in self._root_interfaces() if Path(f"/sys/class/net/{name}").exists()]
         if leftovers:
-            raise TestbedError(f"interfaces {', '.join(leftovers[:4])} exist from an earlier run; "
-                               "run `make stop` (python -m topo stop; mn -c) first")
+            raise TestbedError(f"interfaces {', '.join(leftovers[:4])} exist from an earlier run or another "
+                               "testbed with the same names; run `make stop` (python -m topo stop) first")
+
+    def _remove_last_run(self) -> list[str]:
+        """Fresh state: remove what an earlier run left in this testbed's node folders (controller SQLite, storage
+        disk tier, logs, pcaps, hosts.json). Only `<state>/<node>/` of this topology's nodes: nothing else in
+        state_dir, which may be a folder the user named."""
+        removed = []
+        for name in (*(s.name for s in self.spec.switches), *(s.name for s in self.spec.storage)):
+            folder = self.options.state_dir / name
+            if folder.is_dir() and not folder.is_symlink():
+                shutil.rmtree(folder)
+                removed.append(f"{name}/")
+        return removed
+
+    def _root_interfaces(self) -> list[str]:
+        """Names of this testbed's interfaces in the root namespace: switch ports and the management end."""
+        return [name for sw in self.plan.switches for _, name in sw.ports] + [f"{MGMT}-eth0"]
 
     def _make_switch(self, name: str, **params):
         cls = SWITCHES[self.options.target]
@@ -248,12 +308,16 @@ class Testbed:
         assert self.artifacts is not None
         device_id = params.pop("device_id")
         return cls(name, device_id=device_id, grpc_port=self.options.grpc_base + device_id - 1,
-                   device_config=self.artifacts.device_config, log_dir=self.options.state_dir, **params)
+                   device_config=self.artifacts.device_config, log_dir=self.options.state_dir,
+                   pcap=self.options.pcap, log_level=self.options.switch_log_level, **params)
 
     def _save_state(self) -> None:
         bridges = [s.name for s in self.net.switches if isinstance(s, BridgeSwitch)] if self.net else []
-        data = {"target": self.options.target, "bridges": bridges, "processes": [
-            {"what": s.what, "pid": s.pid, "argv": s.argv, "log": s.log} for s in self.started]}
+        nodes = [{"name": n.name, "pid": n.pid} for n in (*self.net.hosts, *self.net.switches)
+                 if getattr(n, "pid", None)] if self.net else []
+        data = {"target": self.options.target, "bridges": bridges, "interfaces": self._root_interfaces(),
+                "nodes": nodes,
+                "processes": [{"what": s.what, "pid": s.pid, "argv": s.argv, "log": s.log} for s in self.started]}
         (self.options.state_dir / STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
     def _record_switches(self) -> None:
@@ -327,12 +391,20 @@ class Testbed:
                     "--switch", self.grpc_address(sw.device_id), "--device-id", str(sw.device_id),
                     "--p4info", str(self.artifacts.p4info), "--device-config", str(self.artifacts.device_config),
                     "--storage", f"{STORAGE_IP}:{KVP_UDP_PORT}", "--state", str(folder / "controller.sqlite"),
-                    "--hosts-file", str(hosts_file)]
+                    "--hosts-file", str(hosts_file), *self._controller_policy_args()]
+            if self.options.metrics_base is not None:
+                argv += ["--metrics-port", str(self.options.metrics_base + sw.device_id - 1)]
             log = folder / "controller.log"
             self._popen(f"controller {sw.name}", argv, log)
             host, port = api.rsplit(":", 1)
             self._wait(lambda h=host, p=int(port): _tcp_open(h, p), f"controller of {sw.name} (API {api})",
                        self.started[-1].process, log)
+
+    def _controller_policy_args(self) -> list[str]:
+        o = self.options
+        args = [arg for flag, value in (("--admission", o.admission), ("--eviction", o.eviction),
+                                        ("--recycling", o.recycling)) if value for arg in (flag, value)]
+        return args + [arg for param in o.params for arg in ("--param", param)]
 
     def _wait_data_path(self) -> None:
         assert self.net is not None
@@ -372,11 +444,15 @@ class Testbed:
 
     def describe(self) -> str:
         """What runs where, for the CLI banner."""
-        lines = [f"target {self.options.target}, {self.options.topology} topology, state in {self.options.state_dir}"]
+        lines = [f"target {self.options.target}, {self.options.topology} topology, state in {self.options.state_dir}"
+                 + (" (resumed)" if self.options.resume else " (fresh)")]
         for sw in self.plan.switches:
             lines.append(f"  {sw.name}: device {sw.device_id}, P4Runtime {self.grpc_address(sw.device_id)}, "
                          f"controller API {self.api_address(sw.device_id)}, ports "
-                         + ", ".join(f"{p}={i}" for p, i in sw.ports))
+                         + ", ".join(f"{p}={i}({role})" for (p, i), (_, role) in zip(sw.ports, sw.port_roles, strict=True)))
+            node = self.net[sw.name] if self.net is not None else None
+            if isinstance(node, P4Switch):
+                lines.append(f"      logs and pcaps: {', '.join(node.visibility())}")
         for ep in self.plan.endpoints:
             lines.append(f"  {ep.name}: {ep.ip} {ep.mac} ({ep.role})")
         return "\n".join(lines)
@@ -436,8 +512,20 @@ def _terminate(pid: int, process: subprocess.Popen | None = None, timeout: float
         process.wait()
 
 
+def _delete_interfaces(names: list[str]) -> list[str]:
+    """Delete the named root-namespace interfaces that exist (a veth's peer goes with it); returns those deleted."""
+    deleted = []
+    for name in names:
+        if Path(f"/sys/class/net/{name}").exists():
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+            deleted.append(name)
+    return deleted
+
+
 def stop_recorded(state_dir: Path) -> list[str]:
-    """`topo stop`: end the processes a (crashed) testbed recorded, by pid; returns what was stopped."""
+    """`topo stop`: end what a (crashed) testbed recorded in `state_dir`: its processes and node shells by pid
+    (each checked against its command line, so a recycled pid is never hit), then its interfaces and bridges
+    by name. Returns what was stopped. Touches nothing the record does not name."""
     state = state_dir / STATE_FILE
     if not state.exists():
         return []
@@ -447,6 +535,11 @@ def stop_recorded(state_dir: Path) -> list[str]:
         if _alive(p["pid"], p["argv"]):
             _terminate(p["pid"])
             stopped.append(f"{p['what']} (pid {p['pid']})")
+    for node in data.get("nodes", []):  # Mininet's shell of each node: `bash ... mininet:<name>`
+        if _alive(node["pid"], [f"mininet:{node['name']}"]):
+            _terminate(node["pid"], timeout=2.0)
+            stopped.append(f"node {node['name']} (pid {node['pid']})")
+    stopped += [f"interface {name}" for name in _delete_interfaces(data.get("interfaces", []))]
     for name in data.get("bridges", []):
         kind = subprocess.run(["ip", "-d", "link", "show", name], capture_output=True, text=True).stdout
         if "bridge" in kind:  # only a bridge we made, never an interface that merely shares the name

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
+from kvtesting.kvnet import CPU_PORT, P4_MAIN, KvNet
 from softswitch.target import Target
-from tests.dataplane.kvnet import CPU_PORT, P4_MAIN, KvNet
 from tests.targets.kinds import INPROC, SharedSwitches, kind_of, target_params
 
 # ---- fixtures -------------------------------------------------------------------------------------------

@@ -27,8 +27,7 @@ from scapy.layers.l2 import Ether
 from controller.coalescing import CoalescingOptions, replica_layout
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
-from softswitch.target import Lpm, Replica, TableEntry, Target
-from tests.dataplane.kvnet import (
+from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
     CLIENT_PORT,
@@ -42,6 +41,7 @@ from tests.dataplane.kvnet import (
     _mac,
     value_chunk,
 )
+from softswitch.target import Lpm, Replica, TableEntry, Target
 
 PORTS = (1, 2, 3, 4)
 """Every port of the test switch (the process targets have veths on exactly these)."""
@@ -314,12 +314,12 @@ VETH_TIMEOUT_US = 1_500_000
 
 @pytest.fixture(scope="module")
 def veth_bed(tmp_path_factory):
-    """bench._vethnet's bed (client and storage namespaces, softswitch process) with coalescing configured."""
+    """kvtesting.vethnet's bed (client and storage namespaces, softswitch process) with coalescing configured."""
     import os
 
     if os.geteuid() != 0:
         pytest.skip("network namespaces and veth pairs need root")
-    from bench._vethnet import VethNet, VethNetOptions
+    from kvtesting.vethnet import VethNet, VethNetOptions
     from p4rt.p4info import P4Info
 
     with VethNet(VethNetOptions(tag="co"), workdir=tmp_path_factory.mktemp("coalesce-veth")) as bed:
@@ -335,7 +335,7 @@ def veth_bed(tmp_path_factory):
 
 
 def _set_storage_role(bed, port: int) -> None:
-    from bench._vethnet import CONSTANTS
+    from kvtesting.vethnet import CONSTANTS
     from p4rt.p4info import enum_from_source
 
     te = bed.switch.sh.TableEntry("MyIngress.port_role")(action="MyIngress.set_port_role")

@@ -14,7 +14,7 @@ from scapy.layers.l2 import Ether
 
 from kvpool.constants import Flag, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
-from tests.dataplane.kvnet import (
+from kvtesting.kvnet import (
     CLIENT_PORT,
     FABRIC_PORTS,
     INVALIDATE,

@@ -10,7 +10,7 @@ from scapy.layers.l2 import Ether
 
 from kvpool.constants import Flag, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
-from tests.dataplane.kvnet import (
+from kvtesting.kvnet import (
     CLIENT_PORT,
     CPU_PORT,
     STORAGE_PORT,

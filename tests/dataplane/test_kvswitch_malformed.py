@@ -11,7 +11,7 @@ from scapy.packet import Raw
 
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.protocol import KVP, KVPValue, check
-from tests.dataplane.kvnet import (
+from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
     CLIENT_PORT,

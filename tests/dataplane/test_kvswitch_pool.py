@@ -9,7 +9,7 @@ from scapy.layers.l2 import Ether
 
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
-from tests.dataplane.kvnet import (
+from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
     CLIENT_PORT,

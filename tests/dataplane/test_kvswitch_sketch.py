@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.dataplane.kvnet import CLIENT_PORT, STORAGE_PORT, BlockKey, KvNet, value_chunk
+from kvtesting.kvnet import CLIENT_PORT, STORAGE_PORT, BlockKey, KvNet, value_chunk
 
 HOT = BlockKey(tenant=3, prefix_hash=0xAAAA_BBBB_CCCC_DDDD, chunk_idx=2)
 COLD = BlockKey(tenant=3, prefix_hash=0x1111_2222_3333_4444, chunk_idx=0)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bench._kvagent import Agent, serve
 from kvpool.client import ClientOptions
+from kvtesting.kvagent import Agent, serve
 
 
 @pytest.fixture

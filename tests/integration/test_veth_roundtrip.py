@@ -1,7 +1,7 @@
 """End to end on real interfaces: the kvpool client and storage node in their own network namespaces, the
 softswitch running kvswitch.p4 between them, entries written with the unmodified p4runtime-shell.
 
-The bed (namespaces `itgt-*`, veths `itgt*`) is `bench._vethnet.VethNet`, shared with `bench/dataplane.py`.
+The bed (namespaces `itgt-*`, veths `itgt*`) is `kvtesting.vethnet.VethNet`, shared with `bench/dataplane.py`.
 Each test uses its own block (prefix hash) and its own slots, so the tests do not depend on their order.
 """
 
@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from bench._vethnet import VethNet, VethNetError, VethNetOptions
+from kvtesting.vethnet import VethNet, VethNetError, VethNetOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and veth pairs need root")]

@@ -19,10 +19,9 @@ from collections.abc import Mapping
 
 import pytest
 
-from tests.dataplane.kvnet import CPU_PORT, P4_MAIN
-from tests.targets.kvswitch_reset import SlotTracker, reset_kvswitch
-from tests.targets.remote import Quiescence
-from tests.targets.switch_process import (
+from kvtesting.kvnet import CPU_PORT, P4_MAIN
+from kvtesting.remote import Quiescence
+from kvtesting.switch_process import (
     BMV2,
     KINDS,
     Compiled,
@@ -30,6 +29,7 @@ from tests.targets.switch_process import (
     SwitchProcess,
     compile_program,
 )
+from tests.targets.kvswitch_reset import SlotTracker, reset_kvswitch
 
 INPROC = "inproc"
 PROCESS_SUFFIX = "-process"

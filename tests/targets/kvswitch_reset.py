@@ -22,9 +22,9 @@ from scapy.layers.l2 import Ether
 
 from kvpool.constants import Opcode, Status
 from kvpool.protocol import KVP, KVPValue
+from kvtesting.kvnet import CLIENT_PORT, STORAGE_IP, STORAGE_MAC, STORAGE_PORT, kvp_frame
+from kvtesting.remote import RemoteTarget
 from softswitch.target import Exact, Lpm, TableEntry
-from tests.dataplane.kvnet import CLIENT_PORT, STORAGE_IP, STORAGE_MAC, STORAGE_PORT, kvp_frame
-from tests.targets.remote import RemoteTarget
 
 INDEX = "MyIngress.kv_index"
 SCRUB_KEY = {"hdr.kvp.tenant": Exact(0), "hdr.kvp.prefix_hash": Exact(0), "hdr.kvp.chunk_idx": Exact(0)}

@@ -31,8 +31,7 @@ from scapy.packet import Raw
 
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
-from softswitch.target import Exact, Lpm, Match, Replica, TableEntry, Target, Ternary
-from tests.dataplane.kvnet import (
+from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
     CLIENT_PORT,
@@ -49,6 +48,7 @@ from tests.dataplane.kvnet import (
     kvp_frame,
     value_chunk,
 )
+from softswitch.target import Exact, Lpm, Match, Replica, TableEntry, Target, Ternary
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden" / "kvswitch_vectors.json"
 Step = dict[str, Any]

@@ -19,10 +19,10 @@ import os
 
 import pytest
 
-from tests.dataplane.kvnet import CPU_PORT
+from kvtesting.kvnet import CPU_PORT
+from kvtesting.switch_process import SOFTSWITCH_NO_P4, ProcessOptions, SwitchProcess
 from tests.targets import kvswitch_vectors as vectors
 from tests.targets.kinds import INPROC, SharedSwitches, kind_of, target_params
-from tests.targets.switch_process import SOFTSWITCH_NO_P4, ProcessOptions, SwitchProcess
 
 
 @pytest.fixture(scope="module")

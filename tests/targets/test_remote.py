@@ -10,13 +10,13 @@ from p4.v1 import p4runtime_pb2
 
 from kvpool.constants import Status
 from kvpool.protocol import KVPValue
+from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN, STORAGE_PORT, BlockKey, KvNet, value_chunk
+from kvtesting.p4rt import Field, pack_header, target_error, unpack_header
+from kvtesting.remote import Quiescence
+from kvtesting.switch_process import BMV2, SOFTSWITCH, Compiled
+from kvtesting.veth import VethPairs
 from softswitch.target import Exact, Lpm, TableEntry, TargetError
-from tests.dataplane.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN, STORAGE_PORT, BlockKey, KvNet, value_chunk
 from tests.targets.kinds import INPROC, SharedSwitches, kind_of, quiescence_from_env, target_params
-from tests.targets.p4rt import Field, pack_header, target_error, unpack_header
-from tests.targets.remote import Quiescence
-from tests.targets.switch_process import BMV2, SOFTSWITCH, Compiled
-from tests.targets.veth import VethPairs
 
 PACKET_IN = (Field(1, "ingress_port", 16), Field(2, "reason", 8), Field(3, "pad", 8))
 ODD = (Field(1, "port", 9), Field(2, "flag", 1), Field(3, "rest", 6))

@@ -1,16 +1,17 @@
-"""Fixtures of the Mininet tests: a testbed shared by a whole module, always stopped (and `mn -c` run) afterwards.
+"""Fixtures of the Mininet tests: a testbed shared by a whole module, always stopped afterwards.
 
-Ports and state folders are per module, so nothing collides with a testbed someone runs by hand.
+Ports and state folders are per module, so nothing collides with a testbed someone runs by hand. Each test
+stops only what it started (its Testbed objects, then whatever their testbed.json still records): never
+another Mininet on the machine.
 """
 
 from __future__ import annotations
 
 import socket
-import subprocess
 
 import pytest
 
-from topo.testbed import Testbed, TestbedOptions
+from topo.testbed import Testbed, TestbedOptions, stop_recorded
 
 
 def free_port() -> int:
@@ -22,20 +23,21 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def module_testbed(tmp_path_factory, request):
     """module_testbed(target=..., hosts=...) → a started Testbed for this module's tests (starting one costs tens
-    of seconds on the embedded target); stopped, and `mn -c` run, when the module is done, pass or fail."""
+    of seconds on the embedded target); stopped when the module is done, pass or fail."""
     beds: list[Testbed] = []
 
-    def cleanup() -> None:
+    def stop_own_testbeds() -> None:
         for bed in beds:
             bed.stop()
-        subprocess.run(["mn", "-c"], capture_output=True)
+            stop_recorded(bed.options.state_dir)
 
-    request.addfinalizer(cleanup)
+    request.addfinalizer(stop_own_testbeds)
 
     def start(**options) -> Testbed:
         root = tmp_path_factory.mktemp("testbed")
         bed = Testbed(TestbedOptions(state_dir=root / "state", build_dir=root / "build",
-                                     grpc_base=free_port(), api_base=free_port(), **options))
+                                     grpc_base=free_port(), api_base=free_port(),
+                                     metrics_base=free_port(), **options))
         beds.append(bed)
         bed.start(progress=lambda msg: None)
         return bed

@@ -84,12 +84,41 @@ def test_summary_counts_switch_hits_and_compares_with_storage_stats():
     assert "switch hit ratio: 0.500 of chunks" in text and "| HIT_SWITCH | 2 |" in text
 
 
-@pytest.mark.parametrize("argv", [["run", "--hosts", "0"], ["run", "--target", "tofino"], ["demo", "--hosts", "2"],
+@pytest.mark.parametrize("argv", [["run", "--hosts", "0"], ["run", "--target", "tofino"], ["demo", "--requests", "many"],
                                   ["launch"]])
 def test_bad_command_lines_print_usage(argv, capsys):
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(argv)
     assert exited.value.code == 2 and "usage:" in capsys.readouterr().err
+
+
+def test_demo_defaults_to_the_shipped_excerpt():
+    args = build_parser().parse_args(["demo"])
+    assert args.trace.is_file() and args.trace.parent.name == "traces" and not args.resume
+    assert len(load_excerpt(args.trace, 5)) == 5
+
+
+def test_controller_policy_and_metrics_options_reach_the_controller_command_line():
+    from topo.cli import _options
+    from topo.testbed import Testbed
+
+    args = build_parser().parse_args(["run", "--admission", "always", "--param", "admission.threshold=0.5",
+                                      "--param", "model.x=1", "--metrics-base", "9999"])
+    bed = Testbed(_options(args))
+    assert bed._controller_policy_args() == ["--admission", "always", "--param", "admission.threshold=0.5",
+                                             "--param", "model.x=1"]
+    assert bed.metrics_url(2) == "http://127.0.0.1:10000/metrics"
+    assert Testbed(_options(build_parser().parse_args(["run", "--metrics-base", "0"]))).metrics_url(1) is None
+
+
+def test_fresh_start_removes_only_this_topologys_node_folders(tmp_path):
+    from topo.testbed import Testbed
+
+    for name in ("s1", "st1", "mine"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "controller.sqlite").write_text("old")
+    assert Testbed(TestbedOptions(state_dir=tmp_path))._remove_last_run() == ["s1/", "st1/"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 
 
 def test_bridge_target_refuses_leaf_spine():

@@ -1,12 +1,11 @@
 """The Mininet testbed for real: namespaces, veth links, the storage node process, the client through a switch.
 
-Slow and root-only. Every test cleans up with `mn -c` in a finalizer, whatever happens; ports and state
-folders are per test so nothing collides with a testbed someone runs by hand.
+Slow and root-only. Every test stops what it started in a finalizer, whatever happens (its Testbed, then what its
+testbed.json records); ports and state folders are per test so nothing collides with a testbed someone runs by hand.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -14,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -38,22 +38,23 @@ def free_port() -> int:
 
 @pytest.fixture
 def testbed(tmp_path, request):
-    """testbed(target=..., hosts=...) → a started Testbed; stopped and `mn -c` afterwards."""
+    """testbed(target=..., hosts=...) → a started Testbed; stopped afterwards, pass or fail."""
     beds = []
 
     def start(**options) -> Testbed:
         bed = Testbed(TestbedOptions(state_dir=tmp_path / "state", build_dir=tmp_path / "build",
-                                     grpc_base=free_port(), api_base=free_port(), **options))
+                                     grpc_base=free_port(), api_base=free_port(),
+                                     metrics_base=free_port(), **options))
         beds.append(bed)
         bed.start(progress=lambda msg: None)
         return bed
 
-    def cleanup() -> None:
+    def stop_own_testbeds() -> None:
         for bed in beds:
             bed.stop()
-        subprocess.run(["mn", "-c"], capture_output=True)
+            stop_recorded(bed.options.state_dir)
 
-    request.addfinalizer(cleanup)
+    request.addfinalizer(stop_own_testbeds)
     return start
 
 
@@ -79,10 +80,12 @@ def test_stop_ends_recorded_processes_of_a_crashed_testbed(testbed, tmp_path):
     assert any("storage" in line for line in stopped)
     assert storage.process.wait(timeout=10) is not None
     assert not (tmp_path / "state" / STATE_FILE).exists()
+    shells = {n.name: n.shell for n in bed.net.hosts}
+    assert all(shell.wait(timeout=10) is not None for shell in shells.values()), shells  # namespaces gone
+    assert {f"node {name}" for name in shells} <= {line.split(" (")[0] for line in stopped}
+    assert not [i for i in bed._root_interfaces() if os.path.exists(f"/sys/class/net/{i}")]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("controller.__main__") is None,
-                    reason="the controller (helper H's `python -m controller serve`) is not there yet")
 def test_get_through_the_p4_switch_is_served_by_the_switch_once_the_block_is_hot(testbed):
     bed = testbed(target="soft", hosts=2)
     value = "kv-block-bytes" * 20  # 280 bytes: 3 chunks
@@ -101,8 +104,22 @@ def test_get_through_the_p4_switch_is_served_by_the_switch_once_the_block_is_hot
     assert "rc=0" in out and "SWITCH" in out, out
 
 
+def test_p4_testbed_writes_pcaps_and_logs_per_switch_serves_metrics_and_port_roles(testbed, tmp_path):
+    bed = testbed(target="soft", hosts=2)
+    assert "1 received" in bed.net["h1"].cmd("ping -c1 -W1 10.0.0.100")
+    folder = tmp_path / "state" / "s1"
+    hosts = json.loads((folder / "hosts.json").read_text())
+    assert hosts["ports"] == [{"port": 1, "role": "host"}, {"port": 2, "role": "host"}, {"port": 3, "role": "storage"}]
+    metrics = urllib.request.urlopen(bed.metrics_url(1), timeout=5).read().decode()
+    assert "# TYPE" in metrics
+    bed.stop()  # the switch closes its pcaps
+    pcaps = {p.name: p.stat().st_size for p in (folder / "pcap").glob("*.pcap")}
+    assert pcaps.get("s1-eth1_in.pcap", 0) > 24 and pcaps.get("s1-eth3_out.pcap", 0) > 24, pcaps  # past the header
+    assert (folder / "switch.log").exists()
+
+
 def test_demo_over_a_bridge_replays_the_trace_and_writes_report_and_plot(tmp_path, request):
-    request.addfinalizer(lambda: subprocess.run(["mn", "-c"], capture_output=True))
+    request.addfinalizer(lambda: stop_recorded(tmp_path / "state"))  # if the demo process died mid-way
     trace = tmp_path / "trace.jsonl"
     trace.write_text("".join(
         json.dumps({"timestamp": i * 1000, "input_length": 1500, "output_length": 1, "hash_ids": [0, 100 + i, 200 + i]})

@@ -18,11 +18,9 @@ import sys
 import time
 from collections import defaultdict
 
-from softswitch.nanomsg import MsgType, PacketInjector
-from softswitch.ports import PortError
-from tests.targets.p4rt import P4InfoNames, P4RuntimeSession
-from tests.targets.remote import Quiescence, RemoteTarget
-from tests.targets.switch_process import (
+from kvtesting.p4rt import P4InfoNames, P4RuntimeSession
+from kvtesting.remote import Quiescence, RemoteTarget
+from kvtesting.switch_process import (
     DEVICE_ID,
     REPO,
     Compiled,
@@ -30,6 +28,8 @@ from tests.targets.switch_process import (
     SwitchStartError,
     free_tcp_port,
 )
+from softswitch.nanomsg import MsgType, PacketInjector
+from softswitch.ports import PortError
 
 
 class NanomsgHostPorts:

@@ -11,7 +11,7 @@ from scapy.layers.l2 import Ether
 
 from kvpool.constants import Opcode
 from kvpool.protocol import KVP
-from tests.dataplane.kvnet import (
+from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
     CLIENT_PORT,
@@ -24,8 +24,8 @@ from tests.dataplane.kvnet import (
     kvp_frame,
     value_chunk,
 )
+from kvtesting.switch_process import BMV2, SOFTSWITCH, SwitchKind, compile_program
 from tests.softswitch.nanomsg.nn_switch import NanomsgSwitchProcess
-from tests.targets.switch_process import BMV2, SOFTSWITCH, SwitchKind, compile_program
 
 HIT, MISS = BlockKey(tenant=1, prefix_hash=0x1111), BlockKey(tenant=1, prefix_hash=0x2222)
 

@@ -21,11 +21,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from tests.targets.p4rt import P4InfoNames, P4RuntimeSession
-from tests.targets.remote import Quiescence, RemoteTarget
-from tests.targets.veth import HostPorts, VethPairs
+from kvtesting.p4rt import P4InfoNames, P4RuntimeSession
+from kvtesting.remote import Quiescence, RemoteTarget
+from kvtesting.veth import HostPorts, VethPairs
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[1]
 DEVICE_ID = 1
 """simple_switch_grpc's --device-id in the brief's command line; any id works as long as both sides agree."""
 

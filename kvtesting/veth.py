@@ -111,7 +111,7 @@ class HostPorts:
 
     def receive_ready(self, port: int) -> list[bytes]:
         """Every frame waiting on `port`'s peer that the switch sent (our own transmissions skipped)."""
-        sock, out = self.socks[port], []
+        sock, out = self.socks[port], list[bytes]()
         while True:
             try:
                 frame, addr = sock.recvfrom(MAX_FRAME)

@@ -4,7 +4,7 @@ the data-plane benchmark share (`tests/integration/`, `bench/dataplane.py`).
 ::
 
     netns itg<T>-client          root namespace                               netns itg<T>-storage
-    bench._kvagent (KVPClient)   python -m softswitch (kvswitch.p4)          python -m kvpool.server
+    kvtesting.kvagent (KVPClient)   python -m softswitch (kvswitch.p4)          python -m kvpool.server
     10.0.0.1 itg<T>cli-h ─veth─ itg<T>cli-sw = port 1 │ port 2 = itg<T>sto-sw ─veth─ itg<T>sto-h 10.0.0.2
                                                       │
                                  P4Runtime 127.0.0.1:PORT, CPU port 255, driven from this process by
@@ -150,7 +150,7 @@ class Process:
 
 
 class ClientAgent:
-    """`bench._kvagent` in the client namespace: send one JSON request, read one JSON answer."""
+    """`kvtesting.kvagent` in the client namespace: send one JSON request, read one JSON answer."""
 
     def __init__(self, process: Process) -> None:
         self.process = process
@@ -358,7 +358,7 @@ class VethNet:
 
     def _start_agent(self) -> None:
         process = Process("client agent",
-                          self._python_in(self.options.client, "bench._kvagent", "--server", self.options.storage.ip,
+                          self._python_in(self.options.client, "kvtesting.kvagent", "--server", self.options.storage.ip,
                                           "--timeout", str(self.options.client_timeout)),
                           self.workdir / "client.log", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.processes.append(process)
@@ -369,7 +369,7 @@ class VethNet:
     # ---- use ------------------------------------------------------------------------------------------------
 
     def request(self, op: str, **fields: object) -> dict:
-        """A request to the client agent (see `bench._kvagent` for the ops)."""
+        """A request to the client agent (see `kvtesting.kvagent` for the ops)."""
         if self.agent is None:
             raise VethNetError("the bed is not started")
         return self.agent.request(op, **fields)

@@ -1,6 +1,6 @@
 """The client side of the veth testbed: a long-lived KVP client run inside the client's network namespace.
 
-    ip netns exec NS python -m bench._kvagent --server 10.0.0.2 [--tenant T] [--timeout S]
+    ip netns exec NS python -m kvtesting.kvagent --server 10.0.0.2 [--tenant T] [--timeout S]
 
 It reads one JSON request per line on stdin and writes one JSON answer per line on stdout, so the test and the
 benchmark (in the root namespace) drive real `kvpool.client.KVPClient` sockets in the client namespace without
@@ -191,7 +191,7 @@ def serve(agent: Agent, lines, write: Callable[[str], None]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench._kvagent", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m kvtesting.kvagent", description=__doc__.splitlines()[0])
     parser.add_argument("--server", required=True, help="storage node HOST[:PORT]")
     parser.add_argument("--tenant", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds per try (the softswitch is slow)")

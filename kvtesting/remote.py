@@ -25,6 +25,17 @@ from dataclasses import dataclass
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from kvtesting.p4rt import (
+    P4InfoNames,
+    P4RuntimeSession,
+    TableInfo,
+    Update,
+    canonical,
+    header_len,
+    pack_header,
+    unpack_header,
+)
+from kvtesting.veth import HostPorts
 from softswitch.target import (
     DigestMessage,
     Exact,
@@ -37,17 +48,6 @@ from softswitch.target import (
     TargetError,
     Ternary,
 )
-from tests.targets.p4rt import (
-    P4InfoNames,
-    P4RuntimeSession,
-    TableInfo,
-    Update,
-    canonical,
-    header_len,
-    pack_header,
-    unpack_header,
-)
-from tests.targets.veth import HostPorts
 
 _MT = p4info_pb2.MatchField.MatchType
 

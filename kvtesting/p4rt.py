@@ -246,7 +246,7 @@ class P4RuntimeSession:
         except grpc.RpcError as e:
             raise target_error(e) from None
 
-    def write(self, updates: Iterable[Update]) -> None:
+    def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id, election_id=self.election_id)
         req.updates.extend(updates)
         if not req.updates:

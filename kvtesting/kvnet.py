@@ -28,7 +28,7 @@ from kvpool.protocol import KVP, KVPValue
 from softswitch.target import DigestMessage, Exact, Lpm, Replica, TableEntry, Target
 
 P4_MAIN = pathlib.Path(os.environ.get("KVSWITCH_P4_MAIN")
-                       or pathlib.Path(__file__).resolve().parents[2] / "p4src" / "kvswitch.p4")
+                       or pathlib.Path(__file__).resolve().parents[1] / "p4src" / "kvswitch.p4")
 """The program under test; KVSWITCH_P4_MAIN points the tests at a variant (e.g. a deliberately broken copy)."""
 CPU_PORT = 255
 CLIENT_PORT, STORAGE_PORT = 1, 2
