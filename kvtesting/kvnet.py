@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller.codes import PortRole
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
 from softswitch.target import DigestMessage, Exact, Lpm, Replica, TableEntry, Target
@@ -94,7 +95,7 @@ class KvNet:
 
     def set_port_roles(self) -> None:
         """STORAGE for the storage node's port, FABRIC for the fabric links; the client's stays HOST."""
-        roles = self.enums["port_role_t"]
+        roles = self.enums.get("port_role_t") or {role.name: int(role) for role in PortRole}
         for port, role in [(STORAGE_PORT, "STORAGE")] + [(p, "FABRIC") for p in FABRIC_PORTS]:
             self.target.table_insert(TableEntry(
                 "MyIngress.port_role", {"ingress_port": Exact(port)},

@@ -187,13 +187,17 @@ class ShellSwitch:
     def __init__(self, address: str, device_id: int, election_id: tuple[int, int] = (0, 1)) -> None:
         import p4runtime_sh.shell as sh
 
-        from controller.p4info import enum_from_source
+        from p4rt.p4info import enum_from_source
 
         self.sh = sh
         self.address = address
         sh.setup(device_id=device_id, grpc_addr=address, election_id=election_id, verbose=False)
         self.events = enum_from_source(CONSTANTS.read_text(), "kvp_event_t")
         """`kvp_event_t` member → index of `MyIngress.kvp_events`, read from the program, not repeated here."""
+        self.port_roles = enum_from_source(CONSTANTS.read_text(), "port_role_t")
+        """`port_role_t` member → value of `set_port_role`'s `role`."""
+        self.last_generation = 0
+        """The generation of the newest admission (the controller's persisted counter plays this part)."""
 
     def close(self) -> None:
         self.sh.teardown()
@@ -212,11 +216,22 @@ class ShellSwitch:
         te.match["hdr.kvp.chunk_idx"] = str(chunk_idx)
         return te
 
+    def port_role(self, port: int, role: str) -> None:
+        """Say who is behind `port` (`port_role_t` member: HOST, STORAGE or FABRIC); only STORAGE and FABRIC
+        ports may fill the pool."""
+        te = self.sh.TableEntry("MyIngress.port_role")(action="MyIngress.set_port_role")
+        te.match["ingress_port"] = str(port)
+        te.action["role"] = str(self.port_roles[role])
+        te.insert()
+
     def index(self, tenant: int, prefix_hash: int, chunk_idx: int, slot: int, min_version: int = 0) -> None:
-        """Admit a chunk to the pool, as the controller does: its GETs and fills now use `slot`."""
+        """Admit a chunk to the pool, as the controller does: a fresh admission generation, and its GETs and
+        fills now use `slot`."""
+        self.last_generation += 1
         te = self._index_entry(tenant, prefix_hash, chunk_idx)
         te.action["slot"] = str(slot)
         te.action["min_version"] = str(min_version)
+        te.action["generation"] = str(self.last_generation)
         te.insert()
 
     def unindex(self, tenant: int, prefix_hash: int, chunk_idx: int) -> None:
@@ -279,6 +294,7 @@ class VethNet:
         self.switch = ShellSwitch(self.grpc_address, self.options.device_id)
         for host in self.hosts:
             self.switch.route(host)
+        self.switch.port_role(self.options.storage.port, "STORAGE")
         self._start_storage()
         self._start_agent()
 

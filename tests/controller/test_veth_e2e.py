@@ -114,7 +114,7 @@ def test_hot_block_ends_up_answered_by_the_switch(network, tmp_path):
     hosts = tmp_path / "hosts.json"
     hosts.write_text(json.dumps({"hosts": [
         {"name": "h1", "ip": "10.0.0.1", "mac": CLIENT_MAC, "port": 1},
-        {"name": "st1", "ip": "10.0.0.100", "mac": STORAGE_MAC, "port": 2}]}))
+        {"name": "st1", "ip": "10.0.0.100", "mac": STORAGE_MAC, "port": 2, "role": "storage"}]}))
     grpc, api = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     procs = Processes(tmp_path)
     try:

@@ -47,6 +47,7 @@ def test_ptf_kv_pipeline_tests_pass(kind, tmp_path):
     try:
         net = KvNet(process.start(), enums={})
         net.install_routes()
+        net.set_port_roles()
         net.index(INDEXED, SLOT)
         interfaces = [arg for pair in process.veths
                       for arg in ("--interface", f"0-{pair.port}@{pair.host_end}")]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+import time
 
 import pytest
 
@@ -83,6 +84,9 @@ def test_frame_sent_on_a_port_enters_there_and_its_output_comes_back_as_packet_o
     reply = driver.receive(timeout_ms=5000)
     assert reply == Message(MsgType.PACKET_OUT, 103, len(FRAME), FRAME)
     assert echo.seen == [(3, FRAME)]
+    deadline = time.monotonic() + 5  # the switch thread counts a send after the frame left: wait, do not race it
+    while ports.sent < 1 and time.monotonic() < deadline:
+        time.sleep(0.001)
     assert (ports.received, ports.sent) == (1, 1)
 
 

@@ -35,6 +35,7 @@ def scenario(target) -> list[list[tuple[int, bytes]]]:
     miss and a routed plain UDP frame. Each step's outputs, sorted (ports may interleave differently)."""
     net = KvNet(target, {})
     net.install_routes()
+    net.set_port_roles()
     net.index(HIT, 1)
     steps = [net.server_reply(HIT, value_chunk(1), version=1), net.get(HIT), net.get(HIT, req_id=2)]
     steps.append(net.send(CLIENT_PORT, kvp_frame(KVP(opcode=Opcode.GET, tenant=MISS.tenant,
