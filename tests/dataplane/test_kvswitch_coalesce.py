@@ -326,22 +326,10 @@ def veth_bed(tmp_path_factory):
         from controller.coalescing import coalescing_updates
 
         p4info = P4Info.load(bed.workdir / "build" / "kvswitch.p4info.txtpb")
-        ports = [bed.options.client.port, bed.options.storage.port]
-        if p4info.has_table("MyIngress.port_role"):  # issue 9's trust boundary: replies count from STORAGE only
-            _set_storage_role(bed, bed.options.storage.port)
+        ports = [bed.options.client.port, bed.options.storage.port]  # VethNet made the storage port STORAGE
         for update in coalescing_updates(p4info, CoalescingOptions(timeout_us=VETH_TIMEOUT_US), ports):
             bed.switch.sh.client.write_update(update)
         yield bed
-
-
-def _set_storage_role(bed, port: int) -> None:
-    from kvtesting.vethnet import CONSTANTS
-    from p4rt.p4info import enum_from_source
-
-    te = bed.switch.sh.TableEntry("MyIngress.port_role")(action="MyIngress.set_port_role")
-    te.match["ingress_port"] = str(port)
-    te.action["role"] = str(enum_from_source(CONSTANTS.read_text(), "port_role_t")["STORAGE"])
-    te.insert()
 
 
 def _coalesced(bed) -> int:
