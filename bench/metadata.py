@@ -109,7 +109,7 @@ def _measure(net, sizes: Sizes, progress) -> tuple[dict, dict[str, list[float]]]
     acc = {p: {"latencies": [], "elapsed": 0.0, "statuses": {}, "lost": 0} for p in PATHS}
     per_round = max(1, sizes.lookups // sizes.rounds)
     task = progress.add_task("metadata: rounds of the three paths", total=sizes.rounds * len(PATHS))
-    for path, (opcode, ph) in requests.items():  # warm every path once
+    for opcode, ph in requests.values():  # warm every path once
         net.request("wire_loop", ph=ph, opcode=int(opcode), count=10)
     for _ in range(sizes.rounds):
         for path, (opcode, ph) in requests.items():
