@@ -26,6 +26,7 @@ import json
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def _measure(net, sizes: Sizes, progress) -> tuple[dict, dict[str, list[float]]]
 
     requests = {"data_plane": (Opcode.LOOKUP_META, INDEXED), "controller": (Opcode.LOOKUP_META, UNKNOWN),
                 "storage_node": (Opcode.STAT, INDEXED)}
-    acc = {p: {"latencies": [], "elapsed": 0.0, "statuses": {}, "lost": 0} for p in PATHS}
+    acc: dict[str, dict[str, Any]] = {p: {"latencies": [], "elapsed": 0.0, "statuses": {}, "lost": 0} for p in PATHS}
     per_round = max(1, sizes.lookups // sizes.rounds)
     task = progress.add_task("metadata: rounds of the three paths", total=sizes.rounds * len(PATHS))
     for opcode, ph in requests.values():  # warm every path once
