@@ -101,6 +101,7 @@ def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restar
 
     lines = lines_of(log)
     verdict = check(lines)
+    print(f"\n{store}: {len(lines)} operations, {len(down)} while st2 was down: {verdict}")
     assert verdict.wrong == [], "\n".join(verdict.wrong[:10])
     assert verdict.puts_ok > 20 and verdict.hits > 20, verdict
     after = check(lines[back_at:])
