@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 
 from controller.steering import bucket_of
+from tests.topo.conftest import free_port
 from tests.topo.pool_workload import BASE_PREFIX, check
 from topo.switches import REPO
-from topo.testbed import Testbed
+from topo.testbed import Testbed, TestbedOptions, stop_recorded
 from topo.topologies import POOL_IP
 
 pytestmark = [
@@ -66,10 +67,31 @@ def lines_of(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
+@pytest.fixture
+def pool_testbed(tmp_path):
+    """pool_testbed(store) → a started star with three storage nodes; stopped after the test (one at a time:
+    two testbeds would share interface names)."""
+    beds: list[Testbed] = []
+
+    def start(store: str) -> Testbed:
+        root = tmp_path / "testbed"
+        bed = Testbed(TestbedOptions(target="soft", storage_nodes=3, store=store, state_dir=root / "state",
+                                     build_dir=root / "build", grpc_base=free_port(), api_base=free_port(),
+                                     metrics_base=free_port()))
+        beds.append(bed)
+        bed.start(progress=lambda msg: None)
+        return bed
+
+    yield start
+    for bed in beds:
+        bed.stop()
+        stop_recorded(bed.options.state_dir)
+
+
 @pytest.mark.parametrize("store", STORES)
-def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restart(module_testbed, tmp_path,
+def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restart(pool_testbed, tmp_path,
                                                                                   store: str) -> None:
-    bed: Testbed = module_testbed(target="soft", storage_nodes=3, store=store)
+    bed: Testbed = pool_testbed(store)
     homes = {(bucket_of(0, BASE_PREFIX + i) % 3) + 1 for i in range(BLOCKS)}
     assert homes == {1, 2, 3}, "the workload's blocks must live on every node"
     log, stop = tmp_path / "workload.jsonl", tmp_path / "stop"
