@@ -6,6 +6,8 @@ PY        := .venv/bin/python
 TARGET    ?= soft
 TOPO      ?= star
 HOSTS     ?=
+STORAGE   ?=
+STORE     ?= memory
 TRACE     ?=
 DEMO_TRACE := data/traces/mooncake_conversation_excerpt.jsonl
 EVAL_TRACE := $(or $(KVSWITCH_TRACES),../shared/traces)/mooncake/conversation_trace.jsonl
@@ -21,6 +23,7 @@ PYTEST_ARGS ?=
 
 # What `make run` and `make demo` pass to `python -m topo` (see `python -m topo run --help`).
 TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOSTS)) \
+	$(if $(STORAGE),--storage-nodes $(STORAGE)) --store $(STORE) \
 	$(if $(ADMISSION),--admission $(ADMISSION)) $(if $(EVICTION),--eviction $(EVICTION)) \
 	$(if $(RECYCLING),--recycling $(RECYCLING)) $(foreach p,$(PARAMS),--param $(p)) \
 	--metrics-base $(METRICS_PORT) --switch-log $(SWITCH_LOG) $(if $(filter 0,$(PCAP)),--no-pcap) \
@@ -31,6 +34,7 @@ TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOS
 help:  ## this menu
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: TARGET=soft|bmv2|bridge   TOPO=star|leaf-spine|path/topology.json   HOSTS=N (star, leaf-spine)"
+	@echo "             STORAGE=M (storage nodes behind one pool address 10.0.0.200)   STORE=memory|mooncake"
 	@echo "             ADMISSION= EVICTION= RECYCLING= (controller policies)   PARAMS='admission.threshold=0.5 ...'"
 	@echo "             METRICS_PORT=9464 (Prometheus of device 1's controller; 0: off)   RESUME=1 (keep last run's state)"
 	@echo "             PCAP=1|0 (per-port pcaps in out/testbed/<switch>/pcap)   SWITCH_LOG=info|debug|trace (switch -L)"

@@ -49,6 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--coalesce-timeout-ms", type=float, default=200.0, metavar="MS",
                        help="lifetime of a coalesced GET in the data plane; 0 turns coalescing off (default 200, "
                             "below the clients' 500 ms retry)")
+    serve.add_argument("--pool-address", default=None, metavar="IP",
+                       help="one pool address clients send to, steered over the --pool-node storage nodes")
+    serve.add_argument("--pool-node", action="append", default=[], metavar="ADDR[:PORT]",
+                       help="a storage node of the pool (repeatable; node ids 1, 2, ... in this order); the "
+                            "controller STATs it at ADDR:PORT every --pool-probe-seconds")
+    serve.add_argument("--pool-shared-store", action="store_true",
+                       help="the nodes share one store (mooncake): a down node's buckets go to a live node "
+                            "(default: its blocks are answered MISS until it returns)")
+    serve.add_argument("--pool-probe-seconds", type=float, default=1.0, metavar="S",
+                       help="period of the storage nodes' health probes (default 1)")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     add_client_commands(sub)
     return parser
@@ -74,13 +84,25 @@ def serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                                             args.default_tenant_quota)
     except ValueError as exc:
         parser.error(str(exc))
+    steering = None
+    if args.pool_address or args.pool_node:
+        from controller.steering import SteeringOptions
+
+        if not (args.pool_address and args.pool_node):
+            parser.error("--pool-address and --pool-node go together")
+        try:
+            steering = SteeringOptions(
+                args.pool_address, tuple(SteeringOptions.parse_node(t, i) for i, t in enumerate(args.pool_node, 1)),
+                shared_store=args.pool_shared_store, probe_seconds=args.pool_probe_seconds)
+        except ValueError as exc:
+            parser.error(f"pool: {exc}")
     options = ServeOptions(
         switch=args.switch, device_id=args.device_id, election_id=args.election_id, p4info=args.p4info,
         device_config=args.device_config, storage=args.storage, state=args.state, api=args.api,
         hosts_file=args.hosts_file, metrics_port=args.metrics_port, admission=args.admission,
         eviction=args.eviction, recycling=args.recycling, policy_params=params,
         detector=DetectorOptions(args.hot_threshold, args.epoch_seconds), pool=PoolOptions(tenants=tenants),
-        coalesce_timeout_us=int(args.coalesce_timeout_ms * 1000),
+        coalesce_timeout_us=int(args.coalesce_timeout_ms * 1000), steering=steering,
     )
     try:
         controller = Controller(options)

@@ -27,6 +27,7 @@ from controller.p4dataplane import DetectorOptions, P4RuntimeDataPlane, Pipeline
 from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_kind
 from controller.pool import PoolManager, PoolOptions
 from controller.state import StateStore
+from controller.steering import BUCKET_TABLE, Steering, SteeringOptions, stat_probe
 from controller.storage import StorageOptions, UdpStorageNode, parse_address
 from controller.switch import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from controller.tiers import TierMap, TierMover
@@ -77,6 +78,8 @@ class ServeOptions:
     pool: PoolOptions = field(default_factory=PoolOptions)
     coalesce_timeout_us: int = 200_000
     """Lifetime of a coalesced GET in the data plane (0 = coalescing off); below the clients' retry timeout."""
+    steering: SteeringOptions | None = None
+    """One pool address over several storage nodes (controller/steering.py); None: no pool."""
 
 
 def pipeline_cookie(p4info: bytes, device_config: bytes) -> int:
@@ -112,6 +115,9 @@ class Controller:
         self.pool = PoolManager(self.dataplane, policies, state=self.state,
                                 mover=TierMover(TierMap(), self.storage), metrics=self.metrics, options=options.pool)
         self.clients = ClientService(self.pool)
+        self.steering = None
+        if options.steering is not None:
+            self.steering = Steering(options.steering, self.hosts, stat_probe(options.steering.probe_timeout))
         self.started_at = time.time()
         self.epoch = int(self.state.meta("epoch", "0") or 0)
         self._epoch_started = 0.0
@@ -128,7 +134,10 @@ class Controller:
     def start(self, timeout: float = 30.0) -> None:
         """Connect (pipeline, routes, reconcile), then start the periodic work, the API and metrics."""
         self.switch.open(timeout)
-        for target, name in ((self._tick_loop, "ctl-tick"), (self._first_hit_loop, "ctl-first-hit")):
+        loops = [(self._tick_loop, "ctl-tick"), (self._first_hit_loop, "ctl-first-hit")]
+        if self.steering is not None:
+            loops.append((self._steer_loop, "ctl-steer"))
+        for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -200,6 +209,9 @@ class Controller:
         if roles:
             log.info("port roles installed: %s", {port: role.name for port, role in sorted(self.plan.ports.items())})
         self._configure_replication()
+        if self.steering is not None and self.p4info.has_table(BUCKET_TABLE):
+            self.steering.install(self.switch)
+            log.info("pool %s steered over %s", self.steering.options.pool_address, self.steering.status())
 
     def _configure_replication(self) -> None:
         """The packet replication the data plane relies on: the fabric-invalidation clone session (FABRIC ports
@@ -297,6 +309,14 @@ class Controller:
                              f"full, or no --storage)")
         return {"key": str(key), "tiers": sorted(t.name for t in self.pool.tiers.tiers(key))}
 
+    def _steer_loop(self) -> None:
+        """Health probes of the pool's storage nodes; a node found down (or back) re-steers its buckets."""
+        assert self.steering is not None
+        steering = self.steering
+        while not self._stop.wait(steering.options.probe_seconds):
+            if self.switch.wait_ready(0):
+                self._guarded("steering", lambda: steering.check(self.switch))
+
     def _first_hit_loop(self) -> None:
         while not self._stop.wait(self.options.first_hit_poll_seconds):
             if self.switch.is_primary:
@@ -320,6 +340,7 @@ class Controller:
             "state": str(self.options.state),
             "policies": self.policy_view(),
             "last_reconcile": self.last_reconcile,
+            "steering": None if self.steering is None else self.steering.status(),
         }
 
     def read_slot(self, slot: int) -> dict:

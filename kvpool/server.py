@@ -356,6 +356,9 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
                         help=f"mooncake: prefix of this pool's Mooncake keys (default {mc.namespace})")
     parser.add_argument("--mooncake-cache", type=int, default=mc.cache_bytes, metavar="BYTES",
                         help=f"mooncake: bytes of fetched blocks cached in the node (default {mc.cache_bytes})")
+    parser.add_argument("--mooncake-shared", action="store_true",
+                        help="mooncake: other nodes of a steered pool may write this node's blocks (failover): "
+                             "re-read each block's record on every request")
     parser.add_argument("--control-from", default=DEFAULT_CONTROL_FROM, metavar="CIDR[,CIDR...]",
                         help="where controller-only requests (TIER_MOVE) are honoured from "
                              f"(default {DEFAULT_CONTROL_FROM}: loopback and the testbed's management link)")
@@ -374,7 +377,8 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
         staging = StagingOptions(args.staging_bytes, args.staging_per_source, args.staging_timeout)
         mooncake = MooncakeOptions(args.mooncake_master, args.mooncake_metadata, args.mooncake_hostname,
                                    replicas=args.mooncake_replicas, soft_pin=args.mooncake_soft_pin,
-                                   namespace=args.mooncake_namespace, cache_bytes=args.mooncake_cache)
+                                   namespace=args.mooncake_namespace, cache_bytes=args.mooncake_cache,
+                                   shared=args.mooncake_shared)
     except ValueError as exc:
         parser.error(str(exc))
     if args.backend != "memory" and args.disk is not None:

@@ -100,12 +100,14 @@ class Agent:
                 "retries": retries}
 
     def wire_loop(self, request: dict) -> dict:
-        """`count` GETs of chunk 0 packed with `kvpool.wire`: the data path's rate without the client's Scapy cost.
+        """`count` GETs (or `opcode`s) of chunk 0 packed with `kvpool.wire`: the data path's rate without the client's
+        Scapy cost.
 
         One GET outstanding; a GET unanswered after the timeout is counted `lost` and the next one is sent.
         """
         flags = Flag.BYPASS if request.get("bypass") else 0
-        header = Header(Opcode.GET, flags=flags, tenant=self.options.tenant, prefix_hash=int(request["ph"]))
+        opcode = Opcode(int(request.get("opcode", Opcode.GET)))  # e.g. LOOKUP_META, STAT (bench/metadata.py)
+        header = Header(opcode, flags=flags, tenant=self.options.tenant, prefix_hash=int(request["ph"]))
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.settimeout(self.options.timeout)
         latencies: list[float] = []

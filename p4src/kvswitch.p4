@@ -41,6 +41,7 @@ control MyIngress(inout headers_t hdr,
 #include "sketch.p4"
 #include "punt.p4"
 #include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
+#include "steer.p4"               /* one pool address, several storage nodes */
 
     apply {
         /* ---- what it is ---- */
@@ -109,11 +110,40 @@ control MyIngress(inout headers_t hdr,
             && op == kvp_opcode_t.PUT_ACK
             && hdr.kvp.status == kvp_status_t.OK;
 
+        /* ---- steering call site 1 (steer.p4): LOOKUP_META of an indexed */
+        /* key is answered by the data plane, so it is looked up too      */
+        bool is_lookup = is_punt && op == kvp_opcode_t.LOOKUP_META;
+
         /* ---- index (once on every path: BMv2 needs one successor) ---- */
         meta.slot = hdr.kvp.aux;
         if (is_slot_write || is_get || is_fill || is_put || is_ack
-            || is_invalidate) {
+            || is_invalidate || is_lookup) {
             kv_index.apply();
+        }
+
+        /* ---- steering call site 2 (steer.p4): which node, which name ---- */
+        bool member_reply = false;
+        if (routable && meta.kvp_ok && !refused && !is_invalidate) {
+            steer_config.apply();
+        }
+        if (meta.steer_on && hdr.ipv4.dst_addr == meta.pool_addr
+            && (op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
+                || op == kvp_opcode_t.STAT || is_lookup)) {
+            meta.steer_request = true;
+            steer_hash();
+            steer_bucket.apply();
+        } else if (meta.steer_on
+                   && ((is_reply(op) && meta.port_role == port_role_t.STORAGE)
+                       || op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
+                       || op == kvp_opcode_t.STAT)) {
+            if (is_reply(op)) {
+                meta.pool_peer = hdr.ipv4.src_addr;
+            } else {
+                meta.pool_peer = hdr.ipv4.dst_addr;
+            }
+            pool_member.apply();
+            member_reply = meta.pool_member && is_reply(op);
+            meta.member_request = meta.pool_member && !is_reply(op);
         }
 
         if (from_cpu) {
@@ -146,6 +176,9 @@ control MyIngress(inout headers_t hdr,
             drop_packet(drop_reason_t.SLOT_OP_NOT_FROM_CPU);
         } else if (refused) {
             drop_packet(drop_reason_t.CONTROL_OP_FROM_HOST);
+        } else if (is_lookup && meta.indexed) {
+            /* ---- steering call site 3 (steer.p4): answered here ---- */
+            answer_lookup_meta();
         } else if (is_punt) {
             /* ---- for the controller ---- */
             punt(punt_reason_t.CLIENT_OP);
@@ -197,6 +230,13 @@ control MyIngress(inout headers_t hdr,
                     FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             }
 
+            /* ---- steering call site 4 (steer.p4): the bucket's node is */
+            /* down: answered here (a switch hit above still served)     */
+            if (meta.forward && meta.steer_unavailable) {
+                answer_unavailable();
+                meta.forward = false;
+            }
+
             /* ---- hot-key detection on misses ---- */
             if (is_get && !meta.served) {
                 sketch_config.apply();
@@ -218,7 +258,12 @@ control MyIngress(inout headers_t hdr,
                 drop_packet(drop_reason_t.TTL_EXPIRED);
             } else {
                 coalesce_note_sender();  /* coalesce.p4: before ipv4_lpm */
-                ipv4_lpm.apply();        /* rewrites the source MAC      */
+                if (meta.steered) {
+                    steer_forward();     /* steering call site 5: to its node */
+                } else {
+                    ipv4_lpm.apply();    /* rewrites the source MAC      */
+                }
+                steer_name(member_reply);  /* steering call site 6 */
             }
         }
 
@@ -228,6 +273,11 @@ control MyIngress(inout headers_t hdr,
             && std_meta.egress_spec != BMV2_DROP_PORT) {
             coalesce_config.apply();
             coalesce();
+        }
+        /* ---- steering call site 7 (steer.p4): the node's address, after */
+        /* coalescing keyed the request by the pool's                     */
+        if (meta.forward) {
+            steer_finish();
         }
     }
 }

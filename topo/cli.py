@@ -1,6 +1,7 @@
 """The testbed's command line, behind `make run`, `make stop`, `make demo` and `make compile`.
 
     python -m topo run      --target soft|bmv2|bridge [--topology star|leaf-spine|FILE.json] [--hosts N]
+                            [--storage-nodes M] [--store memory|mooncake]
                             [--admission P --eviction P --recycling P --param KIND.NAME=VALUE ...]
                             [--metrics-base PORT] [--no-pcap] [--switch-log LEVEL] [--resume]
     python -m topo stop     [--state DIR]
@@ -30,6 +31,15 @@ def _hosts(text: str) -> int:
     return value
 
 
+def _storage_nodes(text: str) -> int:
+    from topo.topologies import MAX_STORAGE
+
+    value = int(text)
+    if not 1 <= value <= MAX_STORAGE:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_STORAGE}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m topo", description="kvswitch Mininet testbed")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -39,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="soft: embedded P4 target; bmv2: simple_switch_grpc; bridge: Linux bridge, no pool")
         p.add_argument("--hosts", type=_hosts, default=None,
                        help="inference hosts h1..hN of star or leaf-spine (default: the shipped file's, 4)")
+        p.add_argument("--storage-nodes", type=_storage_nodes, default=None, metavar="M",
+                       help="storage nodes st1..stM of star or leaf-spine (default 1); M > 1: one pool address "
+                            "(10.0.0.200) the switches steer over them")
+        p.add_argument("--store", choices=("memory", "mooncake"), default="memory",
+                       help="the storage nodes' backend (mooncake: the testbed starts a Mooncake master)")
         p.add_argument("--topology", default="star", metavar="star|leaf-spine|FILE.json",
                        help="a shipped topology (topo/layouts/) or a topology.json of your own (default star)")
         p.add_argument("--build", type=Path, default=REPO / "build", help="compiled programs (default build/)")
@@ -84,13 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     shape.add_argument("--hosts", type=_hosts, default=4)
     shape.add_argument("--leaves", type=int, default=2, help="leaf-spine only")
     shape.add_argument("--spines", type=int, default=2, help="leaf-spine only")
+    shape.add_argument("--storage-nodes", type=_storage_nodes, default=1, metavar="M")
     return parser
 
 
 def _options(args: argparse.Namespace):
     from topo.testbed import TestbedOptions
 
-    return TestbedOptions(target=args.target, hosts=args.hosts, topology=args.topology, build_dir=args.build,
+    return TestbedOptions(target=args.target, hosts=args.hosts, storage_nodes=args.storage_nodes, store=args.store,
+                          topology=args.topology, build_dir=args.build,
                           state_dir=args.state, grpc_base=args.grpc_base, api_base=args.api_base,
                           controller=not args.no_controller, verbose=args.verbose, pcap=not args.no_pcap,
                           switch_log_level=args.switch_log, metrics_base=args.metrics_base or None,
@@ -108,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "topology":
         from topo.topologies import leaf_spine, star
 
-        spec = (star(args.hosts) if args.name == "star"
-                else leaf_spine(args.hosts, leaves=args.leaves, spines=args.spines))
+        spec = (star(args.hosts, storage=args.storage_nodes) if args.name == "star"
+                else leaf_spine(args.hosts, leaves=args.leaves, spines=args.spines, storage=args.storage_nodes))
         print(spec.dumps(), end="")
         return 0
     if args.command == "stop":
@@ -128,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         bed.start(progress=lambda msg: print(f"*** {msg}", flush=True))
         try:
             print(bed.describe())
-            print(f"*** try: h1 {sys.executable} -m kvpool.client --server 10.0.0.100 put 0x1 --version 1 --data hi")
+            print(f"*** try: h1 {sys.executable} -m kvpool.client --server {bed.storage_address[0]} put 0x1 "
+                  "--version 1 --data hi")
             print(f"***      and (another terminal) {sys.executable} -m controller --api "
                   f"{bed.api_address(bed.plan.switches[0].device_id)} ls")
             setLogLevel("output")  # the CLI prints command output at this level

@@ -99,7 +99,13 @@ class Plan:
 
     @property
     def storage(self) -> Endpoint:
+        """The first storage node (st1)."""
         return next(e for e in self.endpoints if e.role == "storage")
+
+    @property
+    def storage_nodes(self) -> tuple[Endpoint, ...]:
+        """Every storage node, st1 first (node id i + 1 in the pool)."""
+        return tuple(e for e in self.endpoints if e.role == "storage")
 
 
 def plan_of(topo: Topo) -> Plan:

@@ -6,8 +6,12 @@ Start order, each step waited for (with a clear error and the process's log tail
 2. Mininet builds the topology (`topo.topologies`) and starts one switch process per switch;
 3. hosts are configured: static ARP for every endpoint, no IPv6, checksum offload off (the switch moves
    frames through packet sockets, so checksums must be complete on the wire);
-4. the storage node (`python -m kvpool.server`) starts on st1; it is checked from the root namespace over the
-   management link (mgmt-eth0 ↔ st1-eth1, see `topo.topologies`), which is also the controller's path to it;
+4. the storage nodes (`python -m kvpool.server`) start on st1..stM; each is checked from the root namespace over
+   its management link (mgmt-eth(i-1) ↔ stI-eth1, see `topo.topologies`), which is also the controller's path to
+   it (TIER_MOVE, STAT, the pool's health probes). With `store="mooncake"` a Mooncake master
+   (`python -m kvpool.mooncake_master`) starts first in the root namespace and the nodes run `--backend mooncake`
+   against it (over their management links; blocks move between nodes' segments through the data plane);
+   with M > 1 storage nodes the controllers steer the pool address `POOL_IP` over them (controller/steering.py);
 5. one controller per switch (`python -m controller serve ...`), with `<state>/<switch>/hosts.json`
    (`topo.plan`), its SQLite state and log in the same folder; the testbed waits for its API port;
 6. a ping from h1 to st1 through the data plane proves the routes are in.
@@ -42,9 +46,21 @@ from kvpool.constants import KVP_UDP_PORT
 from topo.build import Artifacts, compile_program
 from topo.plan import Plan, plan_of
 from topo.switches import REPO, SWITCHES, Bmv2P4Switch, BridgeSwitch, P4Switch, TestbedError
-from topo.topologies import MGMT, STORAGE, STORAGE_IP, KvTopo, TopologyError, load_topology
+from topo.topologies import (
+    MGMT,
+    POOL_IP,
+    POOL_MAC,
+    STORAGE,
+    STORAGE_IP,
+    KvTopo,
+    TopologyError,
+    load_topology,
+    mgmt_ips,
+)
 
 STATE_FILE = "testbed.json"
+STORES = ("memory", "mooncake")
+"""The storage nodes' backends (`kvpool.server --backend`)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,12 @@ class TestbedOptions:
     """soft (embedded target), bmv2 (simple_switch_grpc) or bridge (Linux bridge: no pool, no controller)."""
     hosts: int | None = None
     """Inference hosts h1..hN of a shipped topology (None: as many as its file lists, 4)."""
+    storage_nodes: int | None = None
+    """Storage nodes st1..stM of a shipped topology (None: its file's, 1). More than one: one pool behind POOL_IP,
+    steered by the switches."""
+    store: str = "memory"
+    """The storage nodes' backend: memory (each node its own DRAM + disk) or mooncake (one shared Mooncake Store,
+    its master started by the testbed; a down node's blocks are served by another node)."""
     topology: str = "star"
     """`star`, `leaf-spine` (shipped in topo/layouts/) or the path of a topology.json (`topo.topologies`)."""
     build_dir: Path = REPO / "build"
@@ -115,8 +137,10 @@ class Testbed:
     def __init__(self, options: TestbedOptions) -> None:
         if options.target not in SWITCHES:
             raise TestbedError(f"unknown target {options.target!r}; choose one of {', '.join(SWITCHES)}")
+        if options.store not in STORES:
+            raise TestbedError(f"unknown store {options.store!r}; choose one of {', '.join(STORES)}")
         try:
-            self.spec = load_topology(options.topology, options.hosts)
+            self.spec = load_topology(options.topology, options.hosts, options.storage_nodes)
         except TopologyError as exc:
             raise TestbedError(str(exc)) from None
         if options.target == "bridge" and len(self.spec.switches) > 1:
@@ -128,6 +152,8 @@ class Testbed:
         self.net: Mininet | None = None
         self.artifacts: Artifacts | None = None
         self.started: list[Started] = []
+        self.mooncake_ports: tuple[int, int] = (0, 0)
+        """(RPC, HTTP metadata) ports of the Mooncake master, once started (store="mooncake")."""
 
     # ---- addresses --------------------------------------------------------------------------------------
 
@@ -146,8 +172,17 @@ class Testbed:
         return self.options.state_dir / switch
 
     @property
+    def pooled(self) -> bool:
+        """Several storage nodes behind one pool address."""
+        return len(self.spec.storage) > 1
+
+    @property
     def storage_address(self) -> tuple[str, int]:
-        return (STORAGE_IP, KVP_UDP_PORT)
+        """Where clients send: the pool address with several storage nodes, else st1."""
+        return (POOL_IP if self.pooled else STORAGE_IP, KVP_UDP_PORT)
+
+    def storage_node_ip(self, name: str) -> str:
+        return self.plan.endpoint(name).ip
 
     # ---- start / stop ---------------------------------------------------------------------------------
 
@@ -184,7 +219,11 @@ class Testbed:
             self._record_switches()
             self._configure_hosts()
             self._wait_switches()
-            progress("starting the storage node on st1")
+            if self.options.store == "mooncake":
+                progress("starting the Mooncake master (root namespace)")
+                self._start_mooncake_master()
+            names = ", ".join(e.name for e in self.plan.storage_nodes)
+            progress(f"starting the storage node{'s' if self.pooled else ''} on {names} ({self.options.store})")
             self._start_storage()
             if self.options.controller and self.options.target != "bridge":
                 progress("starting the controller" + ("s" if len(self.plan.switches) > 1 else ""))
@@ -222,7 +261,7 @@ class Testbed:
     # ---- crashes and restarts (for tests of the pool's life cycle) ---------------------------------------
 
     def process(self, what: str) -> Started:
-        """The process recorded as `what`: "switch s1", "controller s1" or "storage st1"."""
+        """The process recorded as `what`: "switch s1", "controller s1", "storage st1", "mooncake master"."""
         for started in self.started:
             if started.what == what:
                 return started
@@ -262,7 +301,8 @@ class Testbed:
                 host, port = self.api_address(device_id).rsplit(":", 1)
                 ready = lambda: _tcp_open(host, int(port))  # noqa: E731
             else:
-                ready = self._storage_answers
+                ip = self.storage_node_ip(name)
+                ready = lambda: self._storage_answers(ip)  # noqa: E731
         else:
             raise TestbedError(f"cannot restart {what!r}")
         self.started[index] = new
@@ -290,7 +330,7 @@ class Testbed:
         disk tier, logs, pcaps, hosts.json). Only `<state>/<node>/` of this topology's nodes: nothing else in
         state_dir, which may be a folder the user named."""
         removed = []
-        for name in (*(s.name for s in self.spec.switches), *(s.name for s in self.spec.storage)):
+        for name in (*(s.name for s in self.spec.switches), *(s.name for s in self.spec.storage), "mooncake"):
             folder = self.options.state_dir / name
             if folder.is_dir() and not folder.is_symlink():
                 shutil.rmtree(folder)
@@ -299,7 +339,8 @@ class Testbed:
 
     def _root_interfaces(self) -> list[str]:
         """Names of this testbed's interfaces in the root namespace: switch ports and the management end."""
-        return [name for sw in self.plan.switches for _, name in sw.ports] + [f"{MGMT}-eth0"]
+        return [name for sw in self.plan.switches for _, name in sw.ports] + \
+            [f"{MGMT}-eth{i}" for i in range(len(self.spec.storage))]
 
     def _make_switch(self, name: str, **params):
         cls = SWITCHES[self.options.target]
@@ -340,17 +381,23 @@ class Testbed:
             for other in endpoints:
                 if other.name != ep.name:
                     host.cmd(f"ip neigh replace {other.ip} lladdr {other.mac} dev {data_intf} nud permanent")
+            if self.pooled:
+                host.cmd(f"ip neigh replace {POOL_IP} lladdr {POOL_MAC} dev {data_intf} nud permanent")
         for switch in self.net.switches:
             for intf in switch.intfList():
                 if intf.name != "lo":
                     switch.cmd(f"ethtool -K {intf.name} rx off tx off sg off >/dev/null 2>&1")
-        # management link: root namespace → st1 for 10.0.0.100 only (the controller's TIER_MOVE / STAT path)
-        mgmt, storage = self.net[MGMT], self.net[STORAGE]
-        mgmt_intf, storage_mgmt_intf = mgmt.defaultIntf(), storage.intf(f"{STORAGE}-eth1")
-        mgmt.cmd(f"ip route replace {STORAGE_IP}/32 dev {mgmt_intf.name}")
-        mgmt.cmd(f"ip neigh replace {STORAGE_IP} lladdr {storage_mgmt_intf.MAC()} dev {mgmt_intf.name} nud permanent")
-        storage.cmd(f"ip neigh replace {mgmt_intf.IP()} lladdr {mgmt_intf.MAC()} dev {storage_mgmt_intf.name} "
-                    "nud permanent")
+        # management links: root namespace → stI for its data address only (the controller's TIER_MOVE / STAT /
+        # health-probe path; the storage nodes' path to a Mooncake master in the root namespace)
+        mgmt = self.net[MGMT]
+        for i, ep in enumerate(self.plan.storage_nodes, start=1):
+            storage = self.net[ep.name]
+            mgmt_intf, storage_mgmt_intf = mgmt.intf(f"{MGMT}-eth{i - 1}"), storage.intf(f"{ep.name}-eth1")
+            root_ip, _ = mgmt_ips(i)
+            mgmt.cmd(f"ip route replace {ep.ip}/32 dev {mgmt_intf.name}")
+            mgmt.cmd(f"ip neigh replace {ep.ip} lladdr {storage_mgmt_intf.MAC()} dev {mgmt_intf.name} nud permanent")
+            storage.cmd(f"ip neigh replace {root_ip} lladdr {mgmt_intf.MAC()} dev {storage_mgmt_intf.name} "
+                        "nud permanent")
 
     def _wait_switches(self) -> None:
         assert self.net is not None
@@ -360,16 +407,40 @@ class Testbed:
             self._wait(lambda s=switch: _tcp_open("127.0.0.1", s.grpc_port), f"switch {switch.name}",
                        switch.process, switch.log_path)
 
+    def _start_mooncake_master(self) -> None:
+        """`python -m kvpool.mooncake_master` in the root namespace, listening on every address (the nodes reach
+        it at the root end of their management links); its ports are chosen here so the nodes can be told."""
+        from kvpool.mooncake_master import free_port
+
+        self.mooncake_ports = (free_port("0.0.0.0"), free_port("0.0.0.0"))
+        log = self.options.state_dir / "mooncake" / "master.log"
+        argv = [sys.executable, "-m", "kvpool.mooncake_master", "--host", "0.0.0.0",
+                "--rpc-port", str(self.mooncake_ports[0]), "--metadata-port", str(self.mooncake_ports[1])]
+        self._popen("mooncake master", argv, log)
+        self._wait(lambda: all(_tcp_open("127.0.0.1", p) for p in self.mooncake_ports), "the Mooncake master",
+                   self.started[-1].process, log)
+
+    def _storage_argv(self, index: int, name: str, ip: str) -> list[str]:
+        argv = [sys.executable, "-m", "kvpool.server", "--port", str(KVP_UDP_PORT),
+                "--capacity", str(self.options.storage_capacity)]
+        if self.options.store == "memory":
+            return [*argv, "--disk", str(self.options.state_dir / name / "disk")]
+        root_ip, _ = mgmt_ips(index)
+        rpc, metadata = self.mooncake_ports
+        return [*argv, "--backend", "mooncake", "--mooncake-master", f"{root_ip}:{rpc}",
+                "--mooncake-metadata", f"http://{root_ip}:{metadata}/metadata", "--mooncake-hostname", ip,
+                *(["--mooncake-shared"] if self.pooled else [])]
+
     def _start_storage(self) -> None:
         assert self.net is not None
-        log = self.options.state_dir / STORAGE / "storage.log"
-        argv = [sys.executable, "-m", "kvpool.server", "--port", str(KVP_UDP_PORT),
-                "--capacity", str(self.options.storage_capacity), "--disk", str(self.options.state_dir / STORAGE / "disk")]
-        self._popen(f"storage {STORAGE}", argv, log, self.net[STORAGE])
-        self._wait(self._storage_answers, "storage node (over the management link)", self.started[-1].process, log)
+        for i, ep in enumerate(self.plan.storage_nodes, start=1):
+            log = self.options.state_dir / ep.name / "storage.log"
+            self._popen(f"storage {ep.name}", self._storage_argv(i, ep.name, ep.ip), log, self.net[ep.name])
+            self._wait(lambda ip=ep.ip: self._storage_answers(ip),
+                       f"storage node {ep.name} (over its management link)", self.started[-1].process, log)
 
-    def _storage_answers(self) -> bool:
-        with KVPClient(ClientOptions(server=self.storage_address, timeout=0.3, retries=0)) as client:
+    def _storage_answers(self, ip: str = STORAGE_IP) -> bool:
+        with KVPClient(ClientOptions(server=(ip, KVP_UDP_PORT), timeout=0.3, retries=0)) as client:
             try:
                 client.stat(0)
                 return True
@@ -391,7 +462,7 @@ class Testbed:
                     "--switch", self.grpc_address(sw.device_id), "--device-id", str(sw.device_id),
                     "--p4info", str(self.artifacts.p4info), "--device-config", str(self.artifacts.device_config),
                     "--storage", f"{STORAGE_IP}:{KVP_UDP_PORT}", "--state", str(folder / "controller.sqlite"),
-                    "--hosts-file", str(hosts_file), *self._controller_policy_args()]
+                    "--hosts-file", str(hosts_file), *self._controller_policy_args(), *self._pool_args()]
             if self.options.metrics_base is not None:
                 argv += ["--metrics-port", str(self.options.metrics_base + sw.device_id - 1)]
             log = folder / "controller.log"
@@ -399,6 +470,15 @@ class Testbed:
             host, port = api.rsplit(":", 1)
             self._wait(lambda h=host, p=int(port): _tcp_open(h, p), f"controller of {sw.name} (API {api})",
                        self.started[-1].process, log)
+
+    def _pool_args(self) -> list[str]:
+        """The controllers' steering flags: the pool address, every node (ids 1..M in order), a shared store."""
+        if not self.pooled:
+            return []
+        args = ["--pool-address", POOL_IP]
+        for ep in self.plan.storage_nodes:
+            args += ["--pool-node", f"{ep.ip}:{KVP_UDP_PORT}"]
+        return args + (["--pool-shared-store"] if self.options.store == "mooncake" else [])
 
     def _controller_policy_args(self) -> list[str]:
         o = self.options
@@ -455,6 +535,9 @@ class Testbed:
                 lines.append(f"      logs and pcaps: {', '.join(node.visibility())}")
         for ep in self.plan.endpoints:
             lines.append(f"  {ep.name}: {ep.ip} {ep.mac} ({ep.role})")
+        if self.pooled:
+            lines.append(f"  pool: {POOL_IP} → {', '.join(e.name for e in self.plan.storage_nodes)} "
+                         f"({self.options.store}; clients address {POOL_IP})")
         return "\n".join(lines)
 
 

@@ -20,7 +20,9 @@ The shipped files are `topo/layouts/star.json` and `topo/layouts/leaf-spine.json
 another size, a start for your own file). `load_topology("star")` reads the shipped file; with a host count
 it asks the generator; any other argument is a path to a topology.json.
 
-Names: inference hosts `h1..hN`, the storage node `st1`, switches `s1` (star) or leaves `l1..` and spines `sp1..`.
+Names: inference hosts `h1..hN`, storage nodes `st1..stM` (10.0.0.100..), switches `s1` (star) or leaves `l1..` and
+spines `sp1..`. With several storage nodes (`storage=M`, `make run STORAGE=M`) clients address the pool address
+`POOL_IP`, which the switches steer to the node holding each block (p4src/steer.p4, controller/steering.py).
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ from mininet.topo import Topo
 STORAGE = "st1"
 MGMT = "mgmt"
 STORAGE_IP = "10.0.0.100"
-"""The storage node's address: every client request goes here (the switch intercepts what it serves)."""
+"""The (first) storage node's address: with one node every client request goes here (the switch intercepts
+what it serves)."""
+POOL_IP = "10.0.0.200"
+"""With several storage nodes: the pool address clients send to (no host owns it; the switch steers)."""
+POOL_MAC = "00:00:0a:00:00:c8"
+"""The MAC hosts' static ARP gives the pool address (the switch routes on IPv4 only and never checks it)."""
+MAX_STORAGE = 8
+"""Storage nodes st1..st8 are 10.0.0.100..107."""
 SUBNET_PREFIX = 24
 MGMT_ROOT_IP = "172.31.74.1"
 MGMT_STORAGE_IP = "172.31.74.2"
@@ -48,6 +57,21 @@ LAYOUTS = Path(__file__).resolve().parent / "layouts"
 """The shipped topology files, `<name>.json`."""
 LEAF_UPLINK_BASE = 100
 """In leaf-spine, a leaf's port to spine j is LEAF_UPLINK_BASE + j, clear of the host ports."""
+
+
+def storage_name(i: int) -> str:
+    return STORAGE if i == 1 else f"st{i}"
+
+
+def storage_ip(i: int) -> str:
+    """Storage node i (1-based) is 10.0.0.(99 + i)."""
+    return f"10.0.0.{99 + i}"
+
+
+def mgmt_ips(i: int) -> tuple[str, str]:
+    """(root end, node end) of storage node i's management /30: 172.31.74.(4(i-1)+1, +2)."""
+    base = 4 * (i - 1)
+    return f"172.31.74.{base + 1}", f"172.31.74.{base + 2}"
 
 
 class TopologyError(ValueError):
@@ -149,9 +173,11 @@ class TopologySpec:
             raise fail(f"{MGMT!r} is reserved for the storage node's management link")
         if not 1 <= len(self.hosts) <= MAX_HOSTS:
             raise fail(f"hosts must be 1..{MAX_HOSTS}, got {len(self.hosts)}")
-        if [(s.name, s.ip.split("/")[0]) for s in self.storage] != [(STORAGE, STORAGE_IP)]:
-            raise fail(f"exactly one storage node, named {STORAGE} at {STORAGE_IP} (clients and the demo address "
-                       "it), is supported")
+        wanted = [(storage_name(i), storage_ip(i)) for i in range(1, len(self.storage) + 1)]
+        if not 1 <= len(self.storage) <= MAX_STORAGE or [(s.name, s.ip.split("/")[0]) for s in self.storage] != wanted:
+            raise fail(f"1..{MAX_STORAGE} storage nodes, named st1, st2, ... at {STORAGE_IP}, 10.0.0.101, ... "
+                       f"in order (clients and the controller address them so), got "
+                       f"{[(s.name, s.ip) for s in self.storage]}")
         if not self.switches:
             raise fail("no switches")
         device_ids = [s.device_id for s in self.switches]
@@ -183,10 +209,13 @@ class KvTopo(Topo):
         for s in spec.storage:
             self.addHost(s.name, ip=s.ip, mac=s.mac, role="storage")
         mgmt = self.addHost(MGMT, inNamespace=False, ip=f"{MGMT_ROOT_IP}/{MGMT_PREFIX}", role="mgmt")
-        # The management link is the storage node's second interface (st1-eth1), outside the data plane; it is
-        # added before the data links so that the data link, named in the file, is st1-eth0 by port number.
-        self.addLink(spec.storage[0].name, mgmt, port1=1, port2=0,
-                     params1={"ip": f"{MGMT_STORAGE_IP}/{MGMT_PREFIX}"})
+        # The management link is each storage node's second interface (stI-eth1), outside the data plane; it is
+        # added before the data links so that the data link, named in the file, is stI-eth0 by port number.
+        # Storage node i's link is mgmt-eth(i-1), a /30 of its own (mgmt_ips).
+        for i, node in enumerate(spec.storage, start=1):
+            root_ip, node_ip = mgmt_ips(i)
+            self.addLink(node.name, mgmt, port1=1, port2=i - 1,
+                         params1={"ip": f"{node_ip}/{MGMT_PREFIX}"}, params2={"ip": f"{root_ip}/{MGMT_PREFIX}"})
         for sw in spec.switches:
             self.addSwitch(sw.name, device_id=sw.device_id)
         switch_names = {s.name for s in spec.switches}
@@ -205,14 +234,17 @@ def host_mac(i: int) -> str:
     return f"00:00:0a:00:00:{i:02x}"
 
 
-def _endpoints(hosts: int) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
+def _endpoints(hosts: int, storage: int = 1) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
     if not 1 <= hosts <= MAX_HOSTS:
         raise TopologyError(f"hosts must be 1..{MAX_HOSTS}, got {hosts}")
+    if not 1 <= storage <= MAX_STORAGE:
+        raise TopologyError(f"storage nodes must be 1..{MAX_STORAGE}, got {storage}")
     return (tuple(Node(f"h{i}", ip=f"{host_ip(i)}/{SUBNET_PREFIX}", mac=host_mac(i)) for i in range(1, hosts + 1)),
-            (Node(STORAGE, ip=f"{STORAGE_IP}/{SUBNET_PREFIX}", mac=host_mac(100)),))
+            tuple(Node(storage_name(i), ip=f"{storage_ip(i)}/{SUBNET_PREFIX}", mac=host_mac(99 + i))
+                  for i in range(1, storage + 1)))
 
 
-def star(hosts: int = 4) -> TopologySpec:
+def star(hosts: int = 4, storage: int = 1) -> TopologySpec:
     """One switch; N inference hosts and the storage node, each on its own port (the default testbed).
 
         h1 ──(1)┐
@@ -220,16 +252,19 @@ def star(hosts: int = 4) -> TopologySpec:
          ...    s1 ──(N+1)── st1 ══ mgmt (root namespace: the controller's path to st1)
         hN ──(N)┘
 
-    (k) is the switch port number. h_i is 10.0.0.i, st1 10.0.0.100, all in 10.0.0.0/24.
+    (k) is the switch port number. h_i is 10.0.0.i, st1 10.0.0.100, all in 10.0.0.0/24. With `storage` = M > 1,
+    st1..stM sit on ports N+1..N+M (10.0.0.100..) and clients use the pool address POOL_IP.
     """
-    host_nodes, storage = _endpoints(hosts)
+    host_nodes, storage_nodes = _endpoints(hosts, storage)
     links = [Link(h.name, "s1", port2=port) for port, h in enumerate(host_nodes, start=1)]
-    links.append(Link(STORAGE, "s1", port2=hosts + 1))
-    return TopologySpec(host_nodes, storage, (Node("s1", device_id=1),), tuple(links),
-                        f"star: {hosts} inference hosts and the storage node on one switch", f"star(hosts={hosts})")
+    links += [Link(st.name, "s1", port2=hosts + i) for i, st in enumerate(storage_nodes, start=1)]
+    what = "the storage node" if storage == 1 else f"{storage} storage nodes"
+    source = f"star(hosts={hosts})" if storage == 1 else f"star(hosts={hosts}, storage={storage})"
+    return TopologySpec(host_nodes, storage_nodes, (Node("s1", device_id=1),), tuple(links),
+                        f"star: {hosts} inference hosts and {what} on one switch", source)
 
 
-def leaf_spine(hosts: int = 4, leaves: int = 2, spines: int = 2) -> TopologySpec:
+def leaf_spine(hosts: int = 4, leaves: int = 2, spines: int = 2, storage: int = 1) -> TopologySpec:
     """Leaves l1..lL with the hosts spread over them, every leaf linked to every spine sp1..spS.
 
         sp1 ─────────── sp2              leaf ports: hosts 1.., then spine j on port 100+j
@@ -243,11 +278,12 @@ def leaf_spine(hosts: int = 4, leaves: int = 2, spines: int = 2) -> TopologySpec
     the switch program routes by /32); the other spines are there for experiments that add paths.
     Replies retrace their request's path (tests/topo/test_plan.py), so every switch that counted a GET miss
     also sees the reply that may fill its slot. Each switch runs its own controller, sketch and slots, so
-    several switches on a path can hold one block.
+    several switches on a path can hold one block. With `storage` = M > 1, storage node j hangs off leaf
+    L - ((j - 1) mod L) (st1 on the last leaf, st2 on the one before, ...), so the pool spans the fabric.
     """
     if leaves < 1 or spines < 1:
         raise TopologyError("need at least one leaf and one spine")
-    host_nodes, storage = _endpoints(hosts)
+    host_nodes, storage_nodes = _endpoints(hosts, storage)
     leaf_nodes = tuple(Node(f"l{i}", device_id=i) for i in range(1, leaves + 1))
     spine_nodes = tuple(Node(f"sp{j}", device_id=leaves + j) for j in range(1, spines + 1))
     next_port = {leaf.name: 1 for leaf in leaf_nodes}
@@ -256,31 +292,35 @@ def leaf_spine(hosts: int = 4, leaves: int = 2, spines: int = 2) -> TopologySpec
         leaf = leaf_nodes[k * leaves // len(host_nodes)].name
         links.append(Link(h.name, leaf, port2=next_port[leaf]))
         next_port[leaf] += 1
-    last = leaf_nodes[-1].name
-    links.append(Link(STORAGE, last, port2=next_port[last]))
+    for j, st in enumerate(storage_nodes):
+        leaf = leaf_nodes[len(leaf_nodes) - 1 - j % len(leaf_nodes)].name
+        links.append(Link(st.name, leaf, port2=next_port[leaf]))
+        next_port[leaf] += 1
     for i, leaf_node in enumerate(leaf_nodes, start=1):
         for j, spine in enumerate(spine_nodes, start=1):
             links.append(Link(leaf_node.name, spine.name, port1=LEAF_UPLINK_BASE + j, port2=i))
-    return TopologySpec(host_nodes, storage, leaf_nodes + spine_nodes, tuple(links),
-                        f"leaf-spine: {hosts} inference hosts over {leaves} leaves, {spines} spines; "
-                        "the storage node on the last leaf", f"leaf_spine(hosts={hosts}, leaves={leaves}, spines={spines})")
+    where = "the storage node on the last leaf" if storage == 1 else f"{storage} storage nodes over the leaves"
+    source = f"leaf_spine(hosts={hosts}, leaves={leaves}, spines={spines}" + \
+        (")" if storage == 1 else f", storage={storage})")
+    return TopologySpec(host_nodes, storage_nodes, leaf_nodes + spine_nodes, tuple(links),
+                        f"leaf-spine: {hosts} inference hosts over {leaves} leaves, {spines} spines; {where}", source)
 
 
 GENERATORS: dict[str, Callable[..., TopologySpec]] = {"star": star, "leaf-spine": leaf_spine}
 """The shipped topologies by name; each also ships as `topo/layouts/<name>.json` at its default size."""
 
 
-def load_topology(name_or_path: str | Path, hosts: int | None = None) -> TopologySpec:
-    """`star` / `leaf-spine`: the shipped file, or the generator when `hosts` is given; anything else: a path to a
-    topology.json (then `hosts` must be None: the file names its hosts)."""
+def load_topology(name_or_path: str | Path, hosts: int | None = None, storage: int | None = None) -> TopologySpec:
+    """`star` / `leaf-spine`: the shipped file, or the generator when `hosts` or `storage` (storage nodes) is given;
+    anything else: a path to a topology.json (then both must be None: the file names its hosts)."""
     name = str(name_or_path)
     if name in GENERATORS:
-        if hosts is not None:
-            return GENERATORS[name](hosts=hosts)
+        if hosts is not None or storage is not None:
+            return GENERATORS[name](hosts=4 if hosts is None else hosts, storage=1 if storage is None else storage)
         path = LAYOUTS / f"{name}.json"
     else:
         path = Path(name)
-        if hosts is not None:
+        if hosts is not None or storage is not None:
             raise TopologyError(f"{path}: a host count applies to the shipped {' and '.join(GENERATORS)} only; "
                                 "a topology file lists its hosts")
     if not path.is_file():

@@ -76,6 +76,11 @@ class MooncakeOptions:
     """Prefix of every Mooncake key this node writes (several pools can share one master)."""
     cache_bytes: int = 8 << 20
     """Bytes of fetched block objects kept in this process."""
+    shared: bool = False
+    """Other nodes may commit this node's blocks (a steered pool's failover, controller/steering.py): read a
+    block's newest-version record from Mooncake on every request instead of keeping it in the process, so a
+    node that serves a block again sees what another node committed meanwhile. Costs one small `get` per
+    request; cached block objects stay valid (a version's bytes never change)."""
 
     def __post_init__(self) -> None:
         if self.replicas < 1 or self.cache_bytes < 0 or "/" in self.namespace or not self.namespace:
@@ -176,7 +181,7 @@ class MooncakeBackend:
 
     def _state(self, block: BlockKey) -> _Block | None:
         state = self._blocks.get(block)
-        if state is not None or block in self._unknown:
+        if not self.options.shared and (state is not None or block in self._unknown):
             return state
         self.counters["get.record"] += 1
         state = _Block.parse(self.store.get(self._key(block, "newest")))

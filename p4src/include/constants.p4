@@ -253,4 +253,39 @@ enum bit<8> coalesce_event_t {
                         /* replicated                                    */
 }
 
+/* ==================================================================== *
+ *  Steering: one pool address, several storage nodes (steer.p4;        *
+ *  docs/dataplane.md, "Steering")                                      *
+ * ==================================================================== */
+
+/* Buckets of the placement = 1 << STEER_BUCKET_WIDTH (256): a block    */
+/* (tenant, prefix_hash) lands in bucket crc32(STEER_SALT, tenant,      */
+/* prefix_hash) mod STEER_BUCKETS; the controller maps buckets to       */
+/* storage nodes (table steer_bucket).  Every chunk of a block lands in */
+/* one bucket, so a block's chunks are committed on one node.           */
+#define STEER_BUCKET_WIDTH 8
+const bit<32> STEER_BUCKETS = 32w1 << STEER_BUCKET_WIDTH;
+/* Salt: makes the bucket hash independent of the sketch's and the     */
+/* coalescing cells' crc32 of the key; any other constant does.         */
+const bit<32> STEER_SALT = 0x6b43a9b5;
+/* LOOKUP_META_REPLY built by the switch: bits 31..24 of `aux` carry the */
+/* storage node id that holds the block (0 = not said; the tier bitmap  */
+/* stays in the low bits, docs/protocol.md).                            */
+const bit<8> META_NODE_SHIFT = 24;
+/* The tier bit of the switch pool in a tier bitmap (1 << SWITCH).      */
+const bit<32> TIER_BIT_SWITCH = 32w1 << 1;
+
+/* Index of the steer_events counter: what steering did.               */
+enum bit<8> steer_event_t {
+    STEERED        = 1,  /* a request to the pool address sent to its node */
+    UNAVAILABLE    = 2,  /* its bucket has no live node: answered MISS  */
+                         /* (PUT: ERR_FULL) by the switch               */
+    REPLY_REWRITTEN = 3, /* a storage node's reply sent in the pool's name */
+    META_ANSWERED  = 4,  /* LOOKUP_META of an indexed key answered here  */
+    MEMBER_REQUEST = 5   /* a request already steered upstream (to a     */
+                         /* member's own address) seen as the pool's for */
+                         /* coalescing                                   */
+}
+const bit<32> STEER_EVENT_COUNT = 8;
+
 #endif  /* KVSWITCH_CONSTANTS_P4 */

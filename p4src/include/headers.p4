@@ -196,6 +196,22 @@ struct metadata_t {
     coalesce_waiter_t coal_w5;
     coalesce_waiter_t coal_w6;
     coalesce_waiter_t coal_w7;
+    /* steering (steer.p4; appended: one pool address, several nodes)  */
+    bool steer_on;              /* steer_config: a pool is configured    */
+    ipv4_addr_t pool_addr;      /* steer_config: the pool address        */
+    bool steer_request;         /* a request to the pool: steered        */
+    bit<32> steer_bucket;       /* its bucket (hash of tenant, prefix)   */
+    bool steered;               /* steer_bucket chose a live node        */
+    bool steer_unavailable;     /* ... or the bucket has none            */
+    bit<8> steer_node;          /* the node id steer_bucket chose        */
+    ipv4_addr_t steer_node_addr;/* that node's data address              */
+    mac_addr_t steer_node_mac;  /* its MAC (next hop: the node itself)   */
+    bit<9> steer_node_port;     /* the port towards it                   */
+    ipv4_addr_t pool_peer;      /* pool_member key: a reply's source or  */
+                                /* a request's destination               */
+    bool pool_member;           /* pool_peer is one of the pool's nodes  */
+    bit<8> pool_member_node;    /* ... with this node id                 */
+    bool member_request;        /* request already steered upstream      */
 }
 
 #endif  /* KVSWITCH_HEADERS_P4 */

@@ -58,6 +58,8 @@ HOT = BlockKey(tenant=3, prefix_hash=0xAAAABBBBCCCCDDDD, chunk_idx=2)
 OTHER = BlockKey(tenant=9, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
 WRITTEN = BlockKey(tenant=5, prefix_hash=0x0BADC0DE0BADC0DE, chunk_idx=0)
 """The key the SLOT_WRITE cases write (indexed at slot 17: SLOT_WRITE needs the key indexed at its slot)."""
+UNINDEXED = BlockKey(tenant=11, prefix_hash=0x1234_0000_0000_4321, chunk_idx=0)
+"""A key never indexed: its INSERT and LOOKUP_META go to the controller."""
 FABRIC_PORTS = (3, 4)
 INVALIDATE = 0x30
 """kvp_opcode_t.INVALIDATE (switch to switch)."""
@@ -185,7 +187,9 @@ def build_steps() -> Iterator[Step]:
 
     # -- client ops punted, packet-out, other opcodes from hosts
     for op in (Opcode.INSERT, Opcode.LOOKUP_META):
-        yield packet(f"punt_{op.name.lower()}", CLIENT_PORT, kvp_frame(_kvp(opcode=op, aux=(3 << 16) | 512)))
+        yield packet(f"punt_{op.name.lower()}", CLIENT_PORT, kvp_frame(_kvp(UNINDEXED, opcode=op, aux=(3 << 16) | 512)))
+    # LOOKUP_META of an indexed key: answered by the switch (steer.p4), tiers + version, no node (no pool)
+    yield packet("lookup_meta_answered_in_data_plane", CLIENT_PORT, kvp_frame(_kvp(opcode=Opcode.LOOKUP_META)))
     yield packet("packet_out_to_client", CPU_PORT, _out(CLIENT_PORT, kvp_frame(
         KVP(opcode=Opcode.INSERT_ACK, tenant=KEY.tenant, aux=2), to_storage=False)))
     yield packet("packet_out_to_port_3", CPU_PORT, _out(3, Ether(dst="00:00:00:00:00:aa", src=SWITCH_MAC)

@@ -99,7 +99,7 @@ def test_a_topology_file_of_ones_own_builds_the_plan(tmp_path):
     ({"links": [{"node1": "h1", "node2": "s1", "port2": 1}, {"node1": "h2", "node2": "s1", "port2": 1}]},
      "port 1 of s1 is used twice"),
     ({"switches": [{"name": "s1"}]}, "lacks a field"),
-    ({"storage": []}, "exactly one storage node"),
+    ({"storage": []}, "1..8 storage nodes"),
     ({"extra": 1}, "unknown keys"),
 ])
 def test_a_wrong_topology_file_is_refused_naming_file_and_item(tmp_path, change, message):
