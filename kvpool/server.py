@@ -204,7 +204,7 @@ class StorageNode:
         return h.replace(opcode=opcode, status=reason.status, flags=0, value_len=0, value_csum=0,
                          aux=aux, ver=KVP_VERSION).pack()
 
-    def _get(self, h: Header) -> tuple[bytes, ...]:
+    def _get(self, h: Header) -> tuple[bytes | memoryview, ...]:
         self.gets[h.key] += 1
         found = self.backend.read(h.key)
         if found is None:
@@ -287,7 +287,7 @@ class StorageNode:
 
     # ---- control and metadata ------------------------------------------------------------------------
 
-    def _tier_move(self, h: Header) -> tuple[bytes, ...]:
+    def _tier_move(self, h: Header) -> tuple[bytes | memoryview, ...]:
         target, score = h.aux & 0xFF, (h.aux >> 8) / 1000
         if target not in {int(t) for t in Tier}:
             return (self._reply(h, Status.ERR_MALFORMED).pack(),)
@@ -300,11 +300,11 @@ class StorageNode:
         moved = self.backend.move(h.key, target, score)
         return (self._reply(h, moved.status, aux=moved.tier).pack(),)
 
-    def _stat(self, h: Header) -> tuple[bytes, ...]:
+    def _stat(self, h: Header) -> tuple[bytes | memoryview, ...]:
         status = Status.OK if self.backend.chunk(h.key) is not None else Status.MISS
         return (self._reply(h, status, aux=min(self.gets[h.key], 0xFFFFFFFF)).pack(),)
 
-    def _meta(self, h: Header) -> tuple[bytes, ...]:
+    def _meta(self, h: Header) -> tuple[bytes | memoryview, ...]:
         chunk = self.backend.chunk(h.key)
         if chunk is None:
             return (self._reply(h, Status.MISS if h.opcode == Opcode.LOOKUP_META else Status.OK,

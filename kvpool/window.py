@@ -93,7 +93,7 @@ class Window:
         self.wrong: list[str] = []
         """Replies with our req_id that did not answer the request (wrong key or opcode)."""
 
-    def submit(self, tag: int, header: Header, value: bytes | None = None) -> Header:
+    def submit(self, tag: int, header: Header, value: bytes | memoryview | None = None) -> Header:
         """Queue a request (its req_id is assigned here); it is sent when the window has room."""
         header = header.replace(req_id=self._next_req_id() & 0xFFFFFFFF)
         self._queue.append(_Outstanding(tag, header, encode(header, value)))

@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from kvpool.client import ClientOptions, KVPClient, KVPError
 from kvpool.blocks import SMALL_BLOCK_LEN
+from kvpool.client import ClientOptions, KVPClient, KVPError
 from kvpool.constants import CHUNK_SIZES, Opcode, Status
 from kvpool.server import StorageNode, StorageOptions
 from kvpool.transport import LocalTransport, LossyTransport
