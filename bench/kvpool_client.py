@@ -3,9 +3,9 @@
     python -m bench kvpool_client [--quick]        (or: python -m bench.kvpool_client OUT_DIR)
 
 The node runs as its own process (`python -m kvpool.server`), as in the testbed; the client is
-`kvpool.client.KVPClient`, what an inference node uses. A block of the protocol's largest size (255 chunks,
-32,640 bytes) is written and read back whole, one block operation at a time, every read verified against the
-written bytes. The figure that matters is the read rate of one client (issue 10 item 3): before windowing a
+`kvpool.client.KVPClient`, what an inference node uses. A block of v1's largest size (255 chunks of 128 bytes,
+32,640 bytes: the client's default chunk size for blocks that small) is written and read back whole, one block
+operation at a time, every read verified against the written bytes. The figure that matters is the read rate of one client (issue 10 item 3): before windowing a
 read fetched its chunks one round at a time.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kvpool.blocks import SMALL_BLOCK_LEN
 from kvpool.client import ClientOptions, KVPClient, KVPError
-from kvpool.constants import KVP_MAX_BLOCK_LEN
 
 NAME = "kvpool_client"
 
@@ -51,7 +51,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "kvpool.server", "--host", "127.0.0.1", "--port", str(port),
                              "--capacity", str(64 << 20)], stderr=subprocess.DEVNULL)
-    data = random.Random(7420).randbytes(KVP_MAX_BLOCK_LEN)
+    data = random.Random(7420).randbytes(SMALL_BLOCK_LEN)
     try:
         with KVPClient(ClientOptions(server=("127.0.0.1", port), timeout=0.5, retries=5)) as client:
             _wait_ready(client, time.monotonic() + 10)

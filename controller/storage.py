@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from controller.tiers import StoredChunk
 from kvpool import wire
-from kvpool.constants import KVP_HEADER_LEN, Flag, Opcode, Status
+from kvpool.constants import KVP_HEADER_LEN, KVP_SLOT_SHIFT, Flag, Opcode, Status
 from kvpool.keys import ChunkKey
 from policies.base import Tier
 
@@ -61,7 +61,7 @@ class UdpStorageNode:
             while (left := deadline - time.monotonic()) > 0:
                 self._socket.settimeout(left)
                 try:
-                    data, _ = self._socket.recvfrom(2048)
+                    data, _ = self._socket.recvfrom(65535)  # a chunk may be up to 8 KiB (protocol v2)
                 except (TimeoutError, OSError):
                     return None
                 if len(data) < KVP_HEADER_LEN or wire.check(data) is not None:
@@ -79,7 +79,8 @@ class UdpStorageNode:
         return reply is not None and reply.status == Status.OK
 
     def fetch(self, key: ChunkKey) -> StoredChunk | None:
-        """GET straight from the storage node (not through the switch): its version, chunk_count and value."""
+        """GET straight from the storage node (not through the switch): its version, chunk_count and value; None
+        when absent, or when its chunks are larger than a slot (protocol v2: only 128-byte chunks are stored)."""
         header = wire.Header(Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk,
                              chunk_count=key.chunk + 1)
         found = self._exchange(header, Opcode.GET_REPLY)
@@ -88,6 +89,8 @@ class UdpStorageNode:
         reply, data = found
         value = wire.value_of(data)
         if reply.status != Status.HIT_SERVER or not reply.flags & Flag.VALUE or value is None:
+            return None
+        if reply.chunk_shift != KVP_SLOT_SHIFT:  # larger than a slot: coalesced by the switch, never stored
             return None
         return StoredChunk(reply.version, reply.chunk_count, value[: reply.value_len])
 

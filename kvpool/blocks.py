@@ -1,9 +1,12 @@
-"""A KV-cache block as KVP value chunks: split bytes into 128-byte chunks and put them back together, checked.
+"""A KV-cache block as KVP value chunks: split bytes into chunks of one size and put them back together, checked.
 
-A block of n bytes travels as ceil(n / 128) chunks (at least one, so an empty block is one chunk with
-value_len 0); every chunk carries the block's version and its own CRC-32, and all chunks of one block must
-agree on `chunk_count` and `version`. `Reassembly` enforces exactly that, so a reader never returns a block
-stitched from two versions (say, chunk 0 from a stale switch slot and chunk 1 from the storage node).
+A block of n bytes travels as ceil(n / chunk_len) chunks (at least one, so an empty block is one chunk with
+value_len 0), where chunk_len is the block's chunk size (protocol v2: 128 B .. 8 KiB, `chunk_shift` on the wire;
+128 B chunks fit a switch slot, larger ones are only forwarded and coalesced). Every chunk carries the block's
+version and its own CRC-32, and all chunks of one block must agree on `chunk_count`, chunk size and `version`.
+`Reassembly` enforces exactly that, so a reader never returns a block stitched from two versions (say, chunk 0
+from a stale switch slot and chunk 1 from the storage node), and writes each chunk straight into one buffer
+allocated once per block.
 """
 
 from __future__ import annotations
@@ -11,8 +14,18 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from kvpool.constants import KVP_MAX_BLOCK_LEN, KVP_MAX_CHUNKS, KVP_VALUE_LEN
-from kvpool.wire import pad_value
+from kvpool.constants import CHUNK_SIZES, KVP_VALUE_LEN
+from kvpool.keys import MAX_CHUNKS
+
+MAX_BLOCK_LEN = 1 << 30
+"""Largest block a client writes or reads, in bytes (1 GiB): a memory bound of this implementation, not of the
+protocol (which allows 2^32 - 1 chunks). A reply announcing more is refused before anything is allocated."""
+SMALL_BLOCK_LEN = 255 * KVP_VALUE_LEN
+"""Blocks up to this size (32,640 bytes, the largest v1 block) travel in slot-sized 128-byte chunks by default,
+so the switch can store them; larger ones in `LARGE_CHUNK_LEN` chunks."""
+LARGE_CHUNK_LEN = 1024
+"""Default chunk size of large blocks: 1 KiB keeps a message (1,068 bytes + UDP/IPv4/Ethernet) under a
+1,500-byte MTU; 4 KiB and 8 KiB chunks need jumbo frames (MTU 9000)."""
 
 
 class BlockError(ValueError):
@@ -34,14 +47,14 @@ class VersionMismatch(BlockError):
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """One value chunk of a block, as it travels (value padded to 128 bytes)."""
+    """One value chunk of a block, as it travels (value padded to the chunk size)."""
 
     idx: int
     count: int
     value_len: int
-    """Meaningful bytes of `value` (128 except maybe in the last chunk)."""
-    value: bytes
-    """Exactly 128 bytes, padding included."""
+    """Meaningful bytes of `value` (the chunk size except maybe in the last chunk)."""
+    value: bytes | memoryview
+    """Exactly the chunk size in bytes, padding included (a slice of the block where no padding is needed)."""
     version: int
 
     @property
@@ -49,42 +62,69 @@ class Chunk:
         """`value_csum` of this chunk."""
         return zlib.crc32(self.value)
 
+    @property
+    def data(self) -> bytes | memoryview:
+        """The meaningful bytes (`value_len` of them)."""
+        return self.value[:self.value_len]
 
-def chunk_count(size: int) -> int:
+
+def default_chunk_len(size: int) -> int:
+    """The chunk size a writer uses for a block of `size` bytes when not told (see SMALL_BLOCK_LEN)."""
+    return KVP_VALUE_LEN if size <= SMALL_BLOCK_LEN else LARGE_CHUNK_LEN
+
+
+def _check_chunk_len(chunk_len: int) -> None:
+    if chunk_len not in CHUNK_SIZES:
+        raise BlockError(f"chunk size must be one of {', '.join(map(str, CHUNK_SIZES))} bytes, got {chunk_len}")
+
+
+def chunk_count(size: int, chunk_len: int = KVP_VALUE_LEN) -> int:
     """Chunks needed for `size` bytes (at least 1)."""
-    return max(1, -(-size // KVP_VALUE_LEN))
+    return max(1, -(-size // chunk_len))
 
 
-def split(data: bytes, version: int) -> list[Chunk]:
-    """The chunks of a block, in order."""
-    if len(data) > KVP_MAX_BLOCK_LEN:
-        raise BlockError(f"block of {len(data)} bytes exceeds the protocol's {KVP_MAX_BLOCK_LEN} "
-                         f"({KVP_MAX_CHUNKS} chunks of {KVP_VALUE_LEN} bytes)")
+def split(data: bytes | memoryview, version: int, chunk_len: int = KVP_VALUE_LEN) -> list[Chunk]:
+    """The chunks of a block, in order; full chunks are slices of `data` (no copy), the last one is padded."""
+    _check_chunk_len(chunk_len)
+    if len(data) > MAX_BLOCK_LEN:
+        raise BlockError(f"block of {len(data)} bytes exceeds the client's {MAX_BLOCK_LEN}")
     if not 0 <= version < 1 << 32:
         raise BlockError(f"version must fit 32 bits, got {version}")
-    count = chunk_count(len(data))
+    count = chunk_count(len(data), chunk_len)
+    if count > MAX_CHUNKS:
+        raise BlockError(f"block of {count} chunks exceeds the protocol's {MAX_CHUNKS}")
+    view = memoryview(data).toreadonly()
     chunks = []
     for idx in range(count):
-        part = data[idx * KVP_VALUE_LEN:(idx + 1) * KVP_VALUE_LEN]
-        chunks.append(Chunk(idx, count, len(part), pad_value(part), version))
+        part = view[idx * chunk_len:(idx + 1) * chunk_len]
+        value = part if len(part) == chunk_len else bytes(part).ljust(chunk_len, b"\0")
+        chunks.append(Chunk(idx, count, len(part), value, version))
     return chunks
 
 
 class Reassembly:
-    """Collects the chunks of one block and checks them (checksum, count, version, lengths)."""
+    """Collects the chunks of one block into one buffer and checks them (checksum, count, size, version,
+    lengths). The buffer is allocated once, when the first chunk tells the block's count and chunk size."""
 
-    def __init__(self, version: int = 0) -> None:
+    def __init__(self, version: int = 0, max_len: int = MAX_BLOCK_LEN) -> None:
         self.min_version = version
         """The reader asked for at least this version (0: any)."""
+        self.max_len = max_len
         self.version: int | None = None
         """The version every chunk must carry: the first chunk's."""
         self.count: int | None = None
-        self._chunks: dict[int, Chunk] = {}
+        self.chunk_len: int | None = None
+        self._buffer = bytearray()
+        self._have = bytearray()
+        self._received = 0
+        self._last_len = 0
 
-    def add(self, idx: int, count: int, value_len: int, value: bytes, version: int, csum: int) -> None:
+    def add(self, idx: int, count: int, value_len: int, value: bytes | memoryview, version: int, csum: int) -> None:
         """Accept one chunk; raises BlockError if it contradicts the chunks seen so far or its checksum."""
-        if len(value) != KVP_VALUE_LEN:
-            raise BlockError(f"chunk {idx}: value must be {KVP_VALUE_LEN} bytes, got {len(value)}")
+        size = len(value)
+        if size not in CHUNK_SIZES:
+            raise BlockError(f"chunk {idx}: value must be a chunk size ({', '.join(map(str, CHUNK_SIZES))} bytes), "
+                             f"got {size}")
         if zlib.crc32(value) != csum:
             raise ChecksumError(f"chunk {idx}: checksum {zlib.crc32(value):#010x} != value_csum {csum:#010x}")
         if count == 0 or idx >= count:
@@ -97,24 +137,40 @@ class Reassembly:
                                   max(version, self.version))
         if self.count is not None and count != self.count:
             raise BlockError(f"chunk {idx}: chunk_count {count} != {self.count} of earlier chunks")
-        if value_len > KVP_VALUE_LEN or (idx < count - 1 and value_len != KVP_VALUE_LEN):
+        if self.chunk_len is not None and size != self.chunk_len:
+            raise BlockError(f"chunk {idx}: chunk size {size} != {self.chunk_len} of earlier chunks")
+        if value_len > size or (idx < count - 1 and value_len != size):
             raise BlockError(f"chunk {idx}: value_len {value_len} invalid for chunk {idx} of {count}")
-        self.count, self.version = count, version
-        self._chunks[idx] = Chunk(idx, count, value_len, value, version)
+        if self.count is None:
+            if count * size > self.max_len:
+                raise BlockError(f"chunk {idx}: a block of {count} chunks of {size} bytes exceeds {self.max_len}")
+            self._buffer = bytearray(count * size)
+            self._have = bytearray(count)
+        self.count, self.version, self.chunk_len = count, version, size
+        if self._have[idx]:
+            return
+        memoryview(self._buffer)[idx * size:(idx + 1) * size] = value
+        self._have[idx] = 1
+        self._received += 1
+        if idx == count - 1:
+            self._last_len = value_len
 
     @property
     def missing(self) -> list[int]:
         """Chunk indices not received yet ([0] until the count is known)."""
         if self.count is None:
             return [0]
-        return [i for i in range(self.count) if i not in self._chunks]
+        if self._received == self.count:
+            return []
+        return [i for i in range(self.count) if not self._have[i]]
 
     @property
     def complete(self) -> bool:
-        return not self.missing
+        return self.count is not None and self._received == self.count
 
     def data(self) -> bytes:
         """The block's bytes; raises BlockError while chunks are missing."""
         if not self.complete:
-            raise BlockError(f"block incomplete: missing chunks {self.missing}")
-        return b"".join(self._chunks[i].value[: self._chunks[i].value_len] for i in range(self.count or 0))
+            raise BlockError(f"block incomplete: missing chunks {self.missing[:10]}")
+        assert self.count is not None and self.chunk_len is not None
+        return bytes(memoryview(self._buffer)[:(self.count - 1) * self.chunk_len + self._last_len])

@@ -12,10 +12,15 @@ may answer GETs itself (status HIT_SWITCH) and punts INSERT/LOOKUP_META to the c
 UDP (no root); messages are packed with `kvpool.wire` (the Scapy layer `kvpool.protocol` describes the same
 bytes), and a `kvpool.window.Window` keeps a window of chunk requests in flight, resending only late ones.
 
-Reads verify every chunk (CRC, version, count) and never stitch two versions: when a newer write commits during
-a read, the read starts again at the newer version. Writes report success exactly when the storage node
-committed the block (PUT_ACK OK); a resend after a lost ack is acknowledged OK by the node, so a stored write
-never looks failed.
+Reads verify every chunk (CRC, version, count, chunk size) and never stitch two versions: when a newer write
+commits during a read, the read starts again at the newer version; chunks go straight into one buffer allocated
+once per block. Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
+PUT_ACK STAGED (progress, the window moves on) and the block's chunks with OK once it committed the whole
+block; the write reports success exactly then (OK of any chunk means the whole block committed: commits are
+atomic). A resend after a lost ack is acknowledged OK by the node, so a stored write never looks failed.
+
+Blocks travel in chunks of one size per block (protocol v2: 128 B .. 8 KiB): by default 128 B up to 32,640
+bytes (switch-cacheable, as in v1) and 1 KiB beyond (fits a 1,500-byte MTU); `--chunk-size` chooses.
 """
 
 from __future__ import annotations
@@ -24,11 +29,31 @@ import argparse
 import itertools
 import random
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvpool.blocks import BlockError, ChecksumError, Reassembly, VersionMismatch, chunk_count, split
-from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status, Tier, tiers_of
+from kvpool.blocks import (
+    MAX_BLOCK_LEN,
+    BlockError,
+    ChecksumError,
+    Chunk,
+    Reassembly,
+    VersionMismatch,
+    chunk_count,
+    default_chunk_len,
+    split,
+)
+from kvpool.constants import (
+    KVP_SLOT_SHIFT,
+    KVP_UDP_PORT,
+    Flag,
+    Opcode,
+    Status,
+    Tier,
+    chunk_shift_of,
+    tiers_of,
+)
 from kvpool.errors import BlockNotFound, KVPError, KVPTimeout
 from kvpool.transport import Transport, UdpTransport
 from kvpool.window import Answer, Window, describe
@@ -57,8 +82,13 @@ class ClientOptions:
     bind: str = "0.0.0.0"
     """Local address of the socket."""
     window: int = 32
-    """Chunk requests of one block read kept in flight. A write keeps its whole block in flight, whatever
-    this says: the storage node acknowledges a block's chunks only once all of them have arrived."""
+    """Chunk requests of one block read or write kept in flight (a write's chunks leave the window when the
+    storage node answers STAGED)."""
+    chunk_size: int | None = None
+    """Bytes per chunk of written blocks (128, 256, ..., 8192); None: 128 up to 32,640-byte blocks, 1 KiB
+    beyond (`kvpool.blocks.default_chunk_len`)."""
+    max_block: int = MAX_BLOCK_LEN
+    """Largest block a read accepts, in bytes (a reply announcing more is refused before allocating)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,22 +209,28 @@ class KVPClient:
 
     def _read(self, prefix_hash: int, chunks: int | None, version: int) -> BlockRead:
         window = self._window()
-        assembly = Reassembly(version)
+        assembly = Reassembly(version, self.options.max_block)
         served: dict[int, ChunkReply] = {}
+        todo: Iterator[int] = iter(range(chunks or 1))
+        shift = KVP_SLOT_SHIFT  # the responders answer with the block's own chunk size whatever a GET says
 
-        def ask(count: int, indices: range) -> None:
-            for i in indices:
-                window.submit(i, self._header(Opcode.GET, prefix_hash, i, count, version=version))
+        def top_up() -> None:
+            """Keep at most two windows of GETs queued: a block of 2^18 chunks is never queued whole."""
+            while len(window) < 2 * window.size and (i := next(todo, None)) is not None:
+                window.submit(i, self._header(Opcode.GET, prefix_hash, i, chunks or 1, version=version,
+                                              chunk_shift=shift))
 
-        ask(chunks or 1, range(chunks or 1))
+        top_up()
         try:
             for answer in window.answers():
                 if not self._accept_chunk(window, assembly, answer, prefix_hash):
                     continue  # damaged on the way: asked again
                 served[answer.tag] = ChunkReply(answer.tag, Status(answer.reply.status), answer.latency,
                                                 answer.attempts)
-                if chunks is None and len(served) == 1 and assembly.count:  # chunk 0 tells the count
-                    ask(assembly.count, range(1, assembly.count))
+                if chunks is None and len(served) == 1 and assembly.count:  # chunk 0 tells count and size
+                    chunks, shift = assembly.count, answer.reply.chunk_shift
+                    todo = iter(range(1, chunks))
+                top_up()
         finally:
             self._done(window)
         return BlockRead(assembly.data(), assembly.version or 0, tuple(served[i] for i in sorted(served)))
@@ -224,31 +260,57 @@ class KVPClient:
             raise KVPError(f"{where}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
         return True
 
-    def put_block(self, prefix_hash: int, data: bytes, version: int) -> None:
-        """Write a whole block at `version`; returns once the storage node committed it (every chunk's PUT_ACK
-        is OK). Raises KVPError with the refusal's status: ERR_STALE (a newer version is stored), ERR_CONFLICT
-        (this version is stored with other bytes), ERR_FULL, ...; KVPTimeout when acks stay missing."""
+    def put_block(self, prefix_hash: int, data: bytes | memoryview, version: int,
+                  chunk_size: int | None = None) -> None:
+        """Write a whole block at `version` in chunks of `chunk_size` bytes (default: the options', else by block
+        size); returns once the storage node committed it (a PUT_ACK OK). Raises KVPError with the refusal's
+        status: ERR_STALE (a newer version is stored), ERR_CONFLICT (this version is stored with other bytes),
+        ERR_FULL, ...; KVPTimeout when acks stay missing.
+
+        A window of chunks is in flight; a chunk leaves it when the node answers STAGED (staged, not yet
+        committed) or OK. When every chunk was staged but no OK came (the node dropped the staged write, say
+        after its idle timeout), the whole block is sent again, up to `retries` more rounds."""
         if version <= 0:
             raise ValueError("a written block needs a version > 0 (0 means 'unknown')")
+        size = chunk_size or self.options.chunk_size or default_chunk_len(len(data))
         try:
-            chunks = split(data, version)
-        except BlockError as exc:
+            shift = chunk_shift_of(size)
+            chunks = split(data, version, size)
+        except (BlockError, ValueError) as exc:
             raise KVPError(str(exc)) from None
-        window = self._window(max(self.options.window, len(chunks)))
-        for c in chunks:
-            window.submit(c.idx, self._header(Opcode.PUT, prefix_hash, c.idx, c.count, version=version),
-                          c.value[:c.value_len])
+        for _ in range(self.options.retries + 1):
+            if self._put_round(prefix_hash, chunks, version, shift):
+                return
+        raise KVPTimeout(f"PUT {prefix_hash:#018x} v{version}: every chunk was staged but the block never "
+                         f"committed after {self.options.retries + 1} rounds")
+
+    def _put_round(self, prefix_hash: int, chunks: list[Chunk], version: int, shift: int) -> bool:
+        """Send every chunk once (resending late ones); True when the block committed."""
+        window = self._window()
+        todo = iter(chunks)
+
+        def top_up() -> None:
+            while len(window) < 2 * window.size and (c := next(todo, None)) is not None:
+                window.submit(c.idx, self._header(Opcode.PUT, prefix_hash, c.idx, c.count, version=version,
+                                                  chunk_shift=shift), c.value[:c.value_len])
+
+        top_up()
         try:
             for answer in window.answers():
                 reply = answer.reply
-                if reply.status != Status.OK:
+                if reply.status == Status.OK:
+                    window.clear()  # one chunk committed = the whole block committed (atomic commit)
+                    return True
+                if reply.status != Status.STAGED:
                     window.clear()
                     stored = f" (stored v{reply.version})" if reply.status in (Status.ERR_STALE,
                                                                               Status.ERR_CONFLICT) else ""
                     raise KVPError(f"PUT {prefix_hash:#018x} chunk {reply.chunk_idx} v{version}: "
                                    f"{_name(reply.status)}{stored}", _status(reply.status))
+                top_up()
         finally:
             self._done(window)
+        return False
 
     # ---- metadata -----------------------------------------------------------------------------------
 
@@ -315,7 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=0.5, help="seconds per try")
     parser.add_argument("--retries", type=int, default=3)
     parser.add_argument("--bypass", action="store_true", help="set F_BYPASS (switch must not answer)")
-    parser.add_argument("--window", type=int, default=32, help="chunk requests in flight per block read")
+    parser.add_argument("--window", type=int, default=32, help="chunk requests in flight per block read or write")
+    parser.add_argument("--chunk-size", type=int, default=None,
+                        help="bytes per chunk of written blocks: 128, 256, ..., 8192 (default: 128 up to "
+                             "32,640-byte blocks, 1024 beyond; 4096 and 8192 need an MTU of 9000)")
     sub = parser.add_subparsers(dest="command", required=True)
     get = sub.add_parser("get", help="read a block")
     get.add_argument("prefix_hash", type=_int)
@@ -351,7 +416,7 @@ def run(args: argparse.Namespace) -> str:
         ids = [int(x) for x in args.ids.split(",") if x.strip()]
         return "\n".join(f"{i}\t{h:#018x}" for i, h in zip(ids, block_id_prefix_hashes(ids), strict=True))
     options = ClientOptions(parse_address(args.server), args.tenant, args.timeout, args.retries, args.bypass,
-                            window=args.window)
+                            window=args.window, chunk_size=args.chunk_size)
     with KVPClient(options) as client:
         if args.command == "get":
             block = client.get_block(args.prefix_hash, args.chunks, args.version)
@@ -367,7 +432,9 @@ def run(args: argparse.Namespace) -> str:
         if args.command == "put":
             data = args.file.read_bytes() if args.file else args.data.encode()
             client.put_block(args.prefix_hash, data, args.version)
-            return f"stored {len(data)} bytes as {args.prefix_hash:#018x} v{args.version} in {chunk_count(len(data))} chunks"
+            size = args.chunk_size or default_chunk_len(len(data))
+            return (f"stored {len(data)} bytes as {args.prefix_hash:#018x} v{args.version} in "
+                    f"{chunk_count(len(data), size)} chunks of {size} bytes")
         if args.command == "insert":
             meta = client.insert(args.prefix_hash, args.chunk, args.chunks, args.depth, args.tokens, args.pin)
         elif args.command == "lookup":

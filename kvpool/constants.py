@@ -12,18 +12,26 @@ KVP_UDP_PORT = 7420
 """UDP destination port of requests (source port of replies): outside Linux's ephemeral range 32768-60999."""
 KVP_MAGIC = 0x4B56
 """First two bytes of every KVP header, "KV"; anything else is plain UDP."""
-KVP_VERSION = 1
-"""Value of the `ver` field."""
-KVP_HEADER_LEN = 36
+KVP_VERSION = 2
+"""Value of the `ver` field (v2: 32-bit chunk index and count, a chunk size per block; v1 messages are refused)."""
+KVP_HEADER_LEN = 44
 """Bytes of `kvp_h`."""
 KVP_VALUE_WORDS = 16
-"""64-bit words in one value chunk (`kvp_value_h` has fields w0..w15)."""
+"""64-bit words in one switch slot's value (`kvp_value_h` has one field of this many words)."""
 KVP_VALUE_LEN = KVP_VALUE_WORDS * 8
-"""Bytes of one value chunk (128)."""
-KVP_MAX_CHUNKS = 255
-"""`chunk_count` is 8 bits wide, so a block holds at most 255 chunks (32,640 bytes)."""
-KVP_MAX_BLOCK_LEN = KVP_MAX_CHUNKS * KVP_VALUE_LEN
-"""Largest block the protocol can carry, in bytes."""
+"""Bytes of one switch slot's value (128): the only chunk size the switch parses as `kvp_value_h` and stores."""
+KVP_SLOT_SHIFT = 7
+"""`chunk_shift` of a slot-sized chunk: 1 << 7 = KVP_VALUE_LEN."""
+KVP_MIN_CHUNK_SHIFT = 7
+"""Smallest `chunk_shift`: 128-byte chunks."""
+KVP_MAX_CHUNK_SHIFT = 13
+"""Largest `chunk_shift`: 8 KiB chunks (a message of 8,236 bytes: links need an MTU of at least 8,264)."""
+KVP_MAX_CHUNK_LEN = 1 << KVP_MAX_CHUNK_SHIFT
+"""Largest chunk payload, in bytes."""
+KVP_MAX_MESSAGE = KVP_HEADER_LEN + KVP_MAX_CHUNK_LEN
+"""Largest KVP message (UDP payload), in bytes."""
+CHUNK_SIZES = tuple(1 << s for s in range(KVP_MIN_CHUNK_SHIFT, KVP_MAX_CHUNK_SHIFT + 1))
+"""Every chunk size the protocol allows: 128 B, 256 B, ..., 8 KiB."""
 PREFIX_BLOCK_TOKENS = 512
 """Tokens per prefix block, as in the Mooncake traces."""
 
@@ -77,6 +85,9 @@ class Status(IntEnum):
     HIT_SWITCH = 0x01
     HIT_SERVER = 0x02
     MISS = 0x03
+    STAGED = 0x04
+    """PUT_ACK: the chunk is staged (progress: `aux` = chunks of this write staged so far); the block is not
+    committed yet. OK still means committed."""
     ERR_MALFORMED = 0x10
     ERR_FULL = 0x11
     ERR_CHECKSUM = 0x12
@@ -112,6 +123,13 @@ class Tier(IntEnum):
     STORAGE_DISK = 3
     NODE_HBM = 4
     NODE_DRAM = 5
+
+
+def chunk_shift_of(size: int) -> int:
+    """`chunk_shift` of a chunk size in bytes; ValueError for a size the protocol does not allow."""
+    if size not in CHUNK_SIZES:
+        raise ValueError(f"chunk size must be one of {', '.join(map(str, CHUNK_SIZES))} bytes, got {size}")
+    return size.bit_length() - 1
 
 
 def tier_bitmap(tiers: set[Tier] | frozenset[Tier]) -> int:

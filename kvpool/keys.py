@@ -2,7 +2,7 @@
 
 Every part of kvswitch (host side, storage node, controller, policies, tests) names a block and a chunk with
 these types; their widths are those of the `kvp_h` fields that carry them (docs/protocol.md) and are defined
-here only. Text forms: a block is `TENANT:PREFIXHASH_HEX`, a chunk `TENANT:PREFIXHASH_HEX:CHUNK`.
+here only: the wire codec (`kvpool.wire`) builds its struct from them. Text forms: a block is `TENANT:PREFIXHASH_HEX`, a chunk `TENANT:PREFIXHASH_HEX:CHUNK`.
 """
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kvpool.constants import KVP_MAX_CHUNKS, KVP_VALUE_LEN
+from kvpool.constants import KVP_VALUE_LEN
 
 TENANT_BITS = 16
 """Width of `kvp_h.tenant`."""
 PREFIX_HASH_BITS = 64
 """Width of `kvp_h.prefix_hash`."""
-CHUNK_BITS = 8
-"""Width of `kvp_h.chunk_idx` (and of `chunk_count`)."""
+CHUNK_BITS = 32
+"""Width of `kvp_h.chunk_idx` and of `chunk_count` (protocol v2; `chunk_index_t` in P4)."""
+MAX_CHUNKS = (1 << CHUNK_BITS) - 1
+"""Most chunks a block can have (`chunk_count` is CHUNK_BITS wide)."""
 SLOT_BYTES = KVP_VALUE_LEN
 """What one chunk occupies in the switch pool whatever its value_len: one slot of `KVP_VALUE_WORDS` words."""
-
-assert KVP_MAX_CHUNKS == (1 << CHUNK_BITS) - 1, "chunk_count and chunk_idx share one width"
 
 _EXAMPLE = "1:9f3c0a12b4e5d6c7"
 
@@ -85,7 +85,7 @@ class ChunkKey:
     prefix_hash: int
     """Chained 64-bit prefix hash of the block."""
     chunk: int = 0
-    """Chunk index within the block (8 bits)."""
+    """Chunk index within the block (CHUNK_BITS, 32 bits)."""
 
     def __post_init__(self) -> None:
         _check("tenant", self.tenant, TENANT_BITS)

@@ -2,7 +2,8 @@
 
 Build requests with `IP()/UDP()/KVP(opcode="GET", ...)`; lengths, flags and the value checksum default to None
 and are filled in `post_build` from the payload, as Scapy's own layers do. Dissection picks `KVP` for UDP port
-7420 in either direction (bindings at the bottom) and `KVPValue` when F_VALUE is set.
+7420 in either direction (bindings at the bottom) and, when F_VALUE is set, `KVPValue` for a slot-sized chunk
+(`chunk_shift` 7, 128 bytes: what the switch parses and stores) or `Raw` for a larger chunk (up to 8 KiB).
 
 The numbers live in `kvpool.constants`; the validity rules in `kvpool.wire.check`, re-exported here as `check`
 so the storage node (bytes) and the controller (dissected packets) share one implementation.
@@ -30,6 +31,7 @@ from kvpool import wire
 from kvpool.constants import (
     KVP_HEADER_LEN,
     KVP_MAGIC,
+    KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
     KVP_VALUE_LEN,
     KVP_VALUE_WORDS,
@@ -76,7 +78,7 @@ class KVPValue(Packet):
 
 
 class KVP(Packet):
-    """`kvp_h`, the fixed 36-byte header; see docs/protocol.md for every field's meaning and unit."""
+    """`kvp_h`, the fixed 44-byte header (v2); see docs/protocol.md for every field's meaning and unit."""
 
     name = "KVP"
     fields_desc = [  # noqa: RUF012 (Scapy's API)
@@ -88,32 +90,35 @@ class KVP(Packet):
         ShortField("tenant", 0),
         IntField("req_id", 0),
         XLongField("prefix_hash", 0),
-        ByteField("chunk_idx", 0),
-        ByteField("chunk_count", 1),
-        ShortField("value_len", None),  # None: 128 with a value, 0 without
+        IntField("chunk_idx", 0),
+        IntField("chunk_count", 1),
+        ShortField("value_len", None),  # None: the chunk's size with a value, 0 without
+        ByteField("chunk_shift", KVP_SLOT_SHIFT),  # log2 of the chunk size: 7 (128 B, a slot) .. 13 (8 KiB)
+        ByteField("reserved", 0),
         IntField("version", 0),
-        XIntField("value_csum", None),  # None: crc32 of the 128 value bytes with a value, 0 without
+        XIntField("value_csum", None),  # None: crc32 of the chunk's value bytes with a value, 0 without
         IntField("aux", 0),
     ]
 
     def post_build(self, pkt: bytes, pay: bytes) -> bytes:
-        has_value = isinstance(self.payload, KVPValue)
+        has_value = isinstance(self.payload, (KVPValue, Raw)) and len(pay) > 0
+        size = 1 << (self.chunk_shift if self.chunk_shift is not None else KVP_SLOT_SHIFT)
         head = bytearray(pkt)
         if self.flags is None:
             head[5] = Flag.VALUE if has_value else 0
         if self.value_len is None:
-            head[22:24] = (KVP_VALUE_LEN if has_value else 0).to_bytes(2, "big")
+            head[28:30] = (min(len(pay), size) if has_value else 0).to_bytes(2, "big")
         if self.value_csum is None:
-            csum = zlib.crc32(pay[:KVP_VALUE_LEN].ljust(KVP_VALUE_LEN, b"\0")) if has_value else 0
-            head[28:32] = csum.to_bytes(4, "big")
+            csum = zlib.crc32(pay[:size].ljust(size, b"\0")) if has_value else 0
+            head[36:40] = csum.to_bytes(4, "big")
         return bytes(head) + pay
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
-        if self.flags is not None and int(self.flags) & Flag.VALUE and len(payload) >= KVP_VALUE_LEN:
+        if self.flags is None or not int(self.flags) & Flag.VALUE:
+            return Padding
+        if self.chunk_shift == KVP_SLOT_SHIFT and len(payload) >= KVP_VALUE_LEN:
             return KVPValue
-        if self.flags is not None and int(self.flags) & Flag.VALUE:
-            return Raw  # truncated value: kept as bytes, `check` says VALUE_TRUNCATED
-        return Padding
+        return Raw  # a chunk larger than a slot, or a truncated value (`check` says VALUE_TRUNCATED)
 
     def hashret(self) -> bytes:
         """Requests and replies share req_id, so `sr()` can bucket them."""
@@ -138,7 +143,7 @@ class KVP(Packet):
     def mysummary(self) -> str:
         op = OPCODE_NAMES.get(self.opcode, f"op{self.opcode:#04x}")
         text = (f"KVP {op} req={self.req_id} tenant={self.tenant} ph={self.prefix_hash:#018x} "
-                f"chunk={self.chunk_idx}/{self.chunk_count} v={self.version}")
+                f"chunk={self.chunk_idx}/{self.chunk_count}x{1 << self.chunk_shift}B v={self.version}")
         if self.status:
             text += f" {STATUS_NAMES.get(self.status, self.status)}"
         return text
@@ -146,9 +151,11 @@ class KVP(Packet):
     @property
     def value(self) -> bytes | None:
         """The meaningful value bytes (`value_len` of them), or None without a value chunk."""
-        if not isinstance(self.payload, KVPValue):
-            return None
-        return self.payload.value_bytes[: self.value_len or 0]
+        if isinstance(self.payload, KVPValue):
+            return self.payload.value_bytes[: self.value_len or 0]
+        if isinstance(self.payload, Raw):
+            return bytes(self.payload.load)[: self.value_len or 0]
+        return None
 
 
 def check(kvp: KVP | bytes) -> Reason | None:

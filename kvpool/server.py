@@ -7,9 +7,10 @@ What it answers (docs/protocol.md):
 
 * GET → GET_REPLY with status HIT_SERVER and the chunk, or MISS (also when the GET asks for a newer `version`
   than the stored one). Only committed blocks are served. Every GET is counted per key for STAT.
-* PUT → staged per writer (source address and port, version) until every chunk of the block has arrived; then
-  the block is committed as a whole and every staged chunk gets its PUT_ACK at once (`kvpool.staging`). OK
-  means committed. A PUT of the committed version with the same bytes is OK again (a resend), with other bytes
+* PUT → staged per writer (source address and port, version) until every chunk of the block has arrived; each
+  staged chunk is answered PUT_ACK STAGED at once (progress: `aux` = chunks of the write staged so far), and
+  when the last one arrives the block is committed as a whole and every chunk gets its PUT_ACK OK
+  (`kvpool.staging`). OK means committed; STAGED never does. A PUT of the committed version with the same bytes is OK again (a resend), with other bytes
   ERR_CONFLICT; an older version ERR_STALE (the ACK's `version` is then the stored one); ERR_CHECKSUM when
   `value_csum` is wrong; ERR_FULL when the block does not fit in DRAM at `--capacity` and there is no disk tier
   (with `--disk`, new chunks that do not fit in DRAM are written to disk instead).
@@ -24,10 +25,12 @@ What it answers (docs/protocol.md):
 * Replies (GET_REPLY, PUT_ACK, ...) are never answered, so two nodes cannot ping-pong.
 * Malformed datagrams (`kvpool.wire.check`) are counted by reason and never applied; when at least the magic
   and `req_id` are there, the node answers ERR_MALFORMED / ERR_UNKNOWN_OP with whatever header fields came.
+  A message of another protocol version (a v1 client) is answered ERR_MALFORMED with `aux` = 2, the version
+  this node speaks, in a v2 header (its first 20 bytes, up to `prefix_hash`, are laid out as in v1).
 
 The node owns the protocol (staging, the commit rule, verdicts, trust); committed blocks live in a backend
 (`kvpool.backends`, docs/storage-backends.md), which stores each commit all or nothing, so the rules above hold
-on every backend. `memory` (default): DRAM holds 128 bytes per chunk, `--capacity` bounds that; the disk tier
+on every backend. `memory` (default): DRAM holds each chunk's bytes (128 B .. 8 KiB), `--capacity` bounds that; the disk tier
 is one SQLite file in DIR. `mooncake`: one Mooncake object per committed block version; ERR_FULL when Mooncake
 refuses the put, and MISS for blocks Mooncake evicted.
 """
@@ -54,7 +57,11 @@ from kvpool.backends.mooncake import BackendUnavailable, MooncakeOptions
 from kvpool.constants import (
     CONTROL_OPCODES,
     KVP_HEADER_LEN,
+    KVP_MAX_CHUNK_SHIFT,
+    KVP_MIN_CHUNK_SHIFT,
+    KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
+    KVP_VERSION,
     REPLIES,
     REPLY_OF,
     Flag,
@@ -76,8 +83,8 @@ LOCAL: Address = ("127.0.0.1", 0)
 _REPLY_CODE = {int(req): int(rep) for req, rep in REPLY_OF.items()}
 """Request opcode -> reply opcode as plain ints (the datagram's opcode may not be a known Opcode)."""
 
-MAX_DATAGRAM = 2048
-"""Largest datagram read; a KVP message is at most 164 bytes, anything longer is cut (and still checked)."""
+MAX_DATAGRAM = 65535
+"""Largest datagram read (any UDP payload); a KVP message is at most KVP_MAX_MESSAGE (8,236) bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +95,9 @@ class StorageOptions:
     """Address to bind (all interfaces: in Mininet the node has one, st1-eth0)."""
     port: int = KVP_UDP_PORT
     """UDP port to serve."""
-    capacity: int = 64 << 20
-    """Memory backend: DRAM tier size in bytes (128 per chunk). Mooncake: the segment given to the pool."""
+    capacity: int = 256 << 20
+    """Memory backend: DRAM tier size in bytes (the chunk size per chunk). Mooncake: the segment given to the
+    pool."""
     disk: Path | None = None
     """Memory backend: folder of the disk tier; None = DRAM only (writes beyond capacity get ERR_FULL)."""
     control_from: ControlSources = field(default_factory=ControlSources.parse)
@@ -106,7 +114,7 @@ class StorageOptions:
 class Datagram:
     """One datagram the node sends; `parts` are sent as one payload (kept apart so a chunk is never copied)."""
 
-    parts: tuple[bytes, ...]
+    parts: tuple[bytes | memoryview, ...]
     to: Address
 
     @property
@@ -165,7 +173,7 @@ class StorageNode:
         """The reply to this one datagram, for callers that send one request at a time; None when there is none
         (yet: a PUT of a multi-chunk block is answered when its last chunk arrives, use `receive` for those)."""
         out = [d for d in self.receive(data, peer) if d.to == peer]
-        mine = [d for d in out if d.parts[0][8:12] == data[8:12] and d.parts[0][20:21] == data[20:21]]
+        mine = [d for d in out if d.parts[0][8:12] == data[8:12] and d.parts[0][20:24] == data[20:24]]
         chosen = mine or out
         return chosen[0].data if chosen else None
 
@@ -182,15 +190,21 @@ class StorageNode:
         # Only answer what carries our magic and a req_id (12 bytes), and never answer a reply.
         if not has_magic(data) or len(data) < 12:
             return None
-        h = Header.unpack(data[:KVP_HEADER_LEN].ljust(KVP_HEADER_LEN, b"\0"))
+        h = Header.unpack(bytes(data[:KVP_HEADER_LEN]).ljust(KVP_HEADER_LEN, b"\0"))
         if h.opcode in REPLIES:
             return None
         opcode = _REPLY_CODE.get(h.opcode, h.opcode)
         self.counters[f"status.{reason.status.name}"] += 1
+        aux = 0
+        if reason is Reason.BAD_VERSION:  # only magic..prefix_hash share v1's layout: echo those, name ours
+            h = Header(h.opcode, tenant=h.tenant, req_id=h.req_id, prefix_hash=h.prefix_hash)
+            aux = KVP_VERSION
+        elif not KVP_MIN_CHUNK_SHIFT <= h.chunk_shift <= KVP_MAX_CHUNK_SHIFT:
+            h = h.replace(chunk_shift=KVP_SLOT_SHIFT)
         return h.replace(opcode=opcode, status=reason.status, flags=0, value_len=0, value_csum=0,
-                         aux=0, ver=1).pack()
+                         aux=aux, ver=KVP_VERSION).pack()
 
-    def _get(self, h: Header) -> tuple[bytes, ...]:
+    def _get(self, h: Header) -> tuple[bytes | memoryview, ...]:
         self.gets[h.key] += 1
         found = self.backend.read(h.key)
         if found is None:
@@ -199,8 +213,9 @@ class StorageNode:
         if h.version > chunk.version:  # asks for a newer version than we hold
             return (self._reply(h, Status.MISS, version=chunk.version).pack(),)
         reply = self._reply(h, Status.HIT_SERVER, flags=Flag.VALUE, chunk_count=chunk.chunk_count,
-                            value_len=chunk.value_len, version=chunk.version, value_csum=chunk.csum)
-        return reply.pack(), value
+                            value_len=chunk.value_len, version=chunk.version, value_csum=chunk.csum,
+                            chunk_shift=len(value).bit_length() - 1)
+        return reply.pack(), value  # the stored chunk as it is: no copy
 
     # ---- writes: staged per writer, committed per block ---------------------------------------------
 
@@ -222,8 +237,12 @@ class StorageNode:
         if staged is Staged.COUNT_MISMATCH:
             self.counters["put.count_mismatch"] += 1
             return [Datagram((self._reply(h, Status.ERR_MALFORMED).pack(),), peer)]
-        if not pending.complete:
-            return []
+        if staged is Staged.TOO_LARGE:
+            self.counters["put.too_large"] += 1
+            return [Datagram((self._reply(h, Status.ERR_FULL).pack(),), peer)]
+        if not pending.complete:  # progress, so the writer paces itself and resends only what is missing
+            return [Datagram((self._reply(h, Status.STAGED, version=h.version, aux=len(pending.chunks)).pack(),),
+                             peer)]
         return self._commit(pending)
 
     def _verdict(self, h: Header, value: bytes, state: BlockState, to: Address) -> Datagram:
@@ -268,7 +287,7 @@ class StorageNode:
 
     # ---- control and metadata ------------------------------------------------------------------------
 
-    def _tier_move(self, h: Header) -> tuple[bytes, ...]:
+    def _tier_move(self, h: Header) -> tuple[bytes | memoryview, ...]:
         target, score = h.aux & 0xFF, (h.aux >> 8) / 1000
         if target not in {int(t) for t in Tier}:
             return (self._reply(h, Status.ERR_MALFORMED).pack(),)
@@ -281,11 +300,11 @@ class StorageNode:
         moved = self.backend.move(h.key, target, score)
         return (self._reply(h, moved.status, aux=moved.tier).pack(),)
 
-    def _stat(self, h: Header) -> tuple[bytes, ...]:
+    def _stat(self, h: Header) -> tuple[bytes | memoryview, ...]:
         status = Status.OK if self.backend.chunk(h.key) is not None else Status.MISS
         return (self._reply(h, status, aux=min(self.gets[h.key], 0xFFFFFFFF)).pack(),)
 
-    def _meta(self, h: Header) -> tuple[bytes, ...]:
+    def _meta(self, h: Header) -> tuple[bytes | memoryview, ...]:
         chunk = self.backend.chunk(h.key)
         if chunk is None:
             return (self._reply(h, Status.MISS if h.opcode == Opcode.LOOKUP_META else Status.OK,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_CHUNKS, KVP_VALUE_LEN
+from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_CHUNK_LEN
 from kvpool.wire import Header
 
 WriteKey = tuple[str, int, int, int, int]
@@ -30,31 +30,45 @@ WriteKey = tuple[str, int, int, int, int]
 BlockKey = tuple[int, int]
 """One block: (tenant, prefix_hash)."""
 
-CHUNK_COST = KVP_HEADER_LEN + KVP_VALUE_LEN
-"""Bytes one staged chunk is charged: the request header kept for its ack, and the 128 value bytes."""
-BLOCK_COST = KVP_MAX_CHUNKS * CHUNK_COST
-"""Bytes the largest block costs while staged: a per-source budget must hold at least one."""
+
+
+def chunk_cost(chunk_len: int) -> int:
+    """Bytes one staged chunk is charged: the request header kept for its ack, and its value bytes."""
+    return KVP_HEADER_LEN + chunk_len
+
+
+def write_cost(chunk_count: int, chunk_len: int) -> int:
+    """Bytes a whole write of `chunk_count` chunks costs while staged."""
+    return chunk_count * chunk_cost(chunk_len)
+
+
+DEFAULT_BLOCK = 64 << 20
+"""The block the default budgets are sized for: 64 MiB (a 512-token block of Llama-3-8B) in 128-byte chunks,
+the costliest way to send it (524,288 chunks of 172 bytes: 86 MiB staged)."""
 
 
 @dataclass(frozen=True, slots=True)
 class StagingOptions:
     """Bounds of the staging area."""
 
-    max_bytes: int = 16 << 20
-    """All staged chunks together, in bytes (`CHUNK_COST` per chunk)."""
-    max_bytes_per_source: int = 2 << 20
-    """Staged bytes one source address may hold; at least one largest block (`BLOCK_COST`)."""
+    max_bytes: int = 256 << 20
+    """All staged chunks together, in bytes (`chunk_cost` per chunk): a bound, nothing is allocated up front."""
+    max_bytes_per_source: int = 96 << 20
+    """Staged bytes one source address may hold (default: one 64 MiB block in 128-byte chunks). A write larger
+    than this can never be staged whole: it is refused at once with ERR_FULL."""
     idle_timeout: float = 5.0
     """Seconds after its last chunk arrived that an incomplete write is dropped."""
     commit_log_entries: int = 4096
     """Recent commits remembered for idempotent resends (oldest forgotten first)."""
     commit_log_ttl: float = 30.0
     """Seconds a commit is remembered (longer than any client's retry span)."""
+    commit_log_bytes: int = 16 << 20
+    """Bytes of chunk checksums the commit log keeps (4 per chunk; oldest commits forgotten first)."""
 
     def __post_init__(self) -> None:
-        if self.max_bytes_per_source < BLOCK_COST or self.max_bytes < self.max_bytes_per_source:
-            raise ValueError(f"staging needs max_bytes >= max_bytes_per_source >= {BLOCK_COST} "
-                             f"(one block of {KVP_MAX_CHUNKS} chunks)")
+        least = chunk_cost(KVP_MAX_CHUNK_LEN)
+        if self.max_bytes_per_source < least or self.max_bytes < self.max_bytes_per_source:
+            raise ValueError(f"staging needs max_bytes >= max_bytes_per_source >= {least} (one largest chunk)")
         if self.idle_timeout <= 0 or self.commit_log_ttl <= 0 or self.commit_log_entries < 0:
             raise ValueError("staging timeouts must be > 0 and the commit log size >= 0")
 
@@ -64,7 +78,7 @@ class StagedChunk:
     request: Header
     """The PUT as it came (its req_id and fields are echoed in the ack sent at commit)."""
     value: bytes
-    """The 128 value bytes."""
+    """The value bytes (the chunk size, padding included)."""
 
 
 @dataclass(slots=True)
@@ -73,6 +87,8 @@ class StagedWrite:
 
     key: WriteKey
     chunk_count: int
+    chunk_len: int
+    """Bytes of each chunk's value (the write's chunk size)."""
     chunks: dict[int, StagedChunk] = field(default_factory=dict)
     touched: float = 0.0
 
@@ -102,7 +118,9 @@ class Staged(Enum):
     CONFLICT = "conflict"
     """This writer already staged other bytes for this chunk of this version: refused."""
     COUNT_MISMATCH = "count_mismatch"
-    """This writer staged chunks of this version with another chunk_count: refused."""
+    """This writer staged chunks of this version with another chunk_count or chunk size: refused."""
+    TOO_LARGE = "too_large"
+    """The whole write would exceed the per-source budget: it could never be staged whole (ERR_FULL)."""
 
 
 class StagingArea:
@@ -116,7 +134,7 @@ class StagingArea:
         self._by_block: dict[BlockKey, set[WriteKey]] = {}
         self._source_bytes: dict[str, int] = {}
         self.bytes = 0
-        """Bytes charged now (`CHUNK_COST` per staged chunk)."""
+        """Bytes charged now (`chunk_cost` per staged chunk)."""
         self.evicted = 0
         """Writes dropped to stay within a budget."""
         self.expired = 0
@@ -130,14 +148,16 @@ class StagingArea:
         self.expire()
         write = self._writes.get(key)
         if write is None:
-            write = StagedWrite(key, chunk_count)
+            if write_cost(chunk_count, len(value)) > self.options.max_bytes_per_source:
+                return Staged.TOO_LARGE, StagedWrite(key, chunk_count, len(value))
+            write = StagedWrite(key, chunk_count, len(value))
             self._writes[key] = write
             self._by_source.setdefault(key[0], OrderedDict())[key] = None
             self._by_block.setdefault(write.block, set()).add(key)
         write.touched = self._clock()
         self._writes.move_to_end(key)
         self._by_source[key[0]].move_to_end(key)
-        if chunk_count != write.chunk_count:
+        if chunk_count != write.chunk_count or len(value) != write.chunk_len:
             return Staged.COUNT_MISMATCH, write
         idx = request.chunk_idx
         known = write.chunks.get(idx)
@@ -146,20 +166,21 @@ class StagingArea:
                 return Staged.CONFLICT, write
             known.request = request
             return Staged.DUPLICATE, write
-        self._make_room(key)
+        cost = chunk_cost(write.chunk_len)
+        self._make_room(key, cost)
         write.chunks[idx] = StagedChunk(request, value)
-        self._charge(key[0], CHUNK_COST)
+        self._charge(key[0], cost)
         return Staged.ADDED, write
 
-    def _make_room(self, keep: WriteKey) -> None:
+    def _make_room(self, keep: WriteKey, cost: int) -> None:
         """Evict least recently touched writes (the source's own first) until one more chunk fits."""
         source = keep[0]
-        while self._source_bytes.get(source, 0) + CHUNK_COST > self.options.max_bytes_per_source:
+        while self._source_bytes.get(source, 0) + cost > self.options.max_bytes_per_source:
             victim = next((k for k in self._by_source[source] if k != keep), None)
-            assert victim is not None, "a per-source budget smaller than one block (checked in StagingOptions)"
+            assert victim is not None, "a write larger than the per-source budget (refused as TOO_LARGE)"
             self.remove(victim)
             self.evicted += 1
-        while self.bytes + CHUNK_COST > self.options.max_bytes:
+        while self.bytes + cost > self.options.max_bytes:
             victim = next(k for k in self._writes if k != keep)
             self.remove(victim)
             self.evicted += 1
@@ -185,7 +206,7 @@ class StagingArea:
         others.discard(key)
         if not others:
             del self._by_block[write.block]
-        self._charge(key[0], -CHUNK_COST * len(write.chunks))
+        self._charge(key[0], -chunk_cost(write.chunk_len) * len(write.chunks))
         return write
 
     def writes_of(self, block: BlockKey) -> list[StagedWrite]:
@@ -216,15 +237,24 @@ class CommitLog:
         self.options = options
         self._clock = clock
         self._entries: OrderedDict[WriteKey, tuple[float, int, array[int]]] = OrderedDict()
+        self._bytes = 0
 
     def record(self, key: WriteKey, chunk_count: int, csums: tuple[int, ...]) -> None:
-        """Remember a commit: 4 bytes per chunk (at most about 1 KiB per entry, 4 MiB for 4096 entries)."""
+        """Remember a commit: 4 bytes per chunk (256 KiB for a 64 MiB block of 1 KiB chunks)."""
         if self.options.commit_log_entries == 0:
             return
-        self._entries[key] = (self._clock(), chunk_count, array("I", csums))
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.options.commit_log_entries:
-            self._entries.popitem(last=False)
+        self._forget(key)
+        sums = array("I", csums)
+        self._entries[key] = (self._clock(), chunk_count, sums)
+        self._bytes += len(sums) * sums.itemsize
+        while len(self._entries) > self.options.commit_log_entries or (
+                self._bytes > self.options.commit_log_bytes and len(self._entries) > 1):
+            self._forget(next(iter(self._entries)))
+
+    def _forget(self, key: WriteKey) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._bytes -= len(entry[2]) * entry[2].itemsize
 
     def committed(self, key: WriteKey, chunk_idx: int, chunk_count: int, csum: int) -> bool:
         """Whether this writer committed exactly this chunk (same count, same checksum) recently."""
@@ -233,7 +263,7 @@ class CommitLog:
             return False
         at, count, csums = entry
         if at < self._clock() - self.options.commit_log_ttl:
-            del self._entries[key]
+            self._forget(key)
             return False
         return count == chunk_count and chunk_idx < count and csums[chunk_idx] == csum
 

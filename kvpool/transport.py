@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-MAX_REPLY = 2048
-"""Largest datagram read; a KVP message is at most 164 bytes."""
+MAX_REPLY = 65535
+"""Largest datagram read (any UDP payload); a KVP message is at most KVP_MAX_MESSAGE (8,236) bytes."""
 
 
 class Transport(Protocol):
@@ -40,8 +40,8 @@ class UdpTransport:
         self.server = server
         self.peer = f"{server[0]}:{server[1]}"
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        with contextlib.suppress(OSError):  # a window of replies arrives in a burst
-            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        with contextlib.suppress(OSError):  # a window of replies arrives in a burst (capped by rmem_max)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self._sock.bind((bind, 0))
 
     @property

@@ -6,8 +6,8 @@ timer, and resends only the ones whose reply is missing, reusing their req_id so
 It knows nothing of blocks: the caller tags each request (the chunk index), reads `Answer`s as they come, and
 may submit more, ask for a resend (a reply that failed verification), or clear everything (a restart).
 
-Chunk indices and counts only pass through the codec (`kvpool.wire.Header`): a wider index (protocol v2) changes
-the codec, not this module.
+Chunk indices, counts and sizes only pass through the codec (`kvpool.wire.Header`): protocol v2's wider index and
+per-block chunk size changed the codec, not this module (a reply's value is `1 << chunk_shift` bytes).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from kvpool.constants import KVP_HEADER_LEN, KVP_VALUE_LEN, REPLY_OF, Flag, Opcode
+from kvpool.constants import KVP_HEADER_LEN, REPLY_OF, Flag, Opcode
 from kvpool.errors import KVPTimeout
 from kvpool.transport import Transport
 from kvpool.wire import HEADER, Header, check, encode, has_magic
@@ -57,8 +57,9 @@ class Answer:
     """What the caller tagged the request with (a chunk index)."""
     request: Header
     reply: Header
-    value: bytes
-    """The reply's 128 value bytes when F_VALUE is set (and present), else b""."""
+    value: bytes | memoryview
+    """The reply's value bytes (`1 << chunk_shift`, padding included) when F_VALUE is set, else b"" (a view
+    into the datagram: no copy)."""
     latency: float
     """Seconds from the last send of the request to this reply."""
     attempts: int
@@ -92,7 +93,7 @@ class Window:
         self.wrong: list[str] = []
         """Replies with our req_id that did not answer the request (wrong key or opcode)."""
 
-    def submit(self, tag: int, header: Header, value: bytes | None = None) -> Header:
+    def submit(self, tag: int, header: Header, value: bytes | memoryview | None = None) -> Header:
         """Queue a request (its req_id is assigned here); it is sent when the window has room."""
         header = header.replace(req_id=self._next_req_id() & 0xFFFFFFFF)
         self._queue.append(_Outstanding(tag, header, encode(header, value)))
@@ -110,6 +111,10 @@ class Window:
         """Forget every queued and outstanding request; their late replies count as strays."""
         self._queue.clear()
         self._flight.clear()
+
+    def __len__(self) -> int:
+        """Requests queued or outstanding."""
+        return len(self._queue) + len(self._flight)
 
     @property
     def idle(self) -> bool:
@@ -165,6 +170,8 @@ class Window:
         if reason is not None:
             self.wrong.append(f"{describe(reply)} ({reason.value})")
         del self._flight[reply.req_id]
-        value = data[KVP_HEADER_LEN:KVP_HEADER_LEN + KVP_VALUE_LEN] if reason is None and reply.flags & Flag.VALUE else b""
+        value: bytes | memoryview = b""
+        if reason is None and reply.flags & Flag.VALUE:
+            value = memoryview(data)[KVP_HEADER_LEN:KVP_HEADER_LEN + reply.chunk_len]
         return Answer(item.tag, item.header, reply, value, self._clock() - item.sent_at, item.attempts,
                       reason is not None, item.data)

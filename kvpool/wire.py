@@ -16,16 +16,24 @@ from enum import StrEnum
 from kvpool.constants import (
     KVP_HEADER_LEN,
     KVP_MAGIC,
+    KVP_MAX_CHUNK_SHIFT,
+    KVP_MIN_CHUNK_SHIFT,
+    KVP_SLOT_SHIFT,
     KVP_VALUE_LEN,
     KVP_VERSION,
     Flag,
     Opcode,
     Status,
 )
+from kvpool.keys import CHUNK_BITS, PREFIX_HASH_BITS, TENANT_BITS
 
-HEADER = struct.Struct("!HBBBBHIQBBHIII")
-"""magic ver opcode status flags tenant req_id prefix_hash chunk_idx chunk_count value_len version value_csum aux."""
+_CODE = {8: "B", 16: "H", 32: "I", 64: "Q"}
+HEADER = struct.Struct(f"!HBBBB{_CODE[TENANT_BITS]}I{_CODE[PREFIX_HASH_BITS]}{_CODE[CHUNK_BITS] * 2}HBBIII")
+"""magic ver opcode status flags tenant req_id prefix_hash chunk_idx chunk_count value_len chunk_shift reserved
+version value_csum aux (v2; the key widths come from `kvpool.keys`)."""
 assert HEADER.size == KVP_HEADER_LEN
+PREAMBLE_LEN = 3
+"""Bytes of magic and ver: enough to tell a KVP message of another version (BAD_VERSION) from a short one."""
 
 _OPCODES = frozenset(int(o) for o in Opcode)
 
@@ -37,15 +45,17 @@ class Reason(StrEnum):
     """
 
     SHORT_HEADER = "short_header"
-    """Fewer than 36 bytes of UDP payload (whatever the magic: the switch cannot parse kvp_h)."""
+    """Fewer than 3 bytes of UDP payload, or a v2 magic and version but fewer than 44 bytes."""
     NOT_KVP = "not_kvp"
     """Magic is not 0x4B56: plain UDP, not ours; never answered."""
     BAD_VERSION = "bad_version"
-    """`ver` is not 1."""
+    """`ver` is not 2 (a v1 message, for example): answered ERR_MALFORMED when the request id came."""
     UNKNOWN_OP = "unknown_op"
     """Good magic, unknown opcode: answered with ERR_UNKNOWN_OP, not ERR_MALFORMED."""
+    BAD_CHUNK_SIZE = "bad_chunk_size"
+    """`chunk_shift` outside 7..13 (chunks of 128 B .. 8 KiB)."""
     VALUE_TRUNCATED = "value_truncated"
-    """F_VALUE is set but fewer than 128 bytes follow the header."""
+    """F_VALUE is set but fewer than `1 << chunk_shift` bytes follow the header."""
     VALUE_MISSING = "value_missing"
     """F_VALUE is clear on PUT or SLOT_WRITE."""
     ZERO_CHUNK_COUNT = "zero_chunk_count"
@@ -53,7 +63,7 @@ class Reason(StrEnum):
     CHUNK_IDX_RANGE = "chunk_idx_range"
     """`chunk_idx >= chunk_count`."""
     VALUE_LEN_RANGE = "value_len_range"
-    """`value_len > 128`."""
+    """`value_len > 1 << chunk_shift`."""
 
     @property
     def drop_reason(self) -> str:
@@ -71,6 +81,7 @@ _DROP_REASON = {
     Reason.SHORT_HEADER: "SHORT",
     Reason.BAD_VERSION: "BAD_VERSION",
     Reason.UNKNOWN_OP: "UNKNOWN_OP",
+    Reason.BAD_CHUNK_SIZE: "BAD_CHUNK_SIZE",
     Reason.VALUE_TRUNCATED: "NO_VALUE",
     Reason.VALUE_MISSING: "NO_VALUE",
     Reason.ZERO_CHUNK_COUNT: "BAD_CHUNK",
@@ -97,73 +108,87 @@ class Header:
     aux: int = 0
     magic: int = KVP_MAGIC
     ver: int = KVP_VERSION
+    chunk_shift: int = KVP_SLOT_SHIFT
+    """log2 of the chunk's payload bytes (7..13): the value that follows is exactly `1 << chunk_shift` bytes."""
 
     @property
     def key(self) -> tuple[int, int, int]:
         """The block-chunk key `(tenant, prefix_hash, chunk_idx)`."""
         return (self.tenant, self.prefix_hash, self.chunk_idx)
 
+    @property
+    def chunk_len(self) -> int:
+        """Bytes of this message's value chunk (padding included)."""
+        return 1 << self.chunk_shift
+
     def pack(self) -> bytes:
         return HEADER.pack(
             self.magic, self.ver, self.opcode, self.status, self.flags, self.tenant, self.req_id,
-            self.prefix_hash, self.chunk_idx, self.chunk_count, self.value_len, self.version,
-            self.value_csum, self.aux,
+            self.prefix_hash, self.chunk_idx, self.chunk_count, self.value_len, self.chunk_shift, 0,
+            self.version, self.value_csum, self.aux,
         )
 
     def replace(self, **changes: int) -> Header:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def unpack(cls, data: bytes) -> Header:
-        """The header at the start of `data` (at least 36 bytes; no validity checks, see `check`)."""
+    def unpack(cls, data: bytes | memoryview) -> Header:
+        """The header at the start of `data` (at least 44 bytes; no validity checks, see `check`)."""
         (magic, ver, opcode, status, flags, tenant, req_id, prefix_hash, chunk_idx, chunk_count, value_len,
-         version, value_csum, aux) = HEADER.unpack_from(data)
+         chunk_shift, _reserved, version, value_csum, aux) = HEADER.unpack_from(data)
         return cls(opcode, status, flags, tenant, req_id, prefix_hash, chunk_idx, chunk_count, value_len,
-                   version, value_csum, aux, magic, ver)
+                   version, value_csum, aux, magic, ver, chunk_shift)
 
 
-def pad_value(value: bytes) -> bytes:
-    """A value chunk of exactly 128 bytes: `value` zero-padded (at most 128 bytes in)."""
-    if len(value) > KVP_VALUE_LEN:
-        raise ValueError(f"a value chunk holds at most {KVP_VALUE_LEN} bytes, got {len(value)}")
-    return value.ljust(KVP_VALUE_LEN, b"\0")
+def pad_value(value: bytes | memoryview, size: int = KVP_VALUE_LEN) -> bytes:
+    """A value chunk of exactly `size` bytes (default: one slot, 128): `value` zero-padded."""
+    if len(value) > size:
+        raise ValueError(f"a value chunk holds at most {size} bytes, got {len(value)}")
+    return bytes(value).ljust(size, b"\0")
 
 
-def value_checksum(value: bytes) -> int:
-    """`value_csum`: CRC-32 (zlib) of the 128 value bytes including padding."""
-    return zlib.crc32(pad_value(value))
+def value_checksum(value: bytes | memoryview, size: int = KVP_VALUE_LEN) -> int:
+    """`value_csum`: CRC-32 (zlib) of the `size` value bytes including padding."""
+    if len(value) == size:
+        return zlib.crc32(value)
+    return zlib.crc32(pad_value(value, size))
 
 
-def encode(header: Header, value: bytes | None = None) -> bytes:
-    """A whole message: with a value, F_VALUE, `value_len` and `value_csum` are filled in from it."""
+def encode(header: Header, value: bytes | memoryview | None = None) -> bytes:
+    """A whole message: with a value, F_VALUE, `value_len` and `value_csum` are filled in from it (padded to
+    the header's chunk size, `1 << chunk_shift`)."""
     if value is None:
         return header.pack()
-    chunk = pad_value(value)
+    chunk = pad_value(value, header.chunk_len)
     header = header.replace(flags=header.flags | Flag.VALUE, value_len=len(value), value_csum=zlib.crc32(chunk))
     return header.pack() + chunk
 
 
-def has_magic(data: bytes) -> bool:
+def has_magic(data: bytes | memoryview) -> bool:
     """Whether the datagram starts with KVP's magic (then a receiver may answer even a malformed one)."""
     return len(data) >= 2 and data[0] << 8 | data[1] == KVP_MAGIC
 
 
-def check(data: bytes) -> Reason | None:
+def check(data: bytes | memoryview) -> Reason | None:
     """The protocol's validity rules on a UDP payload; None when the message may be applied.
 
-    Order as the switch checks them: length, magic, version, opcode, then the value and chunk rules, so each
-    message has exactly one reason.
+    Order as the switch checks them: magic and version (3 bytes), header length, opcode, chunk size, then the
+    value and chunk rules, so each message has exactly one reason.
     """
-    if len(data) < KVP_HEADER_LEN:
+    if len(data) < PREAMBLE_LEN:
         return Reason.SHORT_HEADER
     if not has_magic(data):
         return Reason.NOT_KVP
-    h = Header.unpack(data)
-    if h.ver != KVP_VERSION:
+    if data[2] != KVP_VERSION:
         return Reason.BAD_VERSION
+    if len(data) < KVP_HEADER_LEN:
+        return Reason.SHORT_HEADER
+    h = Header.unpack(data)
     if h.opcode not in _OPCODES:
         return Reason.UNKNOWN_OP
-    if h.flags & Flag.VALUE and len(data) < KVP_HEADER_LEN + KVP_VALUE_LEN:
+    if not KVP_MIN_CHUNK_SHIFT <= h.chunk_shift <= KVP_MAX_CHUNK_SHIFT:
+        return Reason.BAD_CHUNK_SIZE
+    if h.flags & Flag.VALUE and len(data) < KVP_HEADER_LEN + h.chunk_len:
         return Reason.VALUE_TRUNCATED
     if not h.flags & Flag.VALUE and h.opcode in (Opcode.PUT, Opcode.SLOT_WRITE):
         return Reason.VALUE_MISSING
@@ -171,13 +196,14 @@ def check(data: bytes) -> Reason | None:
         return Reason.ZERO_CHUNK_COUNT
     if h.chunk_idx >= h.chunk_count:
         return Reason.CHUNK_IDX_RANGE
-    if h.value_len > KVP_VALUE_LEN:
+    if h.value_len > h.chunk_len:
         return Reason.VALUE_LEN_RANGE
     return None
 
 
-def value_of(data: bytes) -> bytes | None:
-    """The 128 value bytes of a valid message, or None when F_VALUE is clear."""
+def value_of(data: bytes | memoryview) -> bytes | None:
+    """The value bytes (`1 << chunk_shift` of them, padding included) of a valid message, or None when F_VALUE
+    is clear."""
     if not data[5] & Flag.VALUE:
         return None
-    return bytes(data[KVP_HEADER_LEN:KVP_HEADER_LEN + KVP_VALUE_LEN])
+    return bytes(data[KVP_HEADER_LEN:KVP_HEADER_LEN + (1 << data[30])])

@@ -35,7 +35,7 @@ register<bit<48>>(COALESCE_ENTRIES) coalesce_since;
 /* The key whose GET is outstanding (compared in full on every use).    */
 register<bit<16>>(COALESCE_ENTRIES) coalesce_tenant;
 register<bit<64>>(COALESCE_ENTRIES) coalesce_prefix_hash;
-register<bit<8>>(COALESCE_ENTRIES) coalesce_chunk_idx;
+register<chunk_index_t>(COALESCE_ENTRIES) coalesce_chunk_idx;
 /* The version the forwarded GET asked for (0 = any): a reader joins    */
 /* only a GET that asked the same question.                              */
 register<bit<32>>(COALESCE_ENTRIES) coalesce_version;
@@ -118,7 +118,7 @@ action coalesce_get() {
     bit<48> since;
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     bit<32> version;
     bit<32> server;
     bit<32> origin_ip;
@@ -190,7 +190,7 @@ action coalesce_reply() {
     bit<48> since;
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     bit<32> server;
     bit<16> server_port;
     bit<32> origin_ip;
@@ -286,7 +286,7 @@ action coalesce_release() {
     bit<32> epoch;
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     coalesce_epoch.read(epoch, meta.coal_index);
     coalesce_tenant.read(tenant, meta.coal_index);
     coalesce_prefix_hash.read(prefix_hash, meta.coal_index);

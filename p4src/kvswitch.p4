@@ -51,8 +51,9 @@ control MyIngress(inout headers_t hdr,
         meta.drop_reason = drop_reason_t.NONE;
         if (kvp_port) {
             meta.drop_reason = kvp_check(
-                hdr.kvp.isValid(), hdr.kvp.magic, hdr.kvp.ver,
-                hdr.kvp.opcode, hdr.kvp.flags, hdr.kvp_value.isValid(),
+                meta.kvp_seen, meta.kvp_magic, meta.kvp_ver,
+                hdr.kvp.isValid(), hdr.kvp.opcode, hdr.kvp.flags,
+                hdr.kvp.chunk_shift, hdr.kvp_value.isValid(), hdr.udp.len,
                 hdr.kvp.chunk_idx, hdr.kvp.chunk_count, hdr.kvp.value_len);
         }
         meta.kvp_ok = kvp_port && meta.drop_reason == drop_reason_t.NONE;
@@ -63,7 +64,7 @@ control MyIngress(inout headers_t hdr,
         bool from_cpu = hdr.packet_out.isValid();
         /* SLOT_WRITE / SLOT_READ (even malformed: the controller gets */
         /* its ERR_MALFORMED answer)                                    */
-        bool is_slot_op = hdr.kvp.isValid() && hdr.kvp.magic == KVP_MAGIC
+        bool is_slot_op = hdr.kvp.isValid()
             && (op == kvp_opcode_t.SLOT_WRITE || op == kvp_opcode_t.SLOT_READ);
 
         /* ---- who sent it ---- */
@@ -89,8 +90,10 @@ control MyIngress(inout headers_t hdr,
 
         /* ---- what it asks of the pool ---- */
         bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
+        /* a slot holds one slot-sized chunk: a larger one is malformed */
         bool is_slot_write = from_cpu && meta.kvp_ok
-            && op == kvp_opcode_t.SLOT_WRITE && hdr.kvp.aux < SLOT_COUNT;
+            && op == kvp_opcode_t.SLOT_WRITE && hdr.kvp.aux < SLOT_COUNT
+            && hdr.kvp_value.isValid();
         bool is_get = is_pool_op && meta.kvp_ok && !bypass
             && op == kvp_opcode_t.GET;
         /* Fill from a storage node's reply or an upstream switch's (so  */
@@ -159,7 +162,7 @@ control MyIngress(inout headers_t hdr,
                     check_value();
                     write_slot();
                     count_event(kvp_event_t.SLOT_WRITE);
-                } else if (meta.kvp_ok) {
+                } else if (meta.kvp_ok && op == kvp_opcode_t.SLOT_READ) {
                     read_slot();
                     count_event(kvp_event_t.SLOT_READ);
                 }

@@ -3,7 +3,13 @@
  * kvswitch: parser.
  *
  *   [packet_out] -> ethernet -> ipv4 (no options, not a fragment) -> udp
- *     -> kvp (port 7420 either way) -> kvp_value (magic ok and F_VALUE)
+ *     -> kvp (port 7420 either way; magic and ver 2, read first)
+ *     -> kvp_value (F_VALUE and a slot-sized chunk, 1 << KVP_SLOT_SHIFT)
+ *
+ * The magic and version are looked at before kvp_h is extracted, so a
+ * message of another version (a v1 header is 36 bytes) is recognised as
+ * BAD_VERSION instead of SHORT; chunks larger than a slot stay payload:
+ * they are forwarded and coalesced, never stored.
  *
  * A parser error (a short KVP header or value) does not drop the packet on
  * BMv2: it reaches ingress with parser_error set and the headers extracted
@@ -56,10 +62,22 @@ parser MyParser(packet_in packet,
     }
 
     state parse_kvp {
+        /* 3 bytes: magic and ver (fewer: PacketTooShort, kvp_seen false) */
+        bit<24> head = packet.lookahead<bit<24>>();
+        meta.kvp_seen = true;
+        meta.kvp_magic = head[23:8];
+        meta.kvp_ver = head[7:0];
+        transition select(head[23:8], head[7:0]) {
+            (KVP_MAGIC, KVP_VERSION): parse_kvp_header;
+            default: accept;
+        }
+    }
+
+    state parse_kvp_header {
         packet.extract(hdr.kvp);
-        /* The value follows only in real KVP messages that say so. */
-        transition select(hdr.kvp.magic, hdr.kvp.flags) {
-            (KVP_MAGIC, F_VALUE &&& F_VALUE): parse_kvp_value;
+        /* The value is parsed only when it fits a slot. */
+        transition select(hdr.kvp.flags, hdr.kvp.chunk_shift) {
+            (F_VALUE &&& F_VALUE, KVP_SLOT_SHIFT): parse_kvp_value;
             default: accept;
         }
     }

@@ -206,7 +206,7 @@ action answer_lookup_meta() {
     bit<1> valid;
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     bit<32> generation;
     bit<32> min_version;
     bit<32> version;

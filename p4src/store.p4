@@ -38,7 +38,7 @@ register<bit<32>>(SLOT_COUNT) slot_min_version;
 /* The key the slot holds (checked on every hit and fill).              */
 register<bit<16>>(SLOT_COUNT) slot_tenant;
 register<bit<64>>(SLOT_COUNT) slot_prefix_hash;
-register<bit<8>>(SLOT_COUNT) slot_chunk_idx;
+register<chunk_index_t>(SLOT_COUNT) slot_chunk_idx;
 /* The admission (kv_index generation) the slot is bound to; served     */
 /* only while it equals the index entry's generation.                   */
 register<bit<32>>(SLOT_COUNT) slot_generation;
@@ -48,7 +48,7 @@ register<bit<32>>(SLOT_COUNT) slot_value_csum;
 register<bit<16>>(SLOT_COUNT) slot_value_len;
 /* Chunks of the block the stored chunk belongs to (returned on a hit,  */
 /* so a reader that asked with chunk_count 1 learns the block's size).  */
-register<bit<8>>(SLOT_COUNT) slot_chunk_count;
+register<chunk_index_t>(SLOT_COUNT) slot_chunk_count;
 
 /* GETs answered from each slot (packets, bytes of the requests).       */
 counter(SLOT_COUNT, CounterType.packets_and_bytes) slot_hits;
@@ -98,7 +98,7 @@ action serve_slot() {
     bit<1> valid;
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     bit<32> generation;
     bit<32> min_version;
     slot_valid.read(valid, meta.slot);
@@ -149,6 +149,7 @@ action build_get_reply() {
     hdr.kvp.value_csum = meta.slot_value_csum;
     hdr.kvp.value_len = meta.slot_value_len;
     hdr.kvp.chunk_count = meta.slot_chunk_count;
+    hdr.kvp.chunk_shift = KVP_SLOT_SHIFT;
     hdr.kvp.aux = 0;
     std_meta.egress_spec = std_meta.ingress_port;
     slot_hits.count(meta.slot);
@@ -166,7 +167,7 @@ action fill_slot() {
     bit<1> valid;
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     bit<32> generation;
     bit<32> min_version;
     bit<32> stored_version;
@@ -205,7 +206,7 @@ action fill_slot() {
 action invalidate_slot() {
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     bit<32> generation;
     slot_tenant.read(tenant, meta.slot);
     slot_prefix_hash.read(prefix_hash, meta.slot);
@@ -233,7 +234,7 @@ action bound_slot() {
     bit<1> valid;
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     bit<32> generation;
     bit<32> min_version;
     bit<32> stored_version;
@@ -275,7 +276,7 @@ action bound_slot() {
 action write_slot() {
     bit<16> tenant;
     bit<64> prefix_hash;
-    bit<8> chunk_idx;
+    chunk_index_t chunk_idx;
     bit<32> generation;
     bit<32> min_version;
     slot_tenant.read(tenant, meta.slot);
@@ -316,6 +317,7 @@ action read_slot() {
     slot_value_csum.read(hdr.kvp.value_csum, meta.slot);
     slot_value_len.read(hdr.kvp.value_len, meta.slot);
     slot_chunk_count.read(hdr.kvp.chunk_count, meta.slot);
+    hdr.kvp.chunk_shift = KVP_SLOT_SHIFT;
     hdr.kvp_value.setValid();
     slot_value.read(hdr.kvp_value.value, meta.slot);
     if (valid == 1) {

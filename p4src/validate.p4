@@ -56,30 +56,49 @@ bool is_trusted(in port_role_t role) {
     return role == port_role_t.STORAGE || role == port_role_t.FABRIC;
 }
 
+/* Payload bytes of a chunk of 1 << shift bytes (shift in 7 .. 13).      */
+bit<16> chunk_bytes(in bit<8> shift) {
+    return (bit<16>)1 << shift;
+}
+
 /* Why a UDP datagram on port 7420 is not a well-formed KVP message, or  */
-/* NONE when it is one.  The parameters are the fields the rules read    */
-/* (`kvp_valid`, `value_valid`: the parser extracted kvp_h, kvp_value_h). */
-drop_reason_t kvp_check(in bool kvp_valid, in bit<16> magic, in bit<8> ver,
-                        in kvp_opcode_t opcode, in bit<8> flags,
-                        in bool value_valid, in bit<8> chunk_idx,
-                        in bit<8> chunk_count, in bit<16> value_len) {
+/* NONE when it is one.  The parameters are the fields the rules read:   */
+/* `seen`, `magic`, `ver` from the parser's look at the first 3 bytes;   */
+/* `kvp_valid`, `value_valid`: the parser extracted kvp_h, kvp_value_h   */
+/* (the latter only for slot-sized chunks); `udp_len` the UDP length,    */
+/* which tells whether a larger chunk's payload is all there.            */
+drop_reason_t kvp_check(in bool seen, in bit<16> magic, in bit<8> ver,
+                        in bool kvp_valid, in kvp_opcode_t opcode,
+                        in bit<8> flags, in bit<8> chunk_shift,
+                        in bool value_valid, in bit<16> udp_len,
+                        in chunk_index_t chunk_idx,
+                        in chunk_index_t chunk_count, in bit<16> value_len) {
     bool has_value = (flags & F_VALUE) != 0;
     drop_reason_t reason = drop_reason_t.NONE;
-    if (!kvp_valid) {
+    if (!seen) {
         reason = drop_reason_t.SHORT;
     } else if (magic != KVP_MAGIC) {
         reason = drop_reason_t.BAD_MAGIC;
     } else if (ver != KVP_VERSION) {
         reason = drop_reason_t.BAD_VERSION;
+    } else if (!kvp_valid) {
+        reason = drop_reason_t.SHORT;
     } else if (!is_known_opcode(opcode)) {
         reason = drop_reason_t.UNKNOWN_OP;
-    } else if (has_value && !value_valid) {
+    } else if (chunk_shift < KVP_MIN_CHUNK_SHIFT
+               || chunk_shift > KVP_MAX_CHUNK_SHIFT) {
+        reason = drop_reason_t.BAD_CHUNK_SIZE;
+    } else if (has_value && chunk_shift == KVP_SLOT_SHIFT && !value_valid) {
+        reason = drop_reason_t.NO_VALUE;
+    } else if (has_value && chunk_shift != KVP_SLOT_SHIFT
+               && udp_len < UDP_HEADER_LEN + KVP_HEADER_LEN
+                            + chunk_bytes(chunk_shift)) {
         reason = drop_reason_t.NO_VALUE;
     } else if (needs_value(opcode) && !has_value) {
         reason = drop_reason_t.NO_VALUE;
     } else if (chunk_count == 0 || chunk_idx >= chunk_count) {
         reason = drop_reason_t.BAD_CHUNK;
-    } else if (value_len > KVP_VALUE_LEN) {
+    } else if (value_len > chunk_bytes(chunk_shift)) {
         reason = drop_reason_t.BAD_VALUE_LEN;
     }
     return reason;

@@ -41,9 +41,9 @@ class NewChunk:
     value_len: int
     """Meaningful bytes of `value` (the rest is padding)."""
     csum: int
-    """CRC-32 of the 128 value bytes, as the writer sent it (checked before staging)."""
+    """CRC-32 of the value bytes, as the writer sent it (checked before staging)."""
     value: bytes
-    """The 128 value bytes."""
+    """The value bytes: the block's chunk size (128 B .. 8 KiB), padding included."""
 
 
 class ChunkMeta(Protocol):
@@ -87,8 +87,9 @@ class StorageBackend(Protocol):
         """The committed chunk `key` if a GET would be served now, else None."""
         ...
 
-    def read(self, key: Key) -> tuple[ChunkMeta, bytes] | None:
-        """The committed chunk and its 128 value bytes, or None (never bytes of another version than the meta's)."""
+    def read(self, key: Key) -> tuple[ChunkMeta, bytes | memoryview] | None:
+        """The committed chunk and its value bytes (the block's chunk size, padding included; a view where the
+        backend holds the block in one buffer), or None (never bytes of another version than the meta's)."""
         ...
 
     def commit(self, block: BlockKey, version: int, chunks: Sequence[NewChunk]) -> bool:

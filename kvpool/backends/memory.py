@@ -1,6 +1,7 @@
 """The `memory` backend: chunks in bounded DRAM, with an optional SQLite disk tier (the default backend).
 
-DRAM holds 128 bytes per chunk (the padded value); `capacity` bounds that. A commit that does not fit in DRAM
+DRAM holds each chunk's padded value (128 B .. 8 KiB, the block's chunk size); `capacity` bounds that. A
+chunk's bytes are kept as one object and handed to the socket as they are (no copy per GET). A commit that does not fit in DRAM
 goes to disk when there is a disk tier (new chunks beyond the room), else it is refused whole (ERR_FULL).
 The disk tier is one SQLite file in its folder (`chunks.sqlite`); chunks found there at start-up are served
 again, and a block's chunks reach the disk in one transaction.
@@ -32,6 +33,8 @@ class StoredChunk:
     value: bytes | None
     score: float = 0.0
     """Residual score the controller gave it with TIER_MOVE (kept for eviction-order decisions)."""
+    size: int = KVP_VALUE_LEN
+    """Bytes of the padded value (the block's chunk size): what the chunk costs in DRAM."""
 
 
 class DiskTier:
@@ -90,7 +93,8 @@ class DiskTier:
         out = {}
         for tenant, ph, idx, count, vlen, version, score, value in self._db.execute("SELECT * FROM chunk"):
             key = (tenant, int.from_bytes(ph, "big"), idx)
-            out[key] = StoredChunk(count, vlen, version, zlib.crc32(value), Tier.STORAGE_DISK, None, score)
+            out[key] = StoredChunk(count, vlen, version, zlib.crc32(value), Tier.STORAGE_DISK, None, score,
+                                   len(value))
         return out
 
     def close(self) -> None:
@@ -110,7 +114,7 @@ class MemoryBackend:
         self.chunks: dict[Key, StoredChunk] = {}
         self.blocks: dict[BlockKey, BlockState] = {}
         self.dram_used = 0
-        """Bytes of DRAM holding chunk values (128 per DRAM chunk)."""
+        """Bytes of DRAM holding chunk values (the chunk size per DRAM chunk)."""
         if self.disk is not None:
             self.chunks.update(self.disk.load())
             for (tenant, ph, _), chunk in self.chunks.items():
@@ -139,9 +143,14 @@ class MemoryBackend:
         count = len(chunks)
         old = self.blocks.get(block)
         leftovers = [k for i in range(count, old.chunk_count if old else 0) if (k := (tenant, ph, i)) in self.chunks]
-        freed = sum(KVP_VALUE_LEN for k in leftovers if self.chunks[k].tier == Tier.STORAGE_DRAM)
+        size = len(chunks[0].value) if chunks else KVP_VALUE_LEN
+        freed = sum(self.chunks[k].size for k in leftovers if self.chunks[k].tier == Tier.STORAGE_DRAM)
+        # overwritten chunks stay in their tier but may change size (a new chunk size): free the old, charge new
+        kept = [c for i in range(count) if (c := self.chunks.get((tenant, ph, i))) is not None
+                and c.tier == Tier.STORAGE_DRAM]
+        freed += sum(c.size for c in kept)
         new = [k for i in range(count) if (k := (tenant, ph, i)) not in self.chunks]
-        room = max(0, self.capacity - self.dram_used + freed) // KVP_VALUE_LEN
+        room = max(0, self.capacity - self.dram_used + freed - len(kept) * size) // size
         if len(new) > room and self.disk is None:
             return False
         to_dram = set(new[:room])
@@ -154,7 +163,7 @@ class MemoryBackend:
                 tier = before.tier if before is not None else (
                     Tier.STORAGE_DRAM if key in to_dram else Tier.STORAGE_DISK)
                 chunk = StoredChunk(count, staged.value_len, version, staged.csum, tier, None,
-                                    before.score if before else 0.0)
+                                    before.score if before else 0.0, size)
                 self._place(key, chunk, staged.value)
         self.blocks[block] = BlockState(version, count)
         return True
@@ -164,7 +173,7 @@ class MemoryBackend:
         self._drop(key)
         if chunk.tier == Tier.STORAGE_DRAM:
             chunk.value = value
-            self.dram_used += KVP_VALUE_LEN
+            self.dram_used += chunk.size
         else:
             assert self.disk is not None
             chunk.value = None
@@ -176,7 +185,7 @@ class MemoryBackend:
         if old is None:
             return
         if old.tier == Tier.STORAGE_DRAM:
-            self.dram_used -= KVP_VALUE_LEN
+            self.dram_used -= old.size
         elif self.disk is not None:
             self.disk.delete(key)
 
@@ -188,10 +197,11 @@ class MemoryBackend:
         if target == Tier.STORAGE_DISK and self.disk is None:
             return Moved(Status.ERR_DENIED, chunk.tier)
         if target != chunk.tier:
-            if target == Tier.STORAGE_DRAM and self.dram_used + KVP_VALUE_LEN > self.capacity:
+            if target == Tier.STORAGE_DRAM and self.dram_used + chunk.size > self.capacity:
                 return Moved(Status.ERR_FULL, chunk.tier)
             value = self._value(key, chunk)
-            moved = StoredChunk(chunk.chunk_count, chunk.value_len, chunk.version, chunk.csum, target, None)
+            moved = StoredChunk(chunk.chunk_count, chunk.value_len, chunk.version, chunk.csum, target, None,
+                                size=chunk.size)
             self._place(key, moved, value)
             chunk = moved
         chunk.score = score

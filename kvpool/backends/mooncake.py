@@ -3,7 +3,7 @@
 Mapping (docs/storage-backends.md):
 
 * One Mooncake object per committed block version, `<namespace>/<tenant>/<prefix_hash>/v<version>`, holding
-  the block's chunks (128 bytes each, padded). A commit is one Mooncake `put` of that object: Mooncake's put is
+  the block's chunks (each the block's chunk size, 128 B .. 8 KiB, padded). A commit is one Mooncake `put` of that object: Mooncake's put is
   all-or-nothing per key (readers see no object until the put has ended), which gives KVP's atomic blocks.
 * One record per block, `<namespace>/<tenant>/<prefix_hash>/newest`: the newest committed version, its chunk
   count, each chunk's `value_len` and CRC-32, and which chunks TIER_MOVE dropped. Written with `upsert` and a
@@ -32,6 +32,7 @@ from __future__ import annotations
 import socket
 import struct
 import zlib
+from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,19 +40,22 @@ from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from kvpool.backends.base import BlockKey, BlockState, Key, Moved, NewChunk
-from kvpool.constants import KVP_MAX_CHUNKS, KVP_VALUE_LEN, Status, Tier
+from kvpool.constants import Status, Tier
+from kvpool.keys import MAX_CHUNKS
 
 INSTALL_HINT = ("pip install mooncake-transfer-engine-non-cuda==0.3.13.post1 "
                 "(and on Debian/Ubuntu: apt-get install libibverbs1)")
 """What makes `import mooncake.store` work (docs/storage-backends.md)."""
 
-_BLOCK_HEAD = struct.Struct(">4sQB")
-"""Block object header: magic b"KVB1", version, chunk_count; then chunk_count × 128 value bytes."""
-_BLOCK_MAGIC = b"KVB1"
-_RECORD_HEAD = struct.Struct(">4sQB32s")
-"""Newest-version record: magic b"KVN1", version, chunk_count, dropped-chunk bitmap (bit i = chunk i); then
-chunk_count value_len bytes and chunk_count big-endian CRC-32s."""
-_RECORD_MAGIC = b"KVN1"
+_BLOCK_HEAD = struct.Struct(">4sQIH")
+"""Block object header: magic b"KVB2", version, chunk_count, chunk size in bytes; then chunk_count × chunk size
+value bytes (protocol v2 layout; v1's b"KVB1" objects are not read)."""
+_BLOCK_MAGIC = b"KVB2"
+_RECORD_HEAD = struct.Struct(">4sQIH")
+"""Newest-version record: magic b"KVN2", version, chunk_count, chunk size; then the dropped-chunk bitmap
+(ceil(chunk_count / 8) bytes, bit i = chunk i), chunk_count big-endian 16-bit value_lens and chunk_count
+big-endian CRC-32s."""
+_RECORD_MAGIC = b"KVN2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +123,10 @@ class _Block:
     """The node's view of a block (mirrors its newest-version record)."""
 
     version: int
-    value_lens: bytes
-    csums: tuple[int, ...]
+    chunk_len: int
+    """Bytes of each chunk (the block's chunk size)."""
+    value_lens: array[int]
+    csums: array[int]
     dropped: int = 0
     """Bitmap of chunks TIER_MOVE dropped."""
     scores: dict[int, float] = field(default_factory=dict)
@@ -133,19 +139,40 @@ class _Block:
         return idx < self.chunk_count and not self.dropped >> idx & 1
 
     def record(self) -> bytes:
-        return (_RECORD_HEAD.pack(_RECORD_MAGIC, self.version, self.chunk_count, self.dropped.to_bytes(32, "big"))
-                + self.value_lens + struct.pack(f">{self.chunk_count}I", *self.csums))
+        count = self.chunk_count
+        return (_RECORD_HEAD.pack(_RECORD_MAGIC, self.version, count, self.chunk_len)
+                + self.dropped.to_bytes((count + 7) // 8, "big") + _big_endian(self.value_lens)
+                + _big_endian(self.csums))
 
     @classmethod
     def parse(cls, data: bytes) -> _Block | None:
         if len(data) < _RECORD_HEAD.size:
             return None
-        magic, version, count, dropped = _RECORD_HEAD.unpack_from(data)
-        if magic != _RECORD_MAGIC or len(data) != _RECORD_HEAD.size + 5 * count:
+        magic, version, count, chunk_len = _RECORD_HEAD.unpack_from(data)
+        bitmap = (count + 7) // 8
+        if magic != _RECORD_MAGIC or len(data) != _RECORD_HEAD.size + bitmap + 6 * count:
             return None
-        lens = data[_RECORD_HEAD.size:_RECORD_HEAD.size + count]
-        csums = struct.unpack_from(f">{count}I", data, _RECORD_HEAD.size + count)
-        return cls(version, bytes(lens), csums, int.from_bytes(dropped, "big"))
+        at = _RECORD_HEAD.size
+        dropped = int.from_bytes(data[at:at + bitmap], "big")
+        lens = _from_big_endian("H", data[at + bitmap:at + bitmap + 2 * count])
+        csums = _from_big_endian("I", data[at + bitmap + 2 * count:])
+        return cls(version, chunk_len, lens, csums, dropped)
+
+
+def _big_endian(values: array[int]) -> bytes:
+    """An array's items as big-endian bytes (the record's byte order on every host)."""
+    out = array(values.typecode, values)
+    if struct.pack("=H", 1) != struct.pack(">H", 1):
+        out.byteswap()
+    return out.tobytes()
+
+
+def _from_big_endian(typecode: str, data: bytes) -> array[int]:
+    out = array(typecode)
+    out.frombytes(data)
+    if struct.pack("=H", 1) != struct.pack(">H", 1):
+        out.byteswap()
+    return out
 
 
 class MooncakeBackend:
@@ -207,7 +234,7 @@ class MooncakeBackend:
     # ---- the block cache -----------------------------------------------------------------------------
 
     def _fetch(self, block: BlockKey, state: _Block) -> bytes | None:
-        """The block object's chunk bytes (chunk_count × 128) for the newest version, checked; None if gone."""
+        """The block object's chunk bytes (chunk_count × chunk size) for the newest version, checked; None if gone."""
         entry = (block, state.version)
         data = self._cache.get(entry)
         if data is not None:
@@ -218,14 +245,15 @@ class MooncakeBackend:
         raw = self.store.get(self._object(block, state.version))
         if not raw:
             return None
-        count = state.chunk_count
-        if (len(raw) != _BLOCK_HEAD.size + count * KVP_VALUE_LEN
-                or _BLOCK_HEAD.unpack_from(raw) != (_BLOCK_MAGIC, state.version, count)):
+        count, size = state.chunk_count, state.chunk_len
+        if (len(raw) != _BLOCK_HEAD.size + count * size
+                or _BLOCK_HEAD.unpack_from(raw) != (_BLOCK_MAGIC, state.version, count, size)):
             self.counters["corrupt"] += 1
             return None
         data = raw[_BLOCK_HEAD.size:]
+        view = memoryview(data)
         for i in range(count):
-            if zlib.crc32(data[i * KVP_VALUE_LEN:(i + 1) * KVP_VALUE_LEN]) != state.csums[i]:
+            if zlib.crc32(view[i * size:(i + 1) * size]) != state.csums[i]:
                 self.counters["corrupt"] += 1
                 return None
         self._remember(entry, data)
@@ -266,7 +294,7 @@ class MooncakeBackend:
                 return None
         return self._meta(state, idx)
 
-    def read(self, key: Key) -> tuple[MooncakeChunk, bytes] | None:
+    def read(self, key: Key) -> tuple[MooncakeChunk, bytes | memoryview] | None:
         block, idx = (key[0], key[1]), key[2]
         state = self._state(block)
         if state is None or not state.serves(idx):
@@ -274,10 +302,11 @@ class MooncakeBackend:
         data = self._fetch(block, state)
         if data is None:
             return None
-        return self._meta(state, idx), data[idx * KVP_VALUE_LEN:(idx + 1) * KVP_VALUE_LEN]
+        size = state.chunk_len
+        return self._meta(state, idx), memoryview(data)[idx * size:(idx + 1) * size]  # a view: no copy
 
     def commit(self, block: BlockKey, version: int, chunks: Sequence[NewChunk]) -> bool:
-        assert 0 < len(chunks) <= KVP_MAX_CHUNKS
+        assert 0 < len(chunks) <= MAX_CHUNKS
         old = self._state(block)
         assert old is None or version > old.version, "the node commits only newer versions"
         name = self._object(block, version)
@@ -286,11 +315,12 @@ class MooncakeBackend:
             self.counters["remove.unnamed"] += 1
             self.store.remove(name, True)
         self.counters["put"] += 1
-        if self._call(self.store.put, name, _BLOCK_HEAD.pack(_BLOCK_MAGIC, version, len(chunks)) + data,
+        size = len(chunks[0].value)
+        if self._call(self.store.put, name, _BLOCK_HEAD.pack(_BLOCK_MAGIC, version, len(chunks), size) + data,
                       self._block_config) != 0:
             self.counters["put.failed"] += 1
             return False
-        state = _Block(version, bytes(c.value_len for c in chunks), tuple(c.csum for c in chunks))
+        state = _Block(version, size, array("H", (c.value_len for c in chunks)), array("I", (c.csum for c in chunks)))
         if not self._write_record(block, state):
             self.store.remove(name, True)
             return False
@@ -312,7 +342,7 @@ class MooncakeBackend:
             state.scores[idx] = score
             return Moved(Status.OK, Tier.STORAGE_DRAM)
         dropped = state.dropped | 1 << idx
-        if not self._write_record(block, _Block(state.version, state.value_lens, state.csums, dropped)):
+        if not self._write_record(block, _Block(state.version, state.chunk_len, state.value_lens, state.csums, dropped)):
             return Moved(Status.ERR_FULL, Tier.STORAGE_DRAM)
         state.dropped = dropped
         state.scores.pop(idx, None)

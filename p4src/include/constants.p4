@@ -19,6 +19,11 @@
 const bit<32> SLOT_COUNT = 32w1 << SLOT_INDEX_WIDTH;
 typedef bit<SLOT_INDEX_WIDTH> slot_index_t;
 
+/* Width of kvp_h.chunk_idx and chunk_count (protocol v2): a 256 MiB  */
+/* block at 1 KiB per packet is 262,144 chunks.                         */
+#define CHUNK_INDEX_WIDTH 32
+typedef bit<CHUNK_INDEX_WIDTH> chunk_index_t;
+
 /* Cells per count-min row = 1 << SKETCH_INDEX_WIDTH.                   */
 #define SKETCH_INDEX_WIDTH 10
 const bit<32> SKETCH_CELLS = 32w1 << SKETCH_INDEX_WIDTH;
@@ -58,11 +63,19 @@ const bit<8> REPLY_TTL = 64;
 /* ephemeral range 32768-60999, so it never collides with a client port. */
 const bit<16> KVP_UDP_PORT = 7420;
 const bit<16> KVP_MAGIC = 0x4B56;      /* "KV" */
-const bit<8> KVP_VERSION = 1;
+const bit<8> KVP_VERSION = 2;
 
-/* Bytes of kvp_h and of kvp_value_h.                                   */
-const bit<16> KVP_HEADER_LEN = 36;
+/* Bytes of kvp_h and of kvp_value_h (one slot's value).                */
+const bit<16> KVP_HEADER_LEN = 44;
 const bit<16> KVP_VALUE_LEN = KVP_VALUE_BYTES;
+/* Payload bytes per packet of a block = 1 << kvp_h.chunk_shift, one of */
+/* 128 B .. 8 KiB (7 .. 13).  Only chunks of the slot's size            */
+/* (KVP_SLOT_SHIFT: 1 << 7 = KVP_VALUE_BYTES) are parsed as a            */
+/* kvp_value_h and may be stored; larger ones are forwarded (and        */
+/* coalesced) with their payload unparsed.                              */
+const bit<8> KVP_MIN_CHUNK_SHIFT = 7;
+const bit<8> KVP_MAX_CHUNK_SHIFT = 13;
+const bit<8> KVP_SLOT_SHIFT = 7;
 /* Header bytes in front of KVP: IPv4 without options, UDP.             */
 const bit<16> IPV4_HEADER_LEN = 20;
 const bit<16> UDP_HEADER_LEN = 8;
@@ -133,6 +146,8 @@ enum bit<8> kvp_status_t {
     HIT_SWITCH     = 0x01,
     HIT_SERVER     = 0x02,
     MISS           = 0x03,
+    STAGED         = 0x04,   /* PUT_ACK: chunk staged, block not yet    */
+                             /* committed (progress; OK = committed)    */
     ERR_MALFORMED  = 0x10,
     ERR_FULL       = 0x11,
     ERR_CHECKSUM   = 0x12,
@@ -171,13 +186,14 @@ enum bit<8> punt_reason_t {
 /* dropped or passed on as plain UDP instead of handling them as KVP.   */
 enum bit<8> drop_reason_t {
     NONE          = 0,   /* not counted                                 */
-    SHORT         = 1,   /* UDP payload on port 7420 < 36 bytes         */
+    SHORT         = 1,   /* UDP payload on port 7420 < 3 bytes, or      */
+                         /* magic and version good but < 44 bytes       */
     BAD_MAGIC     = 2,   /* magic != 0x4B56 on port 7420                */
-    BAD_VERSION   = 3,   /* ver != 1                                    */
-    NO_VALUE      = 4,   /* F_VALUE but < 128 bytes follow, or F_VALUE  */
-                         /* clear on PUT / SLOT_WRITE                   */
+    BAD_VERSION   = 3,   /* ver != 2 (e.g. a v1 message)                */
+    NO_VALUE      = 4,   /* F_VALUE but < 1 << chunk_shift bytes follow,*/
+                         /* or F_VALUE clear on PUT / SLOT_WRITE        */
     BAD_CHUNK     = 5,   /* chunk_count = 0 or chunk_idx >= chunk_count */
-    BAD_VALUE_LEN = 6,   /* value_len > 128                             */
+    BAD_VALUE_LEN = 6,   /* value_len > 1 << chunk_shift                */
     UNKNOWN_OP    = 7,   /* good magic, unknown opcode                  */
     BAD_SLOT      = 8,   /* SLOT_WRITE/SLOT_READ slot >= SLOT_COUNT     */
     BAD_CHECKSUM  = 9,   /* fill or SLOT_WRITE: value_csum mismatch     */
@@ -192,8 +208,9 @@ enum bit<8> drop_reason_t {
                                /* from a HOST port: dropped             */
     REPLY_FROM_HOST = 16,      /* a reply from a HOST port: forwarded   */
                                /* with F_BYPASS, never stored           */
-    SLOT_NOT_INDEXED = 17      /* SLOT_WRITE for a key not indexed at   */
+    SLOT_NOT_INDEXED = 17,     /* SLOT_WRITE for a key not indexed at   */
                                /* slot aux: answered ERR_DENIED         */
+    BAD_CHUNK_SIZE = 18        /* chunk_shift outside 7 .. 13           */
 }
 
 /* Index of the kvp_events counter: what the KVP pipeline did.          */

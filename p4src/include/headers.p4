@@ -73,27 +73,33 @@ header udp_h {
  *  KVP (docs/protocol.md)                                               *
  * ==================================================================== */
 
-/* The fixed KVP header, 36 bytes.                                      */
+/* The fixed KVP header, 44 bytes (protocol version 2; 4-byte aligned). */
 header kvp_h {
     bit<16> magic;          /* 0x4B56 ("KV")                             */
-    bit<8> ver;             /* protocol version, 1                       */
+    bit<8> ver;             /* protocol version, 2                       */
     kvp_opcode_t opcode;    /* what the message is                       */
     kvp_status_t status;    /* outcome in replies, OK in requests        */
     bit<8> flags;           /* F_VALUE | F_BYPASS | F_PIN                */
     bit<16> tenant;         /* tenant id, part of the block key          */
     bit<32> req_id;         /* echoed in the reply                       */
     bit<64> prefix_hash;    /* chained hash of the block and its prefix  */
-    bit<8> chunk_idx;       /* chunk within the block, < chunk_count     */
-    bit<8> chunk_count;     /* chunks in the block, >= 1                 */
+    chunk_index_t chunk_idx;   /* chunk within the block, < chunk_count  */
+    chunk_index_t chunk_count; /* chunks in the block, >= 1              */
     bit<16> value_len;      /* in bytes, meaningful bytes of the value   */
-                            /* chunk (<= 128)                            */
+                            /* chunk (<= 1 << chunk_shift)               */
+    bit<8> chunk_shift;     /* log2 of the chunk's payload bytes, 7..13  */
+                            /* (128 B .. 8 KiB); the value that follows  */
+                            /* is exactly 1 << chunk_shift bytes         */
+    bit<8> reserved;        /* zero; keeps the next field aligned        */
     bit<32> version;        /* version of the block's value; 0 = any     */
-    bit<32> value_csum;     /* CRC-32 (zlib) of the 128 value bytes      */
+    bit<32> value_csum;     /* CRC-32 (zlib) of the value bytes (padding */
+                            /* included)                                 */
     bit<32> aux;            /* opcode-specific; slot index for SLOT_*    */
 }
 
-/* The value chunk, KVP_VALUE_BYTES (128) bytes; present iff             */
-/* flags & F_VALUE.  One field: the store keeps it in one register.     */
+/* The value chunk of a slot-sized chunk (chunk_shift = KVP_SLOT_SHIFT), */
+/* KVP_VALUE_BYTES (128) bytes; parsed iff flags & F_VALUE and the chunk */
+/* is slot-sized.  One field: the store keeps it in one register.        */
 header kvp_value_h {
     value_t value;  /* the chunk's bytes, big-endian (byte 0 first)     */
 }
@@ -117,7 +123,7 @@ struct headers_t {
 struct hot_key_digest_t {
     bit<16> tenant;         /* block key: tenant                         */
     bit<64> prefix_hash;    /* block key: prefix hash                    */
-    bit<8> chunk_idx;       /* block key: chunk                          */
+    chunk_index_t chunk_idx; /* block key: chunk                         */
     bit<32> estimate;       /* count-min estimate of GET misses this     */
                             /* epoch, in packets                         */
 }
@@ -142,6 +148,10 @@ struct coalesce_waiter_t {
 
 struct metadata_t {
     /* validation */
+    bool kvp_seen;              /* parser read magic and ver (>= 3 bytes) */
+    bit<16> kvp_magic;          /* the first 16 bits of the UDP payload  */
+    bit<8> kvp_ver;             /* its `ver` byte (kvp_h is extracted    */
+                                /* only when magic and ver are ours)     */
     bool kvp_ok;                /* KVP header valid and well-formed      */
     drop_reason_t drop_reason;  /* why not (NONE when kvp_ok)            */
     bool forward;               /* leave through ipv4_lpm                */
@@ -170,7 +180,7 @@ struct metadata_t {
     bit<32> slot_version;       /* version read from the slot            */
     bit<32> slot_value_csum;    /* value checksum read from the slot     */
     bit<16> slot_value_len;     /* value length read from the slot       */
-    bit<8> slot_chunk_count;    /* chunk count read from the slot        */
+    chunk_index_t slot_chunk_count; /* chunk count read from the slot    */
     kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
 
     /* sketch */

@@ -78,7 +78,7 @@ KEY = BlockKey(tenant=7, prefix_hash=0x0C0A1E5CE0000001, chunk_idx=2)
 def coalesce_index(key: BlockKey) -> int:
     """The key's pending entry, computed as the program does (v1model crc32 over salt ‖ tenant ‖ prefix ‖ chunk)."""
     data = SALT.to_bytes(4, "big") + key.tenant.to_bytes(2, "big") + key.prefix_hash.to_bytes(8, "big") \
-        + key.chunk_idx.to_bytes(1, "big")
+        + key.chunk_idx.to_bytes(4, "big")  # chunk_idx is 32 bits (protocol v2)
     return zlib.crc32(data) % ENTRIES
 
 

@@ -34,11 +34,23 @@ def _kvp(**kw) -> KVP:
     return KVP(**(base | kw))
 
 
+V1_GET = bytes.fromhex("4b5601010000000700000001" "0123456789abcdef" "0004" "0000" "00000000" "00000000" "00000000")
+"""A v1 GET of chunk 0 of 4 (docs/protocol.md of v1: 36 bytes, 8-bit chunk_idx and chunk_count)."""
+V1_PUT = bytes.fromhex("4b5601030001000700000002" "0123456789abcdef" "0004" "0080" "00000001" "00000000" "00000000") \
+    + bytes(128)
+"""A v1 PUT with its 128-byte value chunk (164 bytes)."""
+
 MALFORMED = [
     # (reason counted, UDP payload after the UDP header)
     ("SHORT", bytes(_kvp())[:20]),
+    ("SHORT", bytes(_kvp())[:2]),  # not even magic and version
     ("BAD_MAGIC", bytes(_kvp(magic=0x1234))),
-    ("BAD_VERSION", bytes(_kvp(ver=2))),
+    ("BAD_VERSION", bytes(_kvp(ver=3))),
+    ("BAD_VERSION", V1_GET),  # a protocol-v1 GET (36 bytes): a clear version error, not SHORT
+    ("BAD_VERSION", V1_PUT),
+    ("BAD_CHUNK_SIZE", bytes(_kvp(chunk_shift=6))),
+    ("BAD_CHUNK_SIZE", bytes(_kvp(chunk_shift=14))),
+    ("NO_VALUE", bytes(_kvp(opcode=Opcode.PUT, chunk_shift=10, flags=1)) + bytes(1000)),  # 1 KiB chunk, cut
     ("UNKNOWN_OP", bytes(_kvp(opcode=0x7F))),
     ("NO_VALUE", bytes(_kvp(flags=1)) + bytes(50)),  # F_VALUE, value truncated
     ("NO_VALUE", bytes(_kvp(opcode=Opcode.PUT, flags=0))),  # PUT without value

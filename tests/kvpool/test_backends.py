@@ -20,7 +20,7 @@ from kvpool.backends.memory import MemoryBackend
 from kvpool.backends.mooncake import BackendUnavailable, MooncakeBackend, MooncakeOptions
 from kvpool.blocks import split
 from kvpool.client import ClientOptions, KVPClient
-from kvpool.constants import Opcode, Status, Tier
+from kvpool.constants import KVP_HEADER_LEN, Opcode, Status, Tier
 from kvpool.server import StorageNode, StorageOptions
 from kvpool.wire import Header, encode
 from tests.kvpool.fake_mooncake import FakeStore
@@ -33,18 +33,19 @@ def mooncake_node(store: FakeStore, **options) -> StorageNode:
     return StorageNode(StorageOptions(), backend=MooncakeBackend(store, MooncakeOptions(**options)))
 
 
-def write(n: StorageNode, ph: int, data: bytes, version: int, writer=WRITER) -> set[Status]:
-    """PUT a whole block; the set of ack statuses."""
+def write(n: StorageNode, ph: int, data: bytes, version: int, writer=WRITER, chunk_len: int = 128) -> set[Status]:
+    """PUT a whole block; the set of ack verdicts (STAGED progress acks left out)."""
     out = []
-    for c in split(data, version):
+    for c in split(data, version, chunk_len):
         out += n.receive(encode(Header(Opcode.PUT, req_id=c.idx, prefix_hash=ph, chunk_idx=c.idx,
-                                       chunk_count=c.count, version=version), c.value[:c.value_len]), writer)
-    return {Status(Header.unpack(d.data).status) for d in out}
+                                       chunk_count=c.count, version=version, chunk_shift=chunk_len.bit_length() - 1),
+                                c.value[:c.value_len]), writer)
+    return {Status(Header.unpack(d.data).status) for d in out} - {Status.STAGED}
 
 
 def get(n: StorageNode, ph: int, idx: int, count: int, opcode: Opcode = Opcode.GET) -> tuple[Header, bytes]:
     out = n.receive(Header(opcode, prefix_hash=ph, chunk_idx=idx, chunk_count=count).pack(), READER)
-    return Header.unpack(out[0].data), out[0].data[36:]
+    return Header.unpack(out[0].data), out[0].data[KVP_HEADER_LEN:]
 
 
 def test_registry_opens_memory_by_default_and_refuses_unknown_names_and_foreign_options(tmp_path):
@@ -100,6 +101,23 @@ def test_a_restarted_node_serves_the_block_and_still_refuses_other_bytes_for_its
     assert (reply.status, reply.version, value[:4]) == (Status.HIT_SERVER, 3, b"kept")
     assert write(again, 5, b"evil" * 40, 3) == {Status.ERR_CONFLICT}
     assert write(again, 5, b"old!" * 40, 2) == {Status.ERR_STALE}
+
+
+@pytest.mark.parametrize("backend", ["memory", "mooncake-fake"])
+def test_a_block_of_more_than_255_large_chunks_is_served_chunk_by_chunk_after_a_restart(backend):
+    store = FakeStore()
+
+    def start() -> StorageNode:
+        return StorageNode(StorageOptions()) if backend == "memory" else mooncake_node(store, cache_bytes=0)
+
+    n = start()
+    data = bytes(i % 251 for i in range(400 * 1024 - 5))  # 400 chunks of 1 KiB (protocol v2)
+    assert write(n, 0x400, data, 2, chunk_len=1024) == {Status.OK}
+    again = n if backend == "memory" else start()  # the record (count, chunk size, lens, CRCs) read back
+    reply, value = get(again, 0x400, 399, 400)
+    assert (reply.status, reply.chunk_count, reply.chunk_shift, reply.value_len) == (Status.HIT_SERVER, 400, 10, 1019)
+    assert value[:1019] == data[399 * 1024:] and len(value) == 1024
+    assert write(again, 0x400, bytes(len(data)), 2, chunk_len=1024) == {Status.ERR_CONFLICT}
 
 
 def test_an_object_evicted_by_mooncake_is_a_miss_and_its_version_stays_taken():

@@ -1,4 +1,4 @@
-"""Blocks split into 128-byte chunks and come back whole only when every chunk agrees."""
+"""Blocks split into chunks of one size (128 B .. 8 KiB) and come back whole only when every chunk agrees."""
 
 from __future__ import annotations
 
@@ -12,9 +12,28 @@ def test_chunk_count_is_ceil_of_size_over_128(size, chunks):
     assert chunk_count(size) == chunks == len(split(bytes(size), 1))
 
 
-def test_block_larger_than_255_chunks_is_refused():
+def test_blocks_beyond_255_chunks_split_into_as_many_chunks_as_needed():
+    # v1 refused a 256th chunk; v2's 32-bit chunk_count takes a 256 MiB block in 1 KiB chunks (262,144)
+    assert len(split(bytes(255 * 128 + 1), 1)) == 256
+    assert chunk_count(256 << 20, 1024) == 262_144
+
+
+@pytest.mark.parametrize("chunk_len", [127, 100, 16384])
+def test_a_chunk_size_the_protocol_does_not_allow_is_refused(chunk_len):
+    with pytest.raises(BlockError, match="chunk size"):
+        split(b"x", 1, chunk_len)
+
+
+def test_a_reply_announcing_a_block_beyond_the_readers_limit_is_refused_before_allocating():
+    c = split(b"x", 1)[0]
     with pytest.raises(BlockError, match="exceeds"):
-        split(bytes(255 * 128 + 1), 1)
+        Reassembly(max_len=1 << 20).add(2**32 - 2, 2**32 - 1, c.value_len, c.value, 1, c.csum)
+
+
+def test_chunks_of_two_sizes_are_not_mixed_in_one_block():
+    small, large = split(bytes(3 * 128), 1, 128), split(bytes(3 * 1024), 1, 1024)  # 3 chunks each
+    with pytest.raises(BlockError, match="chunk size"):
+        reassemble([small[0], large[1]])
 
 
 def reassemble(chunks, version=0, order=None):

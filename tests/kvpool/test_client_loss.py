@@ -13,8 +13,9 @@ import threading
 
 import pytest
 
+from kvpool.blocks import SMALL_BLOCK_LEN
 from kvpool.client import ClientOptions, KVPClient, KVPError
-from kvpool.constants import KVP_MAX_BLOCK_LEN, KVP_MAX_CHUNKS, Opcode, Status
+from kvpool.constants import CHUNK_SIZES, Opcode, Status
 from kvpool.server import StorageNode, StorageOptions
 from kvpool.transport import LocalTransport, LossyTransport
 from kvpool.wire import Header
@@ -37,15 +38,16 @@ def test_a_lost_put_ack_is_resent_and_reported_as_success():
     n = StorageNode(StorageOptions())
     lost = []
 
-    def drop_first_ack_of_chunk_1(data: bytes, direction: str) -> bool:
-        if direction == "in" and is_ack(data, 1) and not lost:
-            lost.append(data)
+    def drop_the_commits_acks(data: bytes, direction: str) -> bool:
+        h = Header.unpack(data)
+        if direction == "in" and h.opcode == Opcode.PUT_ACK and h.status == Status.OK and len(lost) < 3:
+            lost.append(data)  # every OK of the commit: only a resend can learn it committed
             return True
         return False
 
-    with local_client(n, drop=drop_first_ack_of_chunk_1) as client:
+    with local_client(n, drop=drop_the_commits_acks) as client:
         client.put_block(0xACC, b"z" * 300, version=1)  # before issue 9 the resend got ERR_STALE and this raised
-        assert lost and client.sent == 4  # three chunks, one resend
+        assert len(lost) == 3 and client.sent == 4  # three chunks, one resend (of the chunk that completed it)
         assert client.get_block(0xACC).data == b"z" * 300
     assert n.counters["status.OK"] >= 4
 
@@ -63,16 +65,57 @@ def test_sixty_writes_under_loss_all_succeed_and_read_back(seed, loss):
         assert client.transport.dropped > 0
 
 
-def test_a_windowed_read_of_the_largest_block_under_loss_returns_verified_bytes():
+def test_a_windowed_read_of_the_largest_v1_block_under_loss_returns_verified_bytes():
     n = StorageNode(StorageOptions())
-    data = random.Random(1).randbytes(KVP_MAX_BLOCK_LEN)
+    data = random.Random(1).randbytes(SMALL_BLOCK_LEN)  # 255 chunks of 128 B, the largest block of protocol v1
     with local_client(n) as writer:
         writer.put_block(0xB16, data, version=3)
     with local_client(n, loss=0.2, seed=4) as client:
         block = client.get_block(0xB16)
-        assert block.data == data and block.version == 3 and len(block.chunks) == KVP_MAX_CHUNKS
+        assert block.data == data and block.version == 3 and len(block.chunks) == 255
         assert client.transport.dropped > 20
         assert max(c.attempts for c in block.chunks) > 1
+
+
+@pytest.mark.parametrize(("size", "chunk_size"), [(1 << 20, 1024), (3 << 20, 8192), ((1 << 20) + 77, 128)])
+def test_mib_blocks_written_and_read_under_loss_come_back_verified(size, chunk_size):
+    n = StorageNode(StorageOptions())
+    data = random.Random(size).randbytes(size)
+    with local_client(n, loss=0.01, seed=size, window=64, chunk_size=chunk_size) as client:
+        client.put_block(0xB1C, data, version=2)
+        block = client.get_block(0xB1C)
+    assert block.data == data and block.version == 2
+    assert len(block.chunks) == -(-size // chunk_size) > 255, "chunk_idx beyond 8 bits"
+    assert client.transport.dropped > 0
+    assert n.counters["put.committed"] == 1
+    assert n.counters["status.STAGED"] >= len(block.chunks) - 1, "the writer was paced by staged acks"
+
+
+def test_a_write_resends_only_the_chunks_that_were_lost():
+    n = StorageNode(StorageOptions())
+    dropped = []
+
+    def drop_three_puts(data: bytes, direction: str) -> bool:
+        h = Header.unpack(data)
+        if direction == "out" and h.opcode == Opcode.PUT and h.chunk_idx in (5, 50, 500) \
+                and h.chunk_idx not in dropped:
+            dropped.append(h.chunk_idx)
+            return True
+        return False
+
+    with local_client(n, drop=drop_three_puts, window=16, timeout=0.2) as client:  # no late resends
+        client.put_block(7, bytes(1024 * 1024), version=1, chunk_size=1024)
+        assert sorted(dropped) == [5, 50, 500] and client.sent == 1024 + 3
+
+
+@pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
+def test_every_chunk_size_round_trips(chunk_size):
+    n = StorageNode(StorageOptions())
+    data = random.Random(chunk_size).randbytes(5 * chunk_size - 3)
+    with local_client(n, chunk_size=chunk_size) as client:
+        client.put_block(chunk_size, data, version=1)
+        block = client.get_block(chunk_size)
+    assert block.data == data and len(block.chunks) == 5
 
 
 class CountingTransport(LocalTransport):
@@ -176,7 +219,7 @@ class LossyProxy:
         sock.settimeout(0.05)
         while not self.stop.is_set():
             try:
-                data, peer = sock.recvfrom(2048)
+                data, peer = sock.recvfrom(65535)
             except (TimeoutError, OSError):
                 continue
             if self.rng.random() < self.loss:
@@ -211,3 +254,18 @@ def test_writes_and_reads_over_real_udp_through_a_lossy_proxy_never_fail(serve):
         proxy.close()
     assert proxy.dropped > 0
     assert node.node.counters["put.committed"] == len(blocks)
+
+
+def test_a_16_mib_block_over_real_udp_through_a_lossy_proxy_comes_back_verified(serve):
+    node = serve(capacity=32 << 20)
+    proxy = LossyProxy(node.address, loss=0.01, seed=16)
+    data = random.Random(16).randbytes(16 << 20)
+    try:
+        with KVPClient(ClientOptions(server=proxy.address, timeout=0.05, retries=40, window=64,
+                                     chunk_size=8192)) as client:
+            client.put_block(0x16, data, version=1)
+            block = client.get_block(0x16)
+    finally:
+        proxy.close()
+    assert block.data == data and len(block.chunks) == 2048
+    assert proxy.dropped > 0

@@ -14,20 +14,22 @@ from kvpool.constants import KVP_UDP_PORT, REPLY_OF, Flag, Opcode, Status
 from kvpool.protocol import KVP, KVPValue, Reason, check
 from kvpool.wire import Header, encode
 
-# GET, tenant 7, req_id 42, prefix_hash 0x0123456789abcdef, chunk 2 of 4, version 5:
-#   magic ver op st fl tenant req_id   prefix_hash      ci cc vlen version  csum     aux
-GET_HEX = "4b56 01 01 00 00 0007 0000002a 0123456789abcdef 02 04 0000 00000005 00000000 00000000"
-# PUT of b"abc" (value_len 3), tenant 0, req_id 1, prefix_hash 0x10, chunk 0 of 1, version 9; the CRC-32 of
-# "abc" + 125 zero bytes is 0x15a6ab51 (zlib.crc32, checked once by hand with `python -c`).
-PUT_HEX = ("4b56 01 03 00 01 0000 00000001 0000000000000010 00 01 0003 00000009 15a6ab51 00000000"
+# Protocol v2 (44-byte header). GET, tenant 7, req_id 42, prefix_hash 0x0123456789abcdef, chunk 2 of 4, version 5:
+#   magic ver op st fl tenant req_id   prefix_hash      chunk_idx chunk_cnt vlen sh rs version  csum     aux
+GET_HEX = "4b56 02 01 00 00 0007 0000002a 0123456789abcdef 00000002 00000004 0000 07 00 00000005 00000000 00000000"
+# PUT of b"abc" (value_len 3), tenant 0, req_id 1, prefix_hash 0x10, chunk 0 of 1, version 9, 128-byte chunk
+# (chunk_shift 7); the CRC-32 of "abc" + 125 zero bytes is 0x15a6ab51 (zlib.crc32, checked by hand with `python -c`).
+PUT_HEX = ("4b56 02 03 00 01 0000 00000001 0000000000000010 00000000 00000001 0003 07 00 00000009 15a6ab51 00000000"
            + " 6162630000000000" + " 0000000000000000" * 15)
+# The same GET in protocol v1 (36 bytes, 8-bit chunk_idx and chunk_count): refused as BAD_VERSION.
+V1_GET_HEX = "4b56 01 01 00 00 0007 0000002a 0123456789abcdef 02 04 0000 00000005 00000000 00000000"
 
 
 def hexbytes(text: str) -> bytes:
     return bytes.fromhex(text.replace(" ", ""))
 
 
-def test_get_request_builds_the_documented_36_bytes():
+def test_get_request_builds_the_documented_44_bytes():
     pkt = KVP(opcode="GET", tenant=7, req_id=42, prefix_hash=0x0123456789ABCDEF, chunk_idx=2, chunk_count=4,
               version=5)
     assert bytes(pkt) == hexbytes(GET_HEX)
@@ -51,8 +53,8 @@ def test_explicit_fields_are_not_overwritten_by_post_build():
 
 def test_dissecting_the_put_bytes_gives_back_every_field():
     pkt = KVP(hexbytes(PUT_HEX))
-    expected = dict(magic=0x4B56, ver=1, opcode=Opcode.PUT, status=Status.OK, tenant=0, req_id=1,
-                    prefix_hash=0x10, chunk_idx=0, chunk_count=1, value_len=3, version=9,
+    expected = dict(magic=0x4B56, ver=2, opcode=Opcode.PUT, status=Status.OK, tenant=0, req_id=1,
+                    prefix_hash=0x10, chunk_idx=0, chunk_count=1, value_len=3, chunk_shift=7, version=9,
                     value_csum=0x15A6AB51, aux=0)
     assert {name: getattr(pkt, name) for name in expected} == expected
     assert int(pkt.flags) == Flag.VALUE
@@ -69,10 +71,23 @@ def test_value_words_are_big_endian_w0_first():
 
 
 def test_truncated_value_is_kept_raw_and_reported():
-    data = hexbytes(PUT_HEX)[:36 + 100]
+    data = hexbytes(PUT_HEX)[:44 + 100]
     pkt = KVP(data)
     assert isinstance(pkt.payload, Raw)
     assert check(pkt) == Reason.VALUE_TRUNCATED
+
+
+def test_a_1_kib_chunk_with_a_32_bit_index_builds_dissects_and_checks():
+    value = bytes(range(256)) * 4
+    pkt = KVP(opcode="PUT", prefix_hash=0x10, chunk_idx=300_000, chunk_count=300_001, chunk_shift=10,
+              version=1) / Raw(value)
+    data = bytes(pkt)
+    assert len(data) == 44 + 1024 and data[20:28] == bytes.fromhex("000493e0000493e1") and data[30] == 10
+    assert data == encode(Header(Opcode.PUT, prefix_hash=0x10, chunk_idx=300_000, chunk_count=300_001, version=1,
+                                 chunk_shift=10), value)
+    again = KVP(data)
+    assert (again.chunk_idx, again.value_len, again.value) == (300_000, 1024, value)
+    assert check(data) is None and check(data[:-1]) == Reason.VALUE_TRUNCATED
 
 
 @pytest.mark.parametrize("ports", [dict(sport=40000, dport=KVP_UDP_PORT), dict(sport=KVP_UDP_PORT, dport=40000)])
@@ -117,16 +132,25 @@ GOOD_GET = Header(Opcode.GET, chunk_count=2, chunk_idx=1).pack()
 GOOD_PUT = encode(Header(Opcode.PUT, version=1), b"x")
 
 MALFORMED = [
-    ("payload shorter than the header", GOOD_GET[:35], Reason.SHORT_HEADER),
+    ("payload shorter than the header", GOOD_GET[:43], Reason.SHORT_HEADER),
+    ("payload shorter than magic and version", GOOD_GET[:2], Reason.SHORT_HEADER),
     ("wrong magic", b"XX" + GOOD_GET[2:], Reason.NOT_KVP),
-    ("version 2", Header(Opcode.GET, ver=2).pack(), Reason.BAD_VERSION),
+    ("version 3", Header(Opcode.GET, ver=3).pack(), Reason.BAD_VERSION),
+    ("a v1 GET (36 bytes)", hexbytes(V1_GET_HEX), Reason.BAD_VERSION),
+    ("a v1 header cut to 3 bytes", hexbytes(V1_GET_HEX)[:3], Reason.BAD_VERSION),
     ("opcode 0x7f", Header(0x7F).pack(), Reason.UNKNOWN_OP),
+    ("chunk_shift 6 (64 B)", Header(Opcode.GET, chunk_shift=6).pack(), Reason.BAD_CHUNK_SIZE),
+    ("chunk_shift 14 (16 KiB)", Header(Opcode.GET, chunk_shift=14).pack(), Reason.BAD_CHUNK_SIZE),
     ("F_VALUE with 127 value bytes", GOOD_PUT[:-1], Reason.VALUE_TRUNCATED),
+    ("F_VALUE with 1 KiB chunk, 1,023 value bytes", encode(Header(Opcode.PUT, chunk_shift=10), b"x")[:-1],
+     Reason.VALUE_TRUNCATED),
     ("PUT without F_VALUE", Header(Opcode.PUT, version=1).pack() + bytes(128), Reason.VALUE_MISSING),
     ("SLOT_WRITE without F_VALUE", Header(Opcode.SLOT_WRITE).pack(), Reason.VALUE_MISSING),
     ("chunk_count 0", Header(Opcode.GET, chunk_count=0).pack(), Reason.ZERO_CHUNK_COUNT),
     ("chunk_idx == chunk_count", Header(Opcode.GET, chunk_idx=3, chunk_count=3).pack(), Reason.CHUNK_IDX_RANGE),
     ("value_len 129", Header(Opcode.GET, value_len=129).pack(), Reason.VALUE_LEN_RANGE),
+    ("value_len 8193 in an 8 KiB chunk", Header(Opcode.GET, value_len=8193, chunk_shift=13).pack(),
+     Reason.VALUE_LEN_RANGE),
 ]
 
 
@@ -154,8 +178,8 @@ headers = st.builds(
     tenant=st.integers(0, 0xFFFF),
     req_id=st.integers(0, 0xFFFFFFFF),
     prefix_hash=st.integers(0, 2**64 - 1),
-    chunk_idx=st.integers(0, 255),
-    chunk_count=st.integers(0, 255),
+    chunk_idx=st.integers(0, 2**32 - 1),
+    chunk_count=st.integers(0, 2**32 - 1),
     value_len=st.integers(0, 0xFFFF),
     version=st.integers(0, 0xFFFFFFFF),
     value_csum=st.integers(0, 0xFFFFFFFF),

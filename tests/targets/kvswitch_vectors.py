@@ -60,6 +60,10 @@ WRITTEN = BlockKey(tenant=5, prefix_hash=0x0BADC0DE0BADC0DE, chunk_idx=0)
 """The key the SLOT_WRITE cases write (indexed at slot 17: SLOT_WRITE needs the key indexed at its slot)."""
 UNINDEXED = BlockKey(tenant=11, prefix_hash=0x1234_0000_0000_4321, chunk_idx=0)
 """A key never indexed: its INSERT and LOOKUP_META go to the controller."""
+WIDE = BlockKey(tenant=6, prefix_hash=0x1111222233334444, chunk_idx=65_537)
+"""A chunk index beyond 16 bits (protocol v2's 32-bit chunk_idx)."""
+V1_GET = bytes.fromhex("4b5601010000000700000001" "0123456789abcdef" "0004" "0000" "00000000" "00000000" "00000000")
+"""A protocol-v1 GET (36 bytes): counted BAD_VERSION, forwarded as plain UDP."""
 FABRIC_PORTS = (3, 4)
 INVALIDATE = 0x30
 """kvp_opcode_t.INVALIDATE (switch to switch)."""
@@ -97,7 +101,7 @@ def build_steps() -> Iterator[Step]:
         return {"case": case, "op": "packet", "port": port, "in": bytes(frame).hex()}
 
     def counters(case: str) -> Iterator[Step]:
-        for name, size in (("MyIngress.drop_reason", 18), ("MyIngress.kvp_events", 12)):
+        for name, size in (("MyIngress.drop_reason", 19), ("MyIngress.kvp_events", 12)):
             for i in range(size):
                 yield {"case": case, "op": "counter", "name": name, "index": i}
 
@@ -246,7 +250,11 @@ def build_steps() -> Iterator[Step]:
     malformed = {
         "short": bytes(_kvp())[:20],
         "bad_magic": bytes(_kvp(magic=0x1234)),
-        "bad_version": bytes(_kvp(ver=2)),
+        "bad_version": bytes(_kvp(ver=3)),
+        "v1_get": V1_GET,
+        "chunk_shift_6": bytes(_kvp(chunk_shift=6)),
+        "chunk_shift_14": bytes(_kvp(chunk_shift=14)),
+        "value_truncated_1kib": bytes(_kvp(opcode=Opcode.PUT, chunk_shift=10) / Raw(bytes(1024)))[:-1],
         "unknown_op": bytes(_kvp(opcode=0x7F)),
         "value_truncated": bytes(_kvp(flags=1)) + bytes(50),
         "put_without_value": bytes(_kvp(opcode=Opcode.PUT, flags=0)),
@@ -258,6 +266,20 @@ def build_steps() -> Iterator[Step]:
     for name, payload in malformed.items():
         yield packet(f"malformed_{name}", CLIENT_PORT, _udp_to_storage(payload))
     yield packet("malformed_reply_no_fill", STORAGE_PORT, _reply(KEY, value_chunk(1), version=9, chunk_idx=9))
+
+    # -- protocol v2: chunks larger than a slot pass (never stored); a 32-bit chunk_idx indexes and fills
+    yield {"case": "v2_index", "op": "insert", "table": "MyIngress.kv_index", "match": _key_match(WIDE),
+           "action": "MyIngress.set_slot", "params": {"slot": 9, "min_version": 0, "generation": 7}}
+    yield packet("v2_large_reply_not_stored", STORAGE_PORT, kvp_frame(
+        _kvp(WIDE, opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, version=2, chunk_count=70_000,
+             chunk_shift=10) / Raw(bytes(range(256)) * 4), to_storage=False))
+    yield packet("v2_get_after_large_reply_misses", CLIENT_PORT, kvp_frame(_kvp(WIDE, req_id=30,
+                                                                             chunk_count=70_000)))
+    yield packet("v2_large_put_passes", CLIENT_PORT, kvp_frame(
+        _kvp(WIDE, opcode=Opcode.PUT, version=3, chunk_count=70_000, chunk_shift=13) / Raw(bytes(8192))))
+    yield packet("v2_slot_sized_fill_wide_idx", STORAGE_PORT, _reply(WIDE, value_chunk(4), version=3,
+                                                                     chunk_count=70_000))
+    yield packet("v2_hit_wide_idx", CLIENT_PORT, kvp_frame(_kvp(WIDE, req_id=31, chunk_count=70_000)))
 
     # -- hot-key sketch and digest
     yield {"case": "sketch_on", "op": "default", "table": "MyIngress.sketch_config",

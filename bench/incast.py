@@ -1,0 +1,287 @@
+"""N-to-1 incast at real block sizes: N readers of one cold block through the softswitch, coalescing on and off.
+
+The bed is `bench._vethnet.VethNet` (client and storage node in their own namespaces, `python -m softswitch`
+running kvswitch.p4 between them over veth, MTU raised to 9000 here so 8 KiB chunks fit). For every block size
+and N, a fresh block is written from the storage node's own namespace (not through the switch), then N
+readers (threads in the client namespace, one UDP socket and one `KVPClient` each, started together by a
+barrier) read it whole once, each verifying its bytes against the block's SHA-256. Measured per run:
+
+* the storage node's GETs for the block (the sum of its STAT counts over the block's chunks, asked from its own
+  namespace) and the bytes it sent for them (GETs x message size);
+* every reader's completion time (p50, p99 over readers), and whether every reader's bytes were verified;
+* the baseline in the same run: coalescing OFF is the controller's configuration with coalescing disabled
+  (`coalesce_config` default action `coalesce_off`, the switch's initial state); ON is `set_coalesce_config`
+  with a fresh epoch per run and the multicast group the controller builds (`controller.coalescing`).
+
+Chunks of 8 KiB are larger than a switch slot, so the switch never stores them: every block is cold for the
+switch, and what relieves the storage node is coalescing alone. A pending entry holds at most
+COALESCE_WAITERS (8) parked readers beside the one whose GET went on; further readers of the same chunk are
+forwarded (counted OVERFLOW), so for N > 9 the storage node sees about ceil(N / 9) GETs per chunk.
+
+Also: the same with 1% loss (each reader's transport drops 1% of its datagrams both ways,
+`kvpool.transport.LossyTransport`: this machine's kernel has no netem), every reader must still complete with
+verified bytes; and one client's block read rate (the N = 1 rows), the goal being >= 100 MB/s.
+
+    sudo .venv/bin/python -m bench incast --out out/bench          (root: namespaces, veth, netem)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+NAME = "incast"
+TENANT = 0
+CHUNK = 8192
+"""Bytes per chunk (protocol v2's largest): fewest packets through a pure-Python switch, needs MTU 9000."""
+MTU = 9000
+GROUP = 0x4B56
+"""The coalescing multicast group (CoalescingOptions' default)."""
+COALESCE_TIMEOUT_US = 30_000_000
+"""Pending-entry lifetime. The design wants it below the readers' retry timeout (READER_TIMEOUT), but on the
+softswitch *process* target an entry with a 200 ms lifetime never replicates (every reply is counted EXPIRED;
+the in-process switch replicates with the same setting; reported to the soft stream), so the bench uses the
+30 s the data-plane tests use. Lost replies still resolve: a waiter's resend parks again, the origin's resend is
+forwarded, and a reply frees the entry."""
+READER_TIMEOUT = 0.5
+READER_RETRIES = 40
+READER_WINDOW = 16
+
+
+@dataclass(frozen=True)
+class Sizes:
+    block_mib: tuple[int, ...]
+    readers: dict[int, tuple[int, ...]]
+    """Block size in MiB -> the Ns measured for it."""
+    loss_readers: int
+    loss_mib: int
+
+
+FULL = Sizes((1, 16), {1: (1, 2, 4, 8, 16, 32), 16: (1, 4, 16)}, loss_readers=8, loss_mib=1)
+QUICK = Sizes((1,), {1: (1, 4, 8)}, loss_readers=4, loss_mib=1)
+
+
+def block_data(seed: int, size: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+# ---- agents: run inside a namespace as `python -m bench.incast --agent ...` -----------------------------
+
+def _agent(argv: list[str]) -> int:
+    from kvpool.client import ClientOptions, KVPClient
+    from kvpool.transport import LossyTransport, UdpTransport
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--agent", choices=("write", "stat", "readers"), required=True)
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--ph", type=int, required=True)
+    parser.add_argument("--size", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--readers", type=int, default=1)
+    parser.add_argument("--loss", type=float, default=0.0, help="fraction of datagrams each reader drops")
+    args = parser.parse_args(argv)
+    options = ClientOptions(server=(args.server, 7420), tenant=TENANT, timeout=READER_TIMEOUT,
+                            retries=READER_RETRIES, window=READER_WINDOW, chunk_size=CHUNK)
+    data = block_data(args.seed, args.size)
+    chunks = max(1, -(-args.size // CHUNK))
+    if args.agent == "write":
+        with KVPClient(options) as client:
+            client.put_block(args.ph, data, version=1)
+        print(json.dumps({"ok": True}))
+        return 0
+    if args.agent == "stat":
+        with KVPClient(options) as client:
+            gets = sum(client.stat(args.ph, i) for i in range(chunks))
+        print(json.dumps({"gets": gets}))
+        return 0
+    digest = hashlib.sha256(data).hexdigest()
+    del data
+    clients = [KVPClient(options, LossyTransport(UdpTransport(options.server), args.loss, random.Random(i)))
+               for i in range(args.readers)]
+    barrier = threading.Barrier(args.readers + 1)
+    times: list[float | None] = [None] * args.readers
+    verified = [False] * args.readers
+    errors: list[str] = []
+    start = [0.0]
+
+    def read(i: int) -> None:
+        barrier.wait()
+        try:
+            block = clients[i].get_block(args.ph, chunks)
+            verified[i] = hashlib.sha256(block.data).hexdigest() == digest
+            times[i] = time.perf_counter() - start[0]
+        except Exception as exc:  # a reader's failure is a result to report, not a crash of the run
+            errors.append(f"reader {i}: {exc}")
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(args.readers)]
+    for t in threads:
+        t.start()
+    start[0] = time.perf_counter()
+    barrier.wait()
+    for t in threads:
+        t.join()
+    sent = sum(c.sent for c in clients)
+    for c in clients:
+        c.close()
+    print(json.dumps({"times": times, "verified": verified, "errors": errors[:5], "client_sends": sent}))
+    return 0
+
+
+# ---- the orchestrator (root) ------------------------------------------------------------------------------
+
+def _sh(*args: str) -> None:
+    subprocess.run(args, check=True, capture_output=True)
+
+
+class Bed:
+    """VethNet plus what incast needs: jumbo MTU, coalescing on/off over P4Runtime, agents in namespaces."""
+
+    def __init__(self, workdir: Path) -> None:
+        from bench._vethnet import VethNet, VethNetOptions
+
+        self.net = VethNet(VethNetOptions(tag="inc", storage_args=("--capacity", str(1 << 30))), workdir)
+        self.epoch = 0
+
+    def __enter__(self) -> Bed:
+        self.net.__enter__()
+        for host in self.net.hosts:
+            _sh("ip", "link", "set", self.net.switch_if(host), "mtu", str(MTU))
+            _sh("ip", "-n", self.net.netns(host), "link", "set", self.net.host_if(host), "mtu", str(MTU))
+        from controller.coalescing import replica_layout
+
+        sh = self.net.switch.sh  # type: ignore[union-attr]
+        group = sh.MulticastGroupEntry(GROUP)
+        for port, rid in replica_layout([h.port for h in self.net.hosts], 8):
+            group.add(port, rid)
+        group.insert()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.net.__exit__(*exc)
+
+    def coalescing(self, on: bool) -> None:
+        sh = self.net.switch.sh  # type: ignore[union-attr]
+        if on:
+            self.epoch += 1
+            te = sh.TableEntry("MyIngress.coalesce_config")(action="MyIngress.set_coalesce_config", is_default=True)
+            te.action["timeout_us"] = str(COALESCE_TIMEOUT_US)
+            te.action["epoch"] = str(self.epoch)
+            te.action["mcast_group"] = str(GROUP)
+        else:
+            te = sh.TableEntry("MyIngress.coalesce_config")(action="MyIngress.coalesce_off", is_default=True)
+        te.modify()
+
+    def agent(self, where: str, *args: str, timeout: float = 600) -> dict:
+        host = self.net.options.client if where == "client" else self.net.options.storage
+        done = subprocess.run(["ip", "netns", "exec", self.net.netns(host), sys.executable, "-m", "bench.incast",
+                               "--server", self.net.options.storage.ip, *args],
+                              capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).parents[1])
+        if done.returncode != 0:
+            raise RuntimeError(f"agent {args[:2]} failed: {done.stderr[-2000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _percentile(values: list[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+def measure(bed: Bed, mib: int, readers: int, on: bool, ph: int, loss: float = 0.0) -> dict:
+    size = mib << 20
+    chunks = -(-size // CHUNK)
+    common = ("--ph", str(ph), "--size", str(size), "--seed", str(ph & 0xFFFF))
+    bed.agent("storage", "--agent", "write", *common)
+    bed.coalescing(on)
+    got = bed.agent("client", "--agent", "readers", "--readers", str(readers), "--loss", str(loss / 100), *common)
+    gets = bed.agent("storage", "--agent", "stat", *common)["gets"]
+    times = [t for t in got["times"] if t is not None]
+    return {"block_mib": mib, "readers": readers, "coalescing": "on" if on else "off", "loss_percent": loss,
+            "chunks": chunks, "storage_gets": gets, "storage_gets_per_chunk": gets / chunks,
+            "storage_bytes": gets * (44 + CHUNK), "reader_sends": got["client_sends"],
+            "completion_s": {"p50": _percentile(times, 50), "p99": _percentile(times, 99)},
+            "all_verified": len(times) == readers and all(got["verified"]), "errors": got["errors"],
+            "read_MB_per_s_p50": size / 1e6 / _percentile(times, 50) if times else 0.0}
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| block | N | coalescing | loss | storage GETs (per chunk) | storage MB sent | p50 s | p99 s | "
+             "all verified | MB/s per reader (p50) |", "|---|---:|---|---:|---:|---:|---:|---:|---|---:|"]
+    for r in rows:
+        lines.append(f"| {r['block_mib']} MiB | {r['readers']} | {r['coalescing']} | {r['loss_percent']}% | "
+                     f"{r['storage_gets']} ({r['storage_gets_per_chunk']:.2f}) | {r['storage_bytes'] / 1e6:.1f} | "
+                     f"{r['completion_s']['p50']:.2f} | {r['completion_s']['p99']:.2f} | "
+                     f"{'yes' if r['all_verified'] else 'NO ' + '; '.join(r['errors'][:1])} | "
+                     f"{r['read_MB_per_s_p50']:.2f} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted({r["block_mib"] for r in rows if r["loss_percent"] == 0})
+    fig, axes = plt.subplots(len(sizes), 2, figsize=(10, 3.5 * len(sizes)), squeeze=False)
+    for row_axes, mib in zip(axes, sizes, strict=True):
+        for mode, style in (("off", "o--"), ("on", "s-")):
+            pts = sorted((r["readers"], r) for r in rows
+                         if r["block_mib"] == mib and r["coalescing"] == mode and r["loss_percent"] == 0)
+            ns = [n for n, _ in pts]
+            row_axes[0].plot(ns, [r["storage_gets_per_chunk"] for _, r in pts], style, label=f"coalescing {mode}")
+            row_axes[1].plot(ns, [r["completion_s"]["p99"] for _, r in pts], style, label=f"coalescing {mode}")
+        row_axes[0].set(title=f"{mib} MiB block: storage-node GETs per chunk", xlabel="concurrent readers N",
+                        xscale="log", yscale="log")
+        row_axes[1].set(title=f"{mib} MiB block: readers' p99 completion", xlabel="concurrent readers N",
+                        ylabel="seconds", xscale="log")
+        for ax in row_axes:
+            ax.legend()
+            ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(out: Path, quick: bool = False, sizes: Sizes | None = None) -> dict:
+    sizes = sizes or (QUICK if quick else FULL)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    ph = 0x1C00_0000 + (int(time.time()) & 0xFFFF) * 0x100
+    started = time.perf_counter()
+    with Bed(out / "incast-bed") as bed:
+        for mib in sizes.block_mib:
+            for n in sizes.readers[mib]:
+                for on in (False, True):
+                    ph += 1
+                    rows.append(measure(bed, mib, n, on, ph))
+                    print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
+        for on in (False, True):
+            ph += 1
+            rows.append(measure(bed, sizes.loss_mib, sizes.loss_readers, on, ph, loss=1.0))
+            print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
+    result = {"bench": NAME, "chunk_bytes": CHUNK, "mtu": MTU, "coalesce_timeout_us": COALESCE_TIMEOUT_US,
+              "baseline": "coalescing off = coalesce_config default action coalesce_off (the controller with "
+                          "coalescing disabled)", "rows": rows, "wall_s": time.perf_counter() - started}
+    (out / f"{NAME}.json").write_text(json.dumps(result, indent=2))
+    (out / f"{NAME}.md").write_text(table(rows) + "\n")
+    plot(rows, out / f"{NAME}.png")
+    return result
+
+
+if __name__ == "__main__":
+    if "--agent" in sys.argv:
+        sys.exit(_agent(sys.argv[1:]))
+    parser = argparse.ArgumentParser(prog="python -m bench.incast")
+    parser.add_argument("--out", type=Path, default=Path("out/bench"))
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    run(args.out, args.quick)
