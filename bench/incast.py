@@ -1,6 +1,6 @@
 """N-to-1 incast at real block sizes: N readers of one cold block through the softswitch, coalescing on and off.
 
-The bed is `bench._vethnet.VethNet` (client and storage node in their own namespaces, `python -m softswitch`
+The bed is `kvtesting.vethnet.VethNet` (client and storage node in their own namespaces, `python -m softswitch`
 running kvswitch.p4 between them over veth, MTU raised to 9000 here so 8 KiB chunks fit). For every block size
 and N, a fresh block is written from the storage node's own namespace (not through the switch), then N
 readers (threads in the client namespace, one UDP socket and one `KVPClient` each, started together by a
@@ -145,7 +145,7 @@ class Bed:
     """VethNet plus what incast needs: jumbo MTU, coalescing on/off over P4Runtime, agents in namespaces."""
 
     def __init__(self, workdir: Path) -> None:
-        from bench._vethnet import VethNet, VethNetOptions
+        from kvtesting.vethnet import VethNet, VethNetOptions
 
         self.net = VethNet(VethNetOptions(tag="inc", storage_args=("--capacity", str(1 << 30))), workdir)
         self.epoch = 0

@@ -16,8 +16,7 @@ from scapy.packet import Raw
 
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
-from tests.dataplane import test_kvswitch_coalesce as coalescing
-from tests.dataplane.kvnet import (
+from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
     CLIENT_PORT,
@@ -31,6 +30,7 @@ from tests.dataplane.kvnet import (
     kvp_of,
     value_chunk,
 )
+from tests.dataplane import test_kvswitch_coalesce as coalescing
 from tests.dataplane.test_kvswitch_coalesce import KEY, A, C, CoalesceNet, gets_to_storage
 
 coal = coalescing.coal
