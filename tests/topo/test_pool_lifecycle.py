@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.keys import ChunkKey
 from kvpool.blocks import chunk_count
 from kvpool.client import ClientOptions, KVPClient
+from kvpool.keys import ChunkKey
 from topo.switches import REPO
 from topo.testbed import Testbed
 
