@@ -1,3 +1,4 @@
+
 """Packets per second of kvswitch.p4 on our softswitch and on BMv2, through the same veth and nanomsg harnesses.
 
 Rows:
@@ -38,12 +39,13 @@ def _frames() -> dict[str, bytes]:
     from scapy.layers.l2 import Ether
 
     from kvpool.constants import Opcode
+    from kvpool.keys import ChunkKey
     from kvpool.protocol import KVP
-    from kvtesting.kvnet import CLIENT_IP, CLIENT_MAC, STORAGE_IP, SWITCH_MAC, BlockKey, kvp_frame
+    from kvtesting.kvnet import CLIENT_IP, CLIENT_MAC, STORAGE_IP, SWITCH_MAC, chunk_key, kvp_frame
 
-    hit, miss = BlockKey(tenant=1, prefix_hash=0x1111), BlockKey(tenant=1, prefix_hash=0x2222)
+    hit, miss = chunk_key(tenant=1, prefix_hash=0x1111), chunk_key(tenant=1, prefix_hash=0x2222)
 
-    def get(key: BlockKey) -> bytes:
+    def get(key: ChunkKey) -> bytes:
         return bytes(kvp_frame(KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash,
                                    chunk_idx=0, chunk_count=4, req_id=1)))
 
@@ -53,11 +55,11 @@ def _frames() -> dict[str, bytes]:
 
 def _prepare(target) -> None:
     """Routes, and key (1, 0x1111, 0) indexed to slot 1 and filled, so `get_hit` frames are answered."""
-    from kvtesting.kvnet import BlockKey, KvNet, value_chunk
+    from kvtesting.kvnet import KvNet, chunk_key, value_chunk
 
     net = KvNet(target, {})
     net.install_routes()
-    key = BlockKey(tenant=1, prefix_hash=0x1111)
+    key = chunk_key(tenant=1, prefix_hash=0x1111)
     net.index(key, 1)
     net.server_reply(key, value_chunk(1), version=1)
     out = net.get(key)

@@ -99,6 +99,11 @@ class ChunkKey:
     def block(self) -> BlockKey:
         return BlockKey(self.tenant, self.prefix_hash)
 
+    @property
+    def chunk_idx(self) -> int:
+        """`chunk` under its wire name (`kvp_h.chunk_idx`), for code that speaks in header fields."""
+        return self.chunk
+
     @classmethod
     def parse(cls, text: str) -> ChunkKey:
         """Read `TENANT:PREFIXHASH_HEX[:CHUNK]` (chunk defaults to 0; the hash may carry a 0x prefix)."""

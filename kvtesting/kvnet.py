@@ -25,6 +25,7 @@ from scapy.layers.l2 import Ether
 
 from controller.codes import PortRole
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from softswitch.target import DigestMessage, Exact, Lpm, Replica, TableEntry, Target
 
@@ -46,11 +47,9 @@ INVALIDATE = 0x30
 """`kvp_opcode_t.INVALIDATE` (switch to switch; not in `kvpool.constants.Opcode` until the lead adds it)."""
 
 
-@dataclass(frozen=True)
-class BlockKey:
-    tenant: int = 7
-    prefix_hash: int = 0x0123456789ABCDEF
-    chunk_idx: int = 0
+def chunk_key(tenant: int = 7, prefix_hash: int = 0x0123456789ABCDEF, chunk_idx: int = 0) -> ChunkKey:
+    """The tests' chunk keys: `kvpool.keys.ChunkKey` (the one key type), with defaults the tests share."""
+    return ChunkKey(tenant, prefix_hash, chunk_idx)
 
 
 def value_chunk(seed: int) -> bytes:
@@ -81,7 +80,7 @@ class KvNet:
     epoch_offset: int = 0
     """Added to the epoch `sketch` sets: a switch shared between tests (a switch process) gets a new block of
     epoch numbers per test, so cells a previous test tagged with "its" epoch 1 never count again."""
-    generations: dict[BlockKey, int] = field(default_factory=dict)
+    generations: dict[ChunkKey, int] = field(default_factory=dict)
     """The generation of each key's current admission (what the controller keeps per index entry)."""
     last_generation: int = 0
     """Generations handed out so far: every `index` is a new admission with a new, larger one."""
@@ -101,7 +100,7 @@ class KvNet:
                 "MyIngress.port_role", {"ingress_port": Exact(port)},
                 "MyIngress.set_port_role", {"role": roles[role]}))
 
-    def index(self, key: BlockKey, slot: int, min_version: int = 0, generation: int | None = None) -> None:
+    def index(self, key: ChunkKey, slot: int, min_version: int = 0, generation: int | None = None) -> None:
         """Admit `key` to `slot`: a new admission, with a fresh generation unless the test names one."""
         if generation is None:
             generation = self.last_generation + 1
@@ -109,17 +108,17 @@ class KvNet:
         self.generations[key] = generation
         self.target.table_insert(self._index_entry(key, slot, min_version))
 
-    def reindex(self, key: BlockKey, slot: int, min_version: int) -> None:
+    def reindex(self, key: ChunkKey, slot: int, min_version: int) -> None:
         """Modify `key`'s index entry (same admission), as the controller does when it learns of a newer
         version."""
         self.target.table_modify(self._index_entry(key, slot, min_version))
 
-    def evict(self, key: BlockKey) -> None:
+    def evict(self, key: ChunkKey) -> None:
         """Delete `key`'s index entry, as the controller does on eviction."""
         self.target.table_delete("MyIngress.kv_index", _key_match(key))
         del self.generations[key]
 
-    def _index_entry(self, key: BlockKey, slot: int, min_version: int) -> TableEntry:
+    def _index_entry(self, key: ChunkKey, slot: int, min_version: int) -> TableEntry:
         return TableEntry("MyIngress.kv_index", _key_match(key), "MyIngress.set_slot",
                           {"slot": slot, "min_version": min_version, "generation": self.generations[key]})
 
@@ -135,12 +134,12 @@ class KvNet:
     def send(self, port: int, frame: Ether | bytes) -> list[tuple[int, bytes]]:
         return self.target.process(port, bytes(frame))
 
-    def get(self, key: BlockKey, req_id: int = 1, flags: int = 0, version: int = 0) -> list[tuple[int, bytes]]:
+    def get(self, key: ChunkKey, req_id: int = 1, flags: int = 0, version: int = 0) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, req_id=req_id, flags=flags, version=version)
         return self.send(CLIENT_PORT, kvp_frame(kvp))
 
-    def server_reply(self, key: BlockKey, value: bytes, version: int, *, csum: int | None = None,
+    def server_reply(self, key: ChunkKey, value: bytes, version: int, *, csum: int | None = None,
                      flags: int | None = None, req_id: int = 1, port: int = STORAGE_PORT,
                      status: int = Status.HIT_SERVER) -> list[tuple[int, bytes]]:
         """A GET_REPLY with a value, as the storage node sends it (or a host forging one, `port` = CLIENT_PORT)."""
@@ -149,19 +148,19 @@ class KvNet:
                   version=version, value_csum=csum, flags=flags) / KVPValue.from_bytes(value)
         return self.send(port, kvp_frame(kvp, to_storage=False))
 
-    def put(self, key: BlockKey, value: bytes, version: int) -> list[tuple[int, bytes]]:
+    def put(self, key: ChunkKey, value: bytes, version: int) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=Opcode.PUT, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, version=version) / KVPValue.from_bytes(value)
         return self.send(CLIENT_PORT, kvp_frame(kvp))
 
-    def put_ack(self, key: BlockKey, version: int, *, status: int = Status.OK,
+    def put_ack(self, key: ChunkKey, version: int, *, status: int = Status.OK,
                 port: int = STORAGE_PORT) -> list[tuple[int, bytes]]:
         """The storage node's answer to a PUT (from `port`: CLIENT_PORT for a host forging one)."""
         kvp = KVP(opcode=Opcode.PUT_ACK, status=status, tenant=key.tenant, prefix_hash=key.prefix_hash,
                   chunk_idx=key.chunk_idx, chunk_count=4, version=version)
         return self.send(port, kvp_frame(kvp, to_storage=False))
 
-    def invalidate(self, key: BlockKey, version: int, *, hops: int,
+    def invalidate(self, key: ChunkKey, version: int, *, hops: int,
                    port: int = FABRIC_PORTS[0]) -> list[tuple[int, bytes]]:
         """Another switch's INVALIDATE (`hops` = relays it may still take), arriving on `port`."""
         kvp = KVP(opcode=INVALIDATE, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
@@ -172,7 +171,7 @@ class KvNet:
     def packet_out(self, egress_port: int, frame: Ether | bytes) -> list[tuple[int, bytes]]:
         return self.target.process(CPU_PORT, struct.pack("!HH", egress_port, 0) + bytes(frame))
 
-    def slot_write(self, key: BlockKey, slot: int, value: bytes, version: int,
+    def slot_write(self, key: ChunkKey, slot: int, value: bytes, version: int,
                    csum: int | None = None, chunk_count: int = 4, value_len: int | None = None) -> KVP:
         kvp = KVP(opcode=Opcode.SLOT_WRITE, tenant=key.tenant, prefix_hash=key.prefix_hash,
                   chunk_idx=key.chunk_idx, chunk_count=chunk_count, version=version, aux=slot,
@@ -205,7 +204,7 @@ class KvNet:
         return self.target.drain_digests()
 
 
-def _key_match(key: BlockKey) -> dict[str, Exact]:
+def _key_match(key: ChunkKey) -> dict[str, Exact]:
     return {"hdr.kvp.tenant": Exact(key.tenant), "hdr.kvp.prefix_hash": Exact(key.prefix_hash),
             "hdr.kvp.chunk_idx": Exact(key.chunk_idx)}
 

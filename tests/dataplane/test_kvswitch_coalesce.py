@@ -26,6 +26,7 @@ from scapy.layers.l2 import Ether
 
 from controller.coalescing import CoalescingOptions, replica_layout
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import (
     CLIENT_IP,
@@ -35,10 +36,10 @@ from kvtesting.kvnet import (
     STORAGE_MAC,
     STORAGE_PORT,
     SWITCH_MAC,
-    BlockKey,
     KvNet,
     _ip,
     _mac,
+    chunk_key,
     value_chunk,
 )
 from softswitch.target import Lpm, Replica, TableEntry, Target
@@ -72,10 +73,10 @@ A2 = Reader("A2", CLIENT_IP, CLIENT_MAC, CLIENT_PORT, 40002)
 B = Reader("B", "10.0.0.11", "00:00:00:00:00:0b", CLIENT_PORT, 40011)
 C = Reader("C", "10.0.0.3", "00:00:00:00:00:03", 3, 40003)
 D = Reader("D", "10.0.0.4", "00:00:00:00:00:04", 4, 40004)
-KEY = BlockKey(tenant=7, prefix_hash=0x0C0A1E5CE0000001, chunk_idx=2)
+KEY = chunk_key(tenant=7, prefix_hash=0x0C0A1E5CE0000001, chunk_idx=2)
 
 
-def coalesce_index(key: BlockKey) -> int:
+def coalesce_index(key: ChunkKey) -> int:
     """The key's pending entry, computed as the program does (v1model crc32 over salt ‖ tenant ‖ prefix ‖ chunk)."""
     data = SALT.to_bytes(4, "big") + key.tenant.to_bytes(2, "big") + key.prefix_hash.to_bytes(8, "big") \
         + key.chunk_idx.to_bytes(4, "big")  # chunk_idx is 32 bits (protocol v2)
@@ -96,14 +97,14 @@ class CoalesceNet:
         self.target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
                                       options.config_params())
 
-    def get(self, reader: Reader, req_id: int, key: BlockKey = KEY, **fields: int) -> list[tuple[int, bytes]]:
+    def get(self, reader: Reader, req_id: int, key: ChunkKey = KEY, **fields: int) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, req_id=req_id, **fields)
         frame = (Ether(dst=SWITCH_MAC, src=reader.mac) / IP(src=reader.ip, dst=STORAGE_IP)
                  / UDP(sport=reader.udp_port, dport=KVP_UDP_PORT) / kvp)
         return self.target.process(reader.port, bytes(frame))
 
-    def reply(self, reader: Reader, req_id: int, key: BlockKey = KEY, *, seed: int = 1, version: int = 3,
+    def reply(self, reader: Reader, req_id: int, key: ChunkKey = KEY, *, seed: int = 1, version: int = 3,
               port: int = STORAGE_PORT, opcode: int = Opcode.GET_REPLY,
               status: int = Status.HIT_SERVER) -> list[tuple[int, bytes]]:
         """The storage node's answer to `reader`'s GET `req_id` (from `port`: the storage node's by default)."""
@@ -115,7 +116,7 @@ class CoalesceNet:
                  / UDP(sport=KVP_UDP_PORT, dport=reader.udp_port) / kvp)
         return self.target.process(port, bytes(frame))
 
-    def put(self, reader: Reader, key: BlockKey = KEY, version: int = 4) -> list[tuple[int, bytes]]:
+    def put(self, reader: Reader, key: ChunkKey = KEY, version: int = 4) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=Opcode.PUT, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, version=version) / KVPValue.from_bytes(value_chunk(9))
         frame = (Ether(dst=SWITCH_MAC, src=reader.mac) / IP(src=reader.ip, dst=STORAGE_IP)
@@ -253,7 +254,7 @@ def test_full_entry_forwards_further_gets(coal: CoalesceNet) -> None:
 
 def test_hash_collision_forwards(coal: CoalesceNet) -> None:
     coal.configure()
-    other = next(k for k in (BlockKey(KEY.tenant, KEY.prefix_hash + n, KEY.chunk_idx) for n in range(1, 1 << 16))
+    other = next(k for k in (chunk_key(KEY.tenant, KEY.prefix_hash + n, KEY.chunk_idx) for n in range(1, 1 << 16))
                  if coalesce_index(k) == coalesce_index(KEY))
     assert gets_to_storage(coal.get(A, 1)) == 1
     assert gets_to_storage(coal.get(C, 2, key=other)) == 1, "a GET of another key in the same cell was held"

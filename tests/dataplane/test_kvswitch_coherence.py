@@ -13,24 +13,25 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from kvpool.constants import Flag, Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import (
     CLIENT_PORT,
     FABRIC_PORTS,
     INVALIDATE,
     STORAGE_PORT,
-    BlockKey,
     KvNet,
+    chunk_key,
     kvp_frame,
     value_chunk,
 )
 
-KEY = BlockKey(tenant=4, prefix_hash=0x1111_2222_3333_4444, chunk_idx=0)
+KEY = chunk_key(tenant=4, prefix_hash=0x1111_2222_3333_4444, chunk_idx=0)
 SLOT = 8
 V1, V2 = value_chunk(1), value_chunk(2)
 
 
-def served(net: KvNet, key: BlockKey = KEY, req_id: int = 1) -> tuple[int, bytes] | None:
+def served(net: KvNet, key: ChunkKey = KEY, req_id: int = 1) -> tuple[int, bytes] | None:
     """(version, value) the switch answers a GET with, or None when the GET goes on to the storage node."""
     out = net.get(key, req_id=req_id)
     if [p for p, _ in out] == [STORAGE_PORT]:
@@ -41,7 +42,7 @@ def served(net: KvNet, key: BlockKey = KEY, req_id: int = 1) -> tuple[int, bytes
     return reply[KVP].version, reply[KVPValue].value_bytes
 
 
-def fill(net: KvNet, value: bytes, version: int, key: BlockKey = KEY) -> None:
+def fill(net: KvNet, value: bytes, version: int, key: ChunkKey = KEY) -> None:
     assert [p for p, _ in net.server_reply(key, value, version)] == [CLIENT_PORT]
 
 
@@ -234,7 +235,7 @@ def test_invalidate_with_no_relays_left_is_applied_and_goes_nowhere(net: KvNet) 
 
 
 def test_invalidate_for_a_key_not_indexed_changes_nothing(net: KvNet) -> None:
-    other = BlockKey(tenant=KEY.tenant, prefix_hash=KEY.prefix_hash ^ 0xFF, chunk_idx=0)
+    other = chunk_key(tenant=KEY.tenant, prefix_hash=KEY.prefix_hash ^ 0xFF, chunk_idx=0)
     net.index(KEY, SLOT)
     fill(net, V1, version=1)
     assert net.invalidate(other, version=2, hops=0) == []

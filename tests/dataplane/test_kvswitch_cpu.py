@@ -14,14 +14,14 @@ from kvtesting.kvnet import (
     CLIENT_PORT,
     CPU_PORT,
     STORAGE_PORT,
-    BlockKey,
     KvNet,
+    chunk_key,
     crc,
     kvp_frame,
     value_chunk,
 )
 
-KEY = BlockKey(tenant=2, prefix_hash=0x5555_6666_7777_8888, chunk_idx=1)
+KEY = chunk_key(tenant=2, prefix_hash=0x5555_6666_7777_8888, chunk_idx=1)
 
 
 def test_insert_and_lookup_meta_are_punted_with_ingress_port(net: KvNet, enums) -> None:
@@ -109,7 +109,7 @@ def test_slot_write_keeps_the_blocks_chunk_count_and_value_len(net: KvNet) -> No
     asked without knowing the block size reads all three chunks."""
     chunks = [value_chunk(20 + i) for i in range(3)]
     lens = [128, 128, 44]
-    keys = [BlockKey(KEY.tenant, KEY.prefix_hash, i) for i in range(3)]
+    keys = [chunk_key(KEY.tenant, KEY.prefix_hash, i) for i in range(3)]
     for i, key in enumerate(keys):
         net.index(key, 30 + i)
         ack = net.slot_write(key, slot=30 + i, value=chunks[i], version=3, chunk_count=3, value_len=lens[i])

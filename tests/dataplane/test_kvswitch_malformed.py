@@ -19,13 +19,13 @@ from kvtesting.kvnet import (
     STORAGE_MAC,
     STORAGE_PORT,
     SWITCH_MAC,
-    BlockKey,
     KvNet,
+    chunk_key,
     kvp_frame,
     value_chunk,
 )
 
-KEY = BlockKey()
+KEY = chunk_key()
 SLOT = 12
 
 
@@ -104,7 +104,7 @@ def test_non_ipv4_frame_is_dropped_and_counted(net: KvNet) -> None:
 @given(payload=st.binary(max_size=200))
 def test_random_payload_on_kvp_port_never_breaks_the_pool(net: KvNet, payload: bytes) -> None:
     # the cached value must survive whatever arrives; fill once per example (idempotent after the first)
-    net_key = BlockKey(tenant=0xBEEF)
+    net_key = chunk_key(tenant=0xBEEF)
     if not net.target.table_entries("MyIngress.kv_index"):
         net.index(net_key, SLOT)
         net.server_reply(net_key, value_chunk(5), version=1)

@@ -8,6 +8,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import (
     CLIENT_IP,
@@ -18,15 +19,15 @@ from kvtesting.kvnet import (
     STORAGE_MAC,
     STORAGE_PORT,
     SWITCH_MAC,
-    BlockKey,
     KvNet,
+    chunk_key,
     crc,
     kvp_frame,
     value_chunk,
 )
 
-KEY = BlockKey()
-OTHER = BlockKey(tenant=7, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
+KEY = chunk_key()
+OTHER = chunk_key(tenant=7, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
 SLOT = 5
 
 
@@ -40,7 +41,7 @@ def forwarded(frame: Ether, dst_mac: str) -> bytes:
     return bytes(Ether(bytes(out)))
 
 
-def switch_reply(key: BlockKey, value: bytes, version: int, value_len: int, req_id: int = 1) -> bytes:
+def switch_reply(key: ChunkKey, value: bytes, version: int, value_len: int, req_id: int = 1) -> bytes:
     """The exact GET_REPLY the switch must build for a GET sent by `KvNet.get`."""
     get = kvp_frame(KVP())
     reply = (Ether(dst=CLIENT_MAC, src=SWITCH_MAC)
@@ -53,7 +54,7 @@ def switch_reply(key: BlockKey, value: bytes, version: int, value_len: int, req_
     return bytes(reply)
 
 
-def fill(net: KvNet, key: BlockKey, value: bytes, version: int, **kw) -> None:
+def fill(net: KvNet, key: ChunkKey, value: bytes, version: int, **kw) -> None:
     out = net.server_reply(key, value, version, **kw)
     assert [p for p, _ in out] == [CLIENT_PORT], "a storage node's reply always reaches the client"
 
@@ -212,11 +213,11 @@ def test_fill_with_bad_checksum_is_refused(net: KvNet) -> None:
 
 
 @pytest.mark.parametrize("other", [
-    BlockKey(tenant=KEY.tenant + 1, prefix_hash=KEY.prefix_hash, chunk_idx=KEY.chunk_idx),
-    BlockKey(tenant=KEY.tenant, prefix_hash=KEY.prefix_hash ^ 1, chunk_idx=KEY.chunk_idx),
-    BlockKey(tenant=KEY.tenant, prefix_hash=KEY.prefix_hash, chunk_idx=KEY.chunk_idx + 1),
+    chunk_key(tenant=KEY.tenant + 1, prefix_hash=KEY.prefix_hash, chunk_idx=KEY.chunk_idx),
+    chunk_key(tenant=KEY.tenant, prefix_hash=KEY.prefix_hash ^ 1, chunk_idx=KEY.chunk_idx),
+    chunk_key(tenant=KEY.tenant, prefix_hash=KEY.prefix_hash, chunk_idx=KEY.chunk_idx + 1),
 ], ids=["tenant", "prefix_hash", "chunk_idx"])
-def test_slot_never_serves_another_keys_value(net: KvNet, other: BlockKey) -> None:
+def test_slot_never_serves_another_keys_value(net: KvNet, other: ChunkKey) -> None:
     net.index(KEY, SLOT)
     net.index(other, SLOT)  # a stale or conflicting index entry pointing at the same slot
     fill(net, KEY, value_chunk(1), version=1)

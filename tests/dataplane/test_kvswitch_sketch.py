@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvtesting.kvnet import CLIENT_PORT, STORAGE_PORT, BlockKey, KvNet, value_chunk
+from kvtesting.kvnet import CLIENT_PORT, STORAGE_PORT, KvNet, chunk_key, value_chunk
 
-HOT = BlockKey(tenant=3, prefix_hash=0xAAAA_BBBB_CCCC_DDDD, chunk_idx=2)
-COLD = BlockKey(tenant=3, prefix_hash=0x1111_2222_3333_4444, chunk_idx=0)
+HOT = chunk_key(tenant=3, prefix_hash=0xAAAA_BBBB_CCCC_DDDD, chunk_idx=2)
+COLD = chunk_key(tenant=3, prefix_hash=0x1111_2222_3333_4444, chunk_idx=0)
 
 
 def digest_fields(net: KvNet) -> list[dict[str, int]]:
@@ -67,7 +67,7 @@ def test_hits_do_not_count_towards_hotness(net: KvNet) -> None:
 
 def test_many_keys_each_reported_once(net: KvNet) -> None:
     net.sketch(hot_threshold=2, epoch=7)
-    keys = [BlockKey(tenant=1, prefix_hash=0x9E3779B97F4A7C15 * (i + 1) % (1 << 64), chunk_idx=i % 3)
+    keys = [chunk_key(tenant=1, prefix_hash=0x9E3779B97F4A7C15 * (i + 1) % (1 << 64), chunk_idx=i % 3)
             for i in range(12)]
     for _round in range(3):
         for k in keys:

@@ -28,6 +28,7 @@ from controller.steering import (
     node_of_meta_aux,
 )
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import (
     CLIENT_IP,
@@ -39,8 +40,8 @@ from kvtesting.kvnet import (
     STORAGE_MAC,
     STORAGE_PORT,
     SWITCH_MAC,
-    BlockKey,
     KvNet,
+    chunk_key,
     value_chunk,
 )
 from p4rt.entities import Exact, TableEntry
@@ -57,10 +58,10 @@ ADDRESS_OF = {1: STORAGE_IP, 2: NODE2_IP}
 MAC_OF = {1: STORAGE_MAC, 2: NODE2_MAC}
 
 
-def key_in_bucket_of(home: int, tenant: int = 3) -> BlockKey:
+def key_in_bucket_of(home: int, tenant: int = 3) -> ChunkKey:
     """A key whose bucket's home is node `home` (1 or 2: buckets alternate between the two)."""
     for n in range(1, 10_000):
-        key = BlockKey(tenant, 0x5EE0_0000_0000_0000 + n, 0)
+        key = chunk_key(tenant, 0x5EE0_0000_0000_0000 + n, 0)
         if bucket_of(key.tenant, key.prefix_hash) % 2 == home - 1:
             return key
     raise AssertionError("no key found")
@@ -110,7 +111,7 @@ class PoolNet:
         self.live[node_id] = live
         self.steering.check(self.writer)
 
-    def request(self, opcode: int, key: BlockKey, *, dst: str = POOL_IP, port: int = CLIENT_PORT,
+    def request(self, opcode: int, key: ChunkKey, *, dst: str = POOL_IP, port: int = CLIENT_PORT,
                 value: bytes | None = None, req_id: int = 5, version: int = 0, sport: int = CLIENT_UDP_PORT
                 ) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=opcode, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
@@ -121,7 +122,7 @@ class PoolNet:
                  / UDP(sport=sport, dport=KVP_UDP_PORT) / kvp)
         return self.target.process(port, bytes(frame))
 
-    def reply(self, node_id: int, opcode: int, key: BlockKey, *, status: int = Status.OK,
+    def reply(self, node_id: int, opcode: int, key: ChunkKey, *, status: int = Status.OK,
               value: bytes | None = None, version: int = 1, req_id: int = 5, port: int | None = None,
               sport_ip: str | None = None, dport: int = CLIENT_UDP_PORT) -> list[tuple[int, bytes]]:
         """Node `node_id`'s reply to the client (from its port unless `port` says otherwise)."""
@@ -163,7 +164,7 @@ def test_requests_to_the_pool_address_go_to_the_node_of_their_bucket(pool: PoolN
 
 
 def test_every_chunk_of_a_block_goes_to_one_node(pool: PoolNet) -> None:
-    ports = {only(pool.request(Opcode.GET, BlockKey(KEY2.tenant, KEY2.prefix_hash, idx)), NODE2_PORT)[IP].dst
+    ports = {only(pool.request(Opcode.GET, chunk_key(KEY2.tenant, KEY2.prefix_hash, idx)), NODE2_PORT)[IP].dst
              for idx in range(4)}
     assert ports == {NODE2_IP}
 

@@ -15,6 +15,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import (
     CLIENT_IP,
@@ -24,8 +25,8 @@ from kvtesting.kvnet import (
     STORAGE_IP,
     STORAGE_PORT,
     SWITCH_MAC,
-    BlockKey,
     KvNet,
+    chunk_key,
     kvp_frame,
     kvp_of,
     value_chunk,
@@ -36,7 +37,7 @@ from tests.dataplane.test_kvswitch_coalesce import KEY, A, C, CoalesceNet, gets_
 coal = coalescing.coal
 """The coalescing tests' fixture: readers on several ports, coalescing configured as the controller does."""
 
-WIDE = BlockKey(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=262_143)
+WIDE = chunk_key(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=262_143)
 """The last chunk of a 256 MiB block in 1 KiB chunks: beyond v1's 8-bit chunk_idx."""
 COUNT = 262_144
 SLOT = 21
@@ -46,18 +47,18 @@ V1_GET = bytes.fromhex("4b5601010000000700000001" "0123456789abcdef" "0004" "000
 """A protocol-v1 GET (36 bytes, 8-bit chunk_idx and chunk_count)."""
 
 
-def large_reply(key: BlockKey, payload: bytes, shift: int, version: int = 2, req_id: int = 1) -> Ether:
+def large_reply(key: ChunkKey, payload: bytes, shift: int, version: int = 2, req_id: int = 1) -> Ether:
     kvp = KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=key.tenant, prefix_hash=key.prefix_hash,
               chunk_idx=key.chunk_idx, chunk_count=COUNT, chunk_shift=shift, version=version, req_id=req_id)
     return kvp_frame(kvp / Raw(payload), to_storage=False)
 
 
-def get(key: BlockKey, req_id: int = 1) -> Ether:
+def get(key: ChunkKey, req_id: int = 1) -> Ether:
     return kvp_frame(KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                          chunk_count=COUNT, req_id=req_id))
 
 
-def slot_reply(key: BlockKey, value: bytes, version: int) -> Ether:
+def slot_reply(key: ChunkKey, value: bytes, version: int) -> Ether:
     """A storage node's GET_REPLY of a 128-byte chunk of a COUNT-chunk block (so any chunk_idx is in range)."""
     kvp = KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=key.tenant, prefix_hash=key.prefix_hash,
               chunk_idx=key.chunk_idx, chunk_count=COUNT, version=version)
@@ -65,8 +66,8 @@ def slot_reply(key: BlockKey, value: bytes, version: int) -> Ether:
 
 
 def test_a_v1_get_is_counted_bad_version_and_forwarded_untouched(net: KvNet) -> None:
-    net.index(BlockKey(), SLOT)
-    net.server_reply(BlockKey(), value_chunk(1), version=1)  # the key is in the pool: a v2 GET would hit
+    net.index(chunk_key(), SLOT)
+    net.server_reply(chunk_key(), value_chunk(1), version=1)  # the key is in the pool: a v2 GET would hit
     frame = (Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP)
              / UDP(sport=40001, dport=KVP_UDP_PORT) / Raw(V1_GET))
     out = net.send(CLIENT_PORT, frame)
@@ -87,7 +88,7 @@ def test_a_1_kib_chunk_is_forwarded_whole_but_never_stored(net: KvNet) -> None:
 
 
 def test_an_8_kib_put_passes_and_still_invalidates(net: KvNet) -> None:
-    key = BlockKey(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=300)
+    key = chunk_key(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=300)
     net.index(key, SLOT)
     net.send(STORAGE_PORT, slot_reply(key, value_chunk(1), version=1))
     assert [p for p, _ in net.send(CLIENT_PORT, get(key))] == [CLIENT_PORT], "filled and served"
@@ -100,7 +101,7 @@ def test_an_8_kib_put_passes_and_still_invalidates(net: KvNet) -> None:
 
 
 def test_a_128_byte_chunk_beyond_index_255_is_stored_and_served(net: KvNet) -> None:
-    key = BlockKey(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=70_000)
+    key = chunk_key(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=70_000)
     net.index(key, SLOT)
     net.send(STORAGE_PORT, slot_reply(key, value_chunk(5), version=3))
     assert net.events("FILL") == 1
@@ -113,7 +114,7 @@ def test_a_128_byte_chunk_beyond_index_255_is_stored_and_served(net: KvNet) -> N
 
 
 def test_chunk_idx_beyond_255_does_not_alias_its_low_byte(net: KvNet) -> None:
-    low, high = BlockKey(chunk_idx=4), BlockKey(chunk_idx=4 + 256)
+    low, high = chunk_key(chunk_idx=4), chunk_key(chunk_idx=4 + 256)
     net.index(low, SLOT)
     net.send(STORAGE_PORT, slot_reply(low, value_chunk(1), version=1))
     assert [p for p, _ in net.send(CLIENT_PORT, get(low))] == [CLIENT_PORT]

@@ -30,6 +30,7 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
 
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import (
     CLIENT_IP,
@@ -41,9 +42,9 @@ from kvtesting.kvnet import (
     STORAGE_MAC,
     STORAGE_PORT,
     SWITCH_MAC,
-    BlockKey,
     _ip,
     _mac,
+    chunk_key,
     crc,
     kvp_frame,
     value_chunk,
@@ -53,14 +54,14 @@ from softswitch.target import Exact, Lpm, Match, Replica, TableEntry, Target, Te
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden" / "kvswitch_vectors.json"
 Step = dict[str, Any]
 
-KEY = BlockKey(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=0)
-HOT = BlockKey(tenant=3, prefix_hash=0xAAAABBBBCCCCDDDD, chunk_idx=2)
-OTHER = BlockKey(tenant=9, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
-WRITTEN = BlockKey(tenant=5, prefix_hash=0x0BADC0DE0BADC0DE, chunk_idx=0)
+KEY = chunk_key(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=0)
+HOT = chunk_key(tenant=3, prefix_hash=0xAAAABBBBCCCCDDDD, chunk_idx=2)
+OTHER = chunk_key(tenant=9, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
+WRITTEN = chunk_key(tenant=5, prefix_hash=0x0BADC0DE0BADC0DE, chunk_idx=0)
 """The key the SLOT_WRITE cases write (indexed at slot 17: SLOT_WRITE needs the key indexed at its slot)."""
-UNINDEXED = BlockKey(tenant=11, prefix_hash=0x1234_0000_0000_4321, chunk_idx=0)
+UNINDEXED = chunk_key(tenant=11, prefix_hash=0x1234_0000_0000_4321, chunk_idx=0)
 """A key never indexed: its INSERT and LOOKUP_META go to the controller."""
-WIDE = BlockKey(tenant=6, prefix_hash=0x1111222233334444, chunk_idx=65_537)
+WIDE = chunk_key(tenant=6, prefix_hash=0x1111222233334444, chunk_idx=65_537)
 """A chunk index beyond 16 bits (protocol v2's 32-bit chunk_idx)."""
 V1_GET = bytes.fromhex("4b5601010000000700000001" "0123456789abcdef" "0004" "0000" "00000000" "00000000" "00000000")
 """A protocol-v1 GET (36 bytes): counted BAD_VERSION, forwarded as plain UDP."""
@@ -71,12 +72,12 @@ PORT_ROLE = {"STORAGE": 1, "FABRIC": 2}
 """port_role_t values (p4src/include/constants.p4)."""
 
 
-def _key_match(key: BlockKey) -> dict[str, list]:
+def _key_match(key: ChunkKey) -> dict[str, list]:
     return {"hdr.kvp.tenant": ["exact", key.tenant], "hdr.kvp.prefix_hash": ["exact", key.prefix_hash],
             "hdr.kvp.chunk_idx": ["exact", key.chunk_idx]}
 
 
-def _kvp(key: BlockKey = KEY, **kw) -> KVP:
+def _kvp(key: ChunkKey = KEY, **kw) -> KVP:
     return KVP(**({"opcode": Opcode.GET, "tenant": key.tenant, "prefix_hash": key.prefix_hash,
                    "chunk_idx": key.chunk_idx, "chunk_count": 4} | kw))
 
@@ -86,7 +87,7 @@ def _udp_to_storage(payload: bytes, dport: int = KVP_UDP_PORT) -> Ether:
             / UDP(sport=40001, dport=dport) / Raw(payload))
 
 
-def _reply(key: BlockKey, value: bytes, version: int, **kw) -> Ether:
+def _reply(key: ChunkKey, value: bytes, version: int, **kw) -> Ether:
     return kvp_frame(_kvp(key, opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, version=version, **kw)
                      / KVPValue.from_bytes(value), to_storage=False)
 

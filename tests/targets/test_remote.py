@@ -10,7 +10,7 @@ from p4.v1 import p4runtime_pb2
 
 from kvpool.constants import Status
 from kvpool.protocol import KVPValue
-from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN, STORAGE_PORT, BlockKey, KvNet, value_chunk
+from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN, STORAGE_PORT, KvNet, chunk_key, value_chunk
 from kvtesting.p4rt import Field, pack_header, target_error, unpack_header
 from kvtesting.remote import Quiescence
 from kvtesting.switch_process import BMV2, SOFTSWITCH, Compiled
@@ -180,9 +180,9 @@ def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> Non
     net = KvNet(switches.for_test(kind), enums)
     net.install_routes()
     net.set_port_roles()
-    net.index(BlockKey(), 40)
-    assert net.slot_write(BlockKey(), 40, value_chunk(3), version=9).status == Status.OK
-    assert [p for p, _ in net.get(BlockKey())] == [CLIENT_PORT]
+    net.index(chunk_key(), 40)
+    assert net.slot_write(chunk_key(), 40, value_chunk(3), version=9).status == Status.OK
+    assert [p for p, _ in net.get(chunk_key())] == [CLIENT_PORT]
 
     net = KvNet(switches.for_test(kind), enums)  # what the next test gets
     assert net.target.table_entries("MyIngress.kv_index") == []
@@ -192,7 +192,7 @@ def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> Non
     assert got[KVPValue].value_bytes == bytes(128)
     net.install_routes()
     net.set_port_roles()
-    net.index(BlockKey(), 40)
-    assert [p for p, _ in net.get(BlockKey())] == [STORAGE_PORT], "nothing of the old value is served"
-    net.server_reply(BlockKey(), value_chunk(4), version=1)  # older than the scrubbed key's 9: still fills
-    assert [p for p, _ in net.get(BlockKey())] == [CLIENT_PORT]
+    net.index(chunk_key(), 40)
+    assert [p for p, _ in net.get(chunk_key())] == [STORAGE_PORT], "nothing of the old value is served"
+    net.server_reply(chunk_key(), value_chunk(4), version=1)  # older than the scrubbed key's 9: still fills
+    assert [p for p, _ in net.get(chunk_key())] == [CLIENT_PORT]

@@ -19,6 +19,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
+from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import (
     CLIENT_IP,
@@ -29,15 +30,15 @@ from kvtesting.kvnet import (
     STORAGE_MAC,
     STORAGE_PORT,
     SWITCH_MAC,
-    BlockKey,
+    chunk_key,
     crc,
     kvp_frame,
     value_chunk,
 )
 
-INDEXED = BlockKey(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=0)
+INDEXED = chunk_key(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=0)
 """The key the set-up indexes at SLOT (its slot starts empty)."""
-UNINDEXED = BlockKey(tenant=7, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
+UNINDEXED = chunk_key(tenant=7, prefix_hash=0xFEEDFACECAFEBEEF, chunk_idx=1)
 SLOT = 5
 
 
@@ -50,18 +51,18 @@ def forwarded(frame: Ether, dst_mac: str) -> Ether:
     return Ether(bytes(out))
 
 
-def get(key: BlockKey) -> Ether:
+def get(key: ChunkKey) -> Ether:
     return kvp_frame(KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash,
                          chunk_idx=key.chunk_idx, chunk_count=4, req_id=1))
 
 
-def storage_reply(key: BlockKey, value: bytes, version: int) -> Ether:
+def storage_reply(key: ChunkKey, value: bytes, version: int) -> Ether:
     return kvp_frame(KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=key.tenant,
                          prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx, chunk_count=4, req_id=1,
                          version=version) / KVPValue.from_bytes(value), to_storage=False)
 
 
-def switch_reply(key: BlockKey, value: bytes, version: int) -> Ether:
+def switch_reply(key: ChunkKey, value: bytes, version: int) -> Ether:
     """The GET_REPLY the switch builds from a filled slot, for `get(key)`."""
     request = get(key)
     return Ether(bytes(

@@ -19,15 +19,15 @@ from kvtesting.kvnet import (
     P4_MAIN,
     STORAGE_IP,
     SWITCH_MAC,
-    BlockKey,
     KvNet,
+    chunk_key,
     kvp_frame,
     value_chunk,
 )
 from kvtesting.switch_process import BMV2, SOFTSWITCH, SwitchKind, compile_program
 from tests.softswitch.nanomsg.nn_switch import NanomsgSwitchProcess
 
-HIT, MISS = BlockKey(tenant=1, prefix_hash=0x1111), BlockKey(tenant=1, prefix_hash=0x2222)
+HIT, MISS = chunk_key(tenant=1, prefix_hash=0x1111), chunk_key(tenant=1, prefix_hash=0x2222)
 
 
 def scenario(target) -> list[list[tuple[int, bytes]]]:
