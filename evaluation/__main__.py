@@ -234,7 +234,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs)
         bar.set_description("every trace, lookahead, calibration")
         results["studies"] = run_studies(studied, trace_name(path), options.fractions, options.switch_fraction,
-                                         bar.update, args.jobs)
+                                         bar.update, args.jobs, results["q1"])
     cost = options.cost
     assert cost is not None  # options_from always sets it
     results["meta"] = {

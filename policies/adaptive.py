@@ -42,14 +42,15 @@ class AdaptiveParams(Params):
     """How fast the choice follows the workload; the same values on every trace (nothing tuned per trace)."""
 
     half_life_capacities: float = 8.0
-    """Weights of past hits halve every this many × capacity references: the score measures the last pool
-    turnover or so, which is what the next references' hits depend on."""
+    """Weights of past hits halve every this many × capacity references: long enough that a lead is not one
+    lucky turnover of the pool (every switch prefetches), short enough to follow a workload that changes."""
     min_half_life: float = 50.0
     """…but never faster than this many references (a tiny pool would otherwise follow single hits)."""
     switch_margin_hits: float = 1.0
     """A challenger leads once its decayed hits exceed the leader's by this many (hysteresis in hits)."""
-    initial_leader: str = "arc"
-    """Expert the pool follows before any has shown better (an expert's eviction name)."""
+    initial_leader: str = "lru"
+    """Expert the pool follows before any has shown better (an expert's eviction name); the first hit on
+    which two experts differ is lost by whichever is not followed, so some trace always pays one or two hits."""
     adopt: bool = True
     """On a switch, take over the new leader's contents at once (prefetching what it holds); else converge lazily."""
 
