@@ -79,3 +79,13 @@ def test_lazy_following_prefetches_nothing(synthetic_stream) -> None:
 def test_adaptive_rejects_an_unknown_initial_leader() -> None:
     with pytest.raises(ValueError, match="initial_leader"):
         make_pool(8, "adaptive", "adaptive", "drop", eviction_params={"initial_leader": "fifo"})
+
+
+def test_only_switches_that_pay_for_their_prefetches_happen(synthetic_stream) -> None:
+    free, costly = (make_pool(8, "adaptive", "adaptive", "drop", eviction_params={"switch_cost": cost})
+                    for cost in ("0", "1000"))
+    for block, now in synthetic_stream:
+        free.access(block, now)
+        costly.access(block, now)
+    assert free.stats["prefetched"] >= 1
+    assert costly.stats["prefetched"] == 0  # a switch that needs no prefetch may still happen
