@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from policies.adaptive import AdaptiveParams
+
+ADAPTIVE = AdaptiveParams()
+"""The default policy's parameters, quoted in the every-trace section."""
+
 
 def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
@@ -203,8 +208,9 @@ def every_trace_section(studies: dict) -> str:
         "## Q1 on every trace — the default policy",
         "",
         f"Default policy `{default}` (`policies.adaptive`): shadow LRU, ARC and conversation caches scored "
-        "online by their recent hits (decaying window of 8 × the pool size in references); the pool is the "
-        "leader's cache and, when another shadow leads by more than one hit, adopts that shadow's contents, "
+        f"online by their recent hits (half-life {ADAPTIVE.half_life_capacities:g} × the pool size in references); "
+        f"the pool is the leader's cache (LRU's at first) and, when another shadow leads by more than "
+        f"{ADAPTIVE.switch_margin_hits:g} hit, adopts that shadow's contents, "
         "prefetching from the storage node what it lacks. Same parameters on every trace. Block-level hit "
         "ratios; pool sizes as % of each trace's unique blocks; *prefetched*: the switches' extra storage reads, "
         "as a share of the references (a cost the hit ratio does not show).",

@@ -46,7 +46,7 @@ class AdaptiveParams(Params):
     lucky turnover of the pool (every switch prefetches), short enough to follow a workload that changes."""
     min_half_life: float = 50.0
     """…but never faster than this many references (a tiny pool would otherwise follow single hits)."""
-    switch_margin_hits: float = 1.0
+    switch_margin_hits: float = 0.5
     """A challenger leads once its decayed hits exceed the leader's by this many (hysteresis in hits)."""
     initial_leader: str = "lru"
     """Expert the pool follows before any has shown better (an expert's eviction name); the first hit on
