@@ -12,6 +12,11 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
+def _load(share: float) -> str:
+    """A utilisation: a percentage up to 10×, beyond that the factor (the chunk index overloads it by 10⁴×)."""
+    return _pct(share) if share <= 10 else f"{share:,.0f}×"
+
+
 def _ms(seconds: float) -> str:
     return f"{1000 * seconds:.1f}"
 
@@ -134,7 +139,7 @@ def q4_section(q4: dict) -> str:
              _ms(r["ttft_with_s"]), f"{1000 * r['net_benefit_s']:.3f}",
              f"{r['fan_in_max_without']} → {r['fan_in_max_with']}",
              f"{r['fan_in_mean_without']:.2f} → {r['fan_in_mean_with']:.2f}", f"{r['table_writes_per_s']:.0f}",
-             _pct(r["controller_utilisation"]), "yes" if r["pays_off"] else "no"] for r in q4["rows"]]
+             _load(r["controller_utilisation"]), "yes" if r["pays_off"] else "no"] for r in q4["rows"]]
     return "\n".join([
         "## Q4 — At which scale does the pool's overhead pay off?",
         "",

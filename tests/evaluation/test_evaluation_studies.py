@@ -111,3 +111,33 @@ def test_incast_workloads_have_many_readers_of_one_block_per_second(kind: str) -
         per_second[key] = per_second.get(key, 0) + 1
     assert max(per_second.values()) >= 8
     assert generate_incast(kind, IncastOptions(requests=600)) == trace
+
+
+def test_studies_take_the_main_streams_runs_from_q1_instead_of_replaying_them() -> None:
+    from evaluation.experiments import EvalOptions, q1_pool_sweep
+    from evaluation.pools import parse_policies
+    from evaluation.studies import CROSS_POLICIES, run_studies
+
+    stream = BlockStream.from_trace(generate_incast("agent-fanout", IncastOptions(requests=300), seed=0))
+    fractions = (0.05, 0.1)
+    q1 = q1_pool_sweep(stream, EvalOptions(policies=tuple(parse_policies(",".join(CROSS_POLICIES))),
+                                           fractions=fractions))
+    with_q1: list[int] = []
+    without: list[int] = []
+    reused = run_studies({"main": stream}, "main", fractions, 0.05, with_q1.append, q1=q1)["traces"]["main"]
+    fresh = run_studies({"main": stream}, "main", fractions, 0.05, without.append)["traces"]["main"]
+    assert reused["runs"] == fresh["runs"] and reused["ideal"] == fresh["ideal"]
+    assert sum(without) - sum(with_q1) >= len(stream) * len(CROSS_POLICIES) * len(fractions)
+
+
+def test_the_cluster_replays_and_the_boundary_charge_the_same_table_writes() -> None:
+    from evaluation.costs import ControlCosts
+
+    control = ControlCosts()
+    assert control.updates_per_s == boundary.CONTROLLER_WRITES_PER_S
+    assert control.install_latency_s == boundary.INSTALL_LATENCY_S
+    assert boundary.Scenario(block_bytes=1, memory=MEMORIES["switch+dram"]).hop_s == control.lookup_s
+    result = simulate(readers_of_one_block(4), ClusterConfig(nodes=4, switch_blocks=4, routing="round-robin",
+                                                             switch_policy=PolicySpec.parse("lru")))
+    per_block = estimate(result, COST).control["table_writes"] / max(1, result.switch.table_writes)
+    assert per_block == control.writes_per_block(COST.block_bytes) == -(-COST.block_bytes // KVP_VALUE_LEN)
