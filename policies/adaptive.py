@@ -58,7 +58,8 @@ class AdaptiveParams(Params):
     the last window, so the hits it promises over the next one) must exceed this many × the blocks the pool
     would prefetch. 0 (default) = prefetch whatever a switch needs. Measured on every trace of the report, 1
     (break even within one window) keeps the pool on LRU where it should have left it (19 of 30 cells below
-    max(LRU, ARC)); 0.03–0.1 cut prefetches by about half but leave 5–8 cells short by up to 0.2 points."""
+    max(LRU, ARC)); 0.03–0.1 cut prefetches by about half but leave 5–8 cells short by up to 0.2 points
+    (measured with a one-hit switch margin)."""
 
 
 class Ensemble:
