@@ -94,7 +94,7 @@ def q2_section(q2: dict) -> str:
         "",
         f"Cluster replay with switch policy `{q2['policy']}` ({q2['switch_blocks']} blocks); columns give the "
         "share of all block references served by each tier inside the reused leading run. Each row removes one "
-        "tier (TTFT is fetch of the reused prefix + prefill of the rest).",
+        "tier (TTFT is fetch of the reused prefix + prefill of the rest). " + remote_sentence(q2),
         "",
         _table(header, rows),
         "",
@@ -116,6 +116,27 @@ def q2_section(q2: dict) -> str:
     ])
 
 
+REMOTE_TIER_TEXT = {
+    "mooncake": "evicting as Mooncake Store's master documents it (above a 95% high watermark, 5% of the objects "
+                "at a time, approximate LRU by lease timeout over 1,024 metadata shards; objects read in the last "
+                "5 s are leased and kept; soft-pinned ones go last; `evaluation.remote`)",
+    "lru": "evicting the least recently used block",
+    "infinite": "keeping every block ever computed",
+}
+
+
+def remote_sentence(q2: dict) -> str:
+    """What the remote pool of the Q2 replay is and what its eviction did in the all-tiers row."""
+    tier = q2.get("remote_tier", "infinite")
+    size = "unbounded" if q2.get("remote_blocks") is None else f"{q2['remote_blocks']:,} blocks"
+    text = f"Remote DRAM pool: {size}, {REMOTE_TIER_TEXT.get(tier, tier)}."
+    stats = q2["configs"][0].get("remote") if q2.get("configs") else None
+    if stats and tier != "infinite":
+        text += (f" In the all-tiers row it took {stats['puts']:,} puts, evicted {stats['evictions']:,} blocks "
+                 f"in {stats['eviction_tasks']:,} tasks and refused {stats['rejected_puts']:,} puts.")
+    return text
+
+
 def q3_section(q3: dict) -> str:
     header = ["switch policy", "prefix hit", "TTFT mean ms", "recycled", "later reused",
               "reuse / recycled", "recycle GB"]
@@ -125,8 +146,9 @@ def q3_section(q3: dict) -> str:
     return "\n".join([
         "## Q3 — What should eviction recycle instead of dropping?",
         "",
-        f"Switch-pool victims are recycled into a bounded remote pool ({q3['storage_blocks']:,} blocks, LRU) or "
-        "dropped, per recycling policy. 'Later reused' counts recycled blocks read again from the remote pool.",
+        f"Switch-pool victims are recycled into a bounded remote pool ({q3['storage_blocks']:,} blocks, "
+        f"{REMOTE_TIER_TEXT.get(q3.get('remote_tier', 'lru'), 'LRU')}) or dropped, per recycling policy. "
+        "'Later reused' counts recycled blocks read again from the remote pool.",
         "",
         _table(header, rows),
     ])
