@@ -141,3 +141,22 @@ def test_the_cluster_replays_and_the_boundary_charge_the_same_table_writes() -> 
                                                              switch_policy=PolicySpec.parse("lru")))
     per_block = estimate(result, COST).control["table_writes"] / max(1, result.switch.table_writes)
     assert per_block == control.writes_per_block(COST.block_bytes) == -(-COST.block_bytes // KVP_VALUE_LEN)
+
+
+def test_the_every_trace_verdict_names_the_cells_whose_lead_needs_prefetch() -> None:
+    from evaluation.report import every_trace_section
+
+    def run(ratio: float, prefetched: int = 0) -> dict:
+        return {"block_hit_ratio": ratio, "block_refs": 1000, "prefetched": prefetched}
+
+    studies = {"default_policy": "adaptive+adaptive", "traces": {
+        "a": {"capacities": {"0.01": 10}, "runs": {"lru": {"0.01": run(0.10)}, "arc": {"0.01": run(0.12)},
+                                                   "adaptive+adaptive": {"0.01": run(0.15, prefetched=50)},
+                                                   "MIN": {"0.01": run(0.30)}}},
+        "b": {"capacities": {"0.01": 10}, "runs": {"lru": {"0.01": run(0.10)}, "arc": {"0.01": run(0.12)},
+                                                   "adaptive+adaptive": {"0.01": run(0.15, prefetched=10)},
+                                                   "MIN": {"0.01": run(0.30)}}},
+    }}
+    text = every_trace_section(studies, block_bytes=2**20)
+    assert "in 1 of 2 cells" in text and "(a at 1%)" in text  # a: 15% − 5% net < 12%; b: 14% net ≥ 12%
+    assert "50 extra block reads" in text
