@@ -19,7 +19,8 @@ The parts the documentation leaves open follow the master's code (`mooncake-stor
 `EvictionThreadFunc` and `BatchEvict`): the ratio actually asked for is max(ratio, usage − watermark + ratio)
 with a floor of max(half of it, usage − watermark); the first pass walks the 1,024 metadata shards from a
 random one and evicts, per shard, its own oldest objects up to the running quota (the "approximate" in
-approximate LRU: a shard's oldest is not the pool's oldest); a second pass evicts the pool-wide oldest
+approximate LRU: a shard's oldest is not the pool's oldest, and with few objects per shard it is far from
+it); a second pass evicts the pool-wide oldest
 unpinned objects, then the oldest soft-pinned ones, until the floor is met. A block is one object; blocks are
 the same size, so usage is objects / capacity.
 """
@@ -143,16 +144,20 @@ class LruRemote:
         self._pool = build(capacity)
 
     def read_or_write(self, block: BlockInfo, now: float) -> bool:
-        hit = self._pool.access(block, now)
-        if not hit:
-            self.stats.puts += 1
-        return hit
+        return not self._put_if_missing(block, now)
 
     def refresh(self, block: BlockInfo, now: float) -> bool:
-        fresh = not self._pool.access(block, now)
-        if fresh:
-            self.stats.puts += 1
-        return fresh
+        return self._put_if_missing(block, now)
+
+    def _put_if_missing(self, block: BlockInfo, now: float) -> bool:
+        """Touch `block`; True if it was missing (and is now put, evicting one block when full)."""
+        before = len(self._pool)
+        if self._pool.access(block, now):
+            return False
+        self.stats.puts += 1
+        if len(self._pool) == before:
+            self.stats.evictions += 1
+        return True
 
 
 @dataclass

@@ -130,6 +130,9 @@ def remote_sentence(q2: dict) -> str:
     tier = q2.get("remote_tier", "infinite")
     size = "unbounded" if q2.get("remote_blocks") is None else f"{q2['remote_blocks']:,} blocks"
     text = f"Remote DRAM pool: {size}, {REMOTE_TIER_TEXT.get(tier, tier)}."
+    if tier == "mooncake" and q2.get("remote_blocks"):
+        text += (f" That is about {q2['remote_blocks'] / 1024:.0f} blocks per metadata shard, and each shard evicts "
+                 "its own oldest, so the order is only roughly LRU: compare with `--remote-tier lru`.")
     stats = q2["configs"][0].get("remote") if q2.get("configs") else None
     if stats and tier != "infinite":
         text += (f" In the all-tiers row it took {stats['puts']:,} puts, evicted {stats['evictions']:,} blocks "

@@ -129,3 +129,15 @@ def test_build_remote_picks_the_tier_and_the_cluster_reports_its_evictions() -> 
     assert results["mooncake"].remote.evictions > 0 and results["mooncake"].remote.eviction_tasks > 0
     assert results["infinite"].remote.evictions == 0
     assert results["infinite"].prefix_hit_ratio >= results["lru"].prefix_hit_ratio
+
+
+def test_lru_remote_counts_one_eviction_per_put_into_a_full_pool() -> None:
+    from evaluation.cluster import NODE_TIER_POLICY
+    from evaluation.remote import LruRemote
+    from policies.base import Tier
+
+    pool = LruRemote(3, lambda c: NODE_TIER_POLICY.build(c, Tier.STORAGE_DRAM))
+    for key in range(5):
+        pool.read_or_write(BlockInfo(key=key), float(key))
+    assert pool.read_or_write(BlockInfo(key=4), 9.0)
+    assert (pool.stats.puts, pool.stats.evictions) == (5, 2)
