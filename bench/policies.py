@@ -4,16 +4,24 @@ Block stream: requests in timestamp order, each contributing its hash_ids, one a
 reference, block-level hits (as in /work/shared/traces/README.md). Pools of 1% and 5% of the unique
 blocks. Yardsticks measured in the same run: libCacheSim's LRU/LFU/S3-FIFO/ARC and Belady's MIN (which
 reads the future; no policy of ours does). Speed: block references replayed per second through
-`policies.pool.Pool`, against libCacheSim's own C replay (`process_trace`) of the same stream, as a ratio.
+`policies.pool.Pool`, against libCacheSim's own C replay (`process_trace`) of the same stream, as a ratio;
+and the replay loop the evaluator uses (`Pool.access_many` per request) against libCacheSim's Python loop
+(`cache.get(request)` per reference) for LRU, same stream, same hits (`replay_speed`).
+
+`python -m bench policies` runs everything; `python -m bench.policies --speed-only` only the LRU speed ratio.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
+import sys
 import time
 from typing import Any
+
+import libcachesim as lcs
 
 from policies.base import BlockInfo
 from policies.reference import ReferenceTrace
@@ -113,6 +121,93 @@ def class_ttl_bound(stream: list[tuple[BlockInfo, float]], capacity: int) -> flo
     return best / n
 
 
+SPEED_REPEATS = 3
+"""Each loop runs this many times; the fastest counts (the least disturbed by other work on the machine)."""
+
+
+def _libcachesim_python_loop(keys: list[int], capacity: int, sized: bool) -> tuple[int, float]:
+    """(hits, seconds) of libCacheSim's LRU driven from Python, one `get` per reference, one reused request.
+
+    `sized`: its hash table sized to the stream as `policies.reference` does; else libCacheSim's default of 2^24
+    buckets, whose first touches and cache misses fall inside the loop and slow it about 3×."""
+    if sized:
+        cache = lcs.LRU(capacity, hashpower=max(12, min(24, len(set(keys)).bit_length() + 1)))
+    else:
+        cache = lcs.LRU(capacity)
+    request = lcs.Request()
+    request.obj_size = 1
+    get = cache.get
+    hits = 0
+    start = time.perf_counter()
+    for key in keys:
+        request.obj_id = key
+        hits += get(request)
+    return hits, time.perf_counter() - start
+
+
+def _pool_loop(stream: list[tuple[BlockInfo, float]], capacity: int) -> tuple[int, float]:
+    """(hits, seconds) of our LRU pool driven as the evaluator does: `Pool.access_many` per request."""
+    requests: list[tuple[float, list[BlockInfo]]] = []
+    for block, now in stream:
+        if not requests or requests[-1][0] != now or block.depth == 0:
+            requests.append((now, []))
+        requests[-1][1].append(block)
+    pool = make_pool(capacity, "always", "lru", "drop", log_limit=0)
+    access_many = pool.access_many
+    hits = 0
+    start = time.perf_counter()
+    for now, blocks in requests:
+        hits += sum(access_many(blocks, now))
+    return hits, time.perf_counter() - start
+
+
+def replay_speed(stream: list[tuple[BlockInfo, float]], capacities: dict[str, int],
+                 repeats: int = SPEED_REPEATS) -> dict[str, Any]:
+    """LRU replay rate of `Pool.access_many` over libCacheSim's Python loop, per pool size (same hits)."""
+    keys = [int(block.key) for block, _ in stream]  # type: ignore[call-overload]  # evaluator keys are ints
+    rows: dict[str, Any] = {}
+    for label, capacity in capacities.items():
+        ours = min((_pool_loop(stream, capacity) for _ in range(repeats)), key=lambda r: r[1])
+        row: dict[str, Any] = {"capacity": capacity, "hits": ours[0], "pool_refs_per_s": len(keys) / ours[1]}
+        for table in ("default", "sized"):
+            theirs = min((_libcachesim_python_loop(keys, capacity, table == "sized") for _ in range(repeats)),
+                         key=lambda r: r[1])
+            if ours[0] != theirs[0]:
+                raise AssertionError(f"LRU at {capacity} blocks: {ours[0]} hits here, {theirs[0]} in libCacheSim")
+            row[f"libcachesim_{table}_refs_per_s"] = len(keys) / theirs[1]
+            row[f"ratio_{table}"] = theirs[1] / ours[1]
+        rows[label] = row
+    return {"references": len(keys), "repeats": repeats, "sizes": rows}
+
+
+def _speed_markdown(speed: dict[str, Any]) -> str:
+    lines = [
+        f"LRU replay speed, {speed['references']:,} block references, best of {speed['repeats']} "
+        "(`Pool.access_many` per request vs libCacheSim's Python loop, one `LRU.get` per reference; equal hits):",
+        "",
+        "| pool | blocks | ours refs/s | libCacheSim, default table | ratio | libCacheSim, table sized | ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, row in speed["sizes"].items():
+        lines.append(f"| {label} | {row['capacity']:,} | {row['pool_refs_per_s']:,.0f} | "
+                     f"{row['libcachesim_default_refs_per_s']:,.0f} | {row['ratio_default']:.2f}× | "
+                     f"{row['libcachesim_sized_refs_per_s']:,.0f} | {row['ratio_sized']:.2f}× |")
+    lines += ["", "Default table: `lcs.LRU(capacity)` (2^24 hash buckets); sized: `hashpower` fitted to the stream's "
+              "unique blocks, as `policies.reference` runs libCacheSim. Ratio > 1: our loop is faster."]
+    return "\n".join(lines) + "\n"
+
+
+def run_speed(out_dir: pathlib.Path, quick: bool = False) -> dict[str, Any]:
+    """Only the LRU speed ratio: `speed.json` and `speed.md` in `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stream = load_stream(trace_path(), QUICK_REQUESTS if quick else None)
+    unique = len({block.key for block, _ in stream})
+    speed = replay_speed(stream, {f"{s:.0%}": max(20, round(unique * s)) for s in SHARES})
+    (out_dir / "policies_speed.json").write_text(json.dumps(speed, indent=1))
+    (out_dir / "policies_speed.md").write_text(_speed_markdown(speed))
+    return speed
+
+
 def run(out_dir: pathlib.Path, quick: bool = False) -> dict[str, Any]:
     from tqdm import tqdm
 
@@ -161,6 +256,7 @@ def run(out_dir: pathlib.Path, quick: bool = False) -> dict[str, Any]:
         for label in capacities
     }
     result["best"] = best
+    result["replay_speed"] = replay_speed(stream, capacities)
     (out_dir / "policies.json").write_text(json.dumps(result, indent=1))
     (out_dir / "policies.md").write_text(_markdown(result))
     _plot(result, out_dir / "policies.png")
@@ -236,5 +332,25 @@ def _markdown(result: dict[str, Any]) -> str:
         + ".",
         "refs/s is our `Pool` at the first size; ×libCacheSim divides it by libCacheSim's `process_trace` rate "
         "for the same eviction policy (LRU where libCacheSim has no counterpart), measured in this run.",
+        "",
+        _speed_markdown(result["replay_speed"]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.policies", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("out/bench"))
+    parser.add_argument("--quick", action="store_true", help=f"the first {QUICK_REQUESTS} requests only")
+    parser.add_argument("--speed-only", action="store_true", help="only the LRU replay speed ratio")
+    args = parser.parse_args(argv)
+    if args.speed_only:
+        print(_speed_markdown(run_speed(args.out, args.quick)), end="")
+    else:
+        run(args.out, args.quick)
+        print((args.out / "policies.md").read_text(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

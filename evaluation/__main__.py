@@ -25,6 +25,7 @@ from evaluation.model import MODELS, model_preset
 from evaluation.parallel import default_jobs
 from evaluation.plots import write_all
 from evaluation.pools import parse_policies
+from evaluation.remote import REMOTE_TIERS, MooncakeEviction
 from evaluation.report import render
 from evaluation.stream import BlockStream
 from evaluation.studies import run_studies
@@ -91,9 +92,9 @@ def positive_int(text: str) -> int:
     return value
 
 
-def storage_size(text: str) -> int | None:
-    if text == "unbounded":
-        return None
+def storage_size(text: str) -> int | str:
+    if text in ("unbounded", "auto"):
+        return text
     try:
         value = int(text)
     except ValueError:
@@ -122,8 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--routing", choices=("prefix", "round-robin"), default="prefix")
     run.add_argument("--hbm-blocks", type=int, default=256, help="per node (default 256)")
     run.add_argument("--dram-blocks", type=int, default=2048, help="per node; 0 disables (default 2048)")
-    run.add_argument("--storage-blocks", type=storage_size, default=None,
-                     help="remote DRAM pool capacity or 'unbounded' (default unbounded)")
+    run.add_argument("--remote-tier", choices=REMOTE_TIERS, default="mooncake",
+                     help="how the Q2/Q3 remote DRAM pool evicts: as Mooncake Store's master (watermark, ratio, "
+                          "leases, soft pins), exact LRU, or never (default %(default)s)")
+    run.add_argument("--remote-size", type=percent_list, default=(0.05,),
+                     help="Q2/Q3 remote pool capacity as %% of unique blocks (default 5%%)")
+    run.add_argument("--remote-soft-pin-depth", type=int, default=0,
+                     help="Mooncake tier: blocks at prompt depth < N are put with soft pin (default 0: none)")
+    run.add_argument("--storage-blocks", type=storage_size, default="auto",
+                     help="Q2/Q3 remote pool capacity in blocks (overrides --remote-size), or 'unbounded' "
+                          "(= --remote-tier infinite); default auto")
     run.add_argument("--storage-nodes", type=positive_int, default=1)
     run.add_argument("--model", choices=sorted(MODELS), default="llama-3-8b")
     run.add_argument("--gpu", choices=("a100", "h100"), default="a100")
@@ -156,9 +165,14 @@ def options_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> E
         if not 0 < args.utilisation <= 1:
             raise ValueError(f"--utilisation must be in (0, 1], got {args.utilisation}")
         gpu = dataclasses.replace(gpu, utilisation=args.utilisation)
+        if args.remote_soft_pin_depth < 0:
+            raise ValueError("--remote-soft-pin-depth must be ≥ 0")
         cluster = ClusterConfig(nodes=args.nodes, routing=args.routing, hbm_blocks=args.hbm_blocks,
-                                dram_blocks=args.dram_blocks, storage_blocks=args.storage_blocks,
-                                storage_nodes=args.storage_nodes)
+                                dram_blocks=args.dram_blocks, storage_nodes=args.storage_nodes,
+                                mooncake=MooncakeEviction(soft_pin_depth=args.remote_soft_pin_depth,
+                                                          seed=args.seed))
+        remote_tier = "infinite" if args.storage_blocks == "unbounded" else args.remote_tier
+        remote_blocks = args.storage_blocks if isinstance(args.storage_blocks, int) else None
         links = Links(node_nic_gbps=args.link_gbps, storage_nic_gbps=args.link_gbps,
                       switch_port_gbps=args.link_gbps)
         recycling = tuple(r.strip() for r in args.recycling.split(",") if r.strip())
@@ -171,7 +185,8 @@ def options_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> E
                        switch_fraction=args.switch_size[0], recycling=recycling,
                        scale_nodes=args.scale_nodes, link_gbps=args.link_speeds,
                        scale_requests=args.scale_requests, seed=args.seed,
-                       switch_memory=args.switch_memory, compression=args.compression)
+                       switch_memory=args.switch_memory, compression=args.compression,
+                       remote_tier=remote_tier, remote_fraction=args.remote_size[0], remote_blocks=remote_blocks)
 
 
 def write_outputs(results: dict, out: Path) -> list[Path]:
@@ -234,7 +249,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs)
         bar.set_description("every trace, lookahead, calibration")
         results["studies"] = run_studies(studied, trace_name(path), options.fractions, options.switch_fraction,
-                                         bar.update, args.jobs)
+                                         bar.update, args.jobs, results["q1"])
     cost = options.cost
     assert cost is not None  # options_from always sets it
     results["meta"] = {
@@ -245,6 +260,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "nodes": options.cluster.nodes, "routing": options.cluster.routing,
         "switch_fraction": options.switch_fraction, "policies": [s.name for s in options.policies],
         "switch_memory": options.switch_memory, "compression": options.compression,
+        "remote_tier": options.remote_tier,
         "seconds": time.perf_counter() - started, "jobs": args.jobs,
     }
     try:

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from evaluation.costs import GBPS
+from evaluation.costs import GBPS, ControlCosts
 from evaluation.memory import SwitchMemory, chunks, plan
 
-CONTROLLER_WRITES_PER_S = 1_500.0
+_CONTROL = ControlCosts()  # the report's one overhead model, shared with the cluster replays
+CONTROLLER_WRITES_PER_S = _CONTROL.updates_per_s
 """Midpoint of the measured 1,250–1,750 admissions+evictions/s over P4Runtime on the softswitch."""
-INSTALL_LATENCY_S = 0.015
+INSTALL_LATENCY_S = _CONTROL.install_latency_s
 """Digest to first served hit: p50 10–17 ms measured (`bench controller`, docs/status.md)."""
 
 
@@ -48,11 +49,11 @@ class Scenario:
     window_s: float = 1.0
     """The group's readers arrive within this window."""
     writes_per_s: float = CONTROLLER_WRITES_PER_S
-    chunk_index: bool = True
+    chunk_index: bool = _CONTROL.chunk_index
     """True: one table entry per 128-byte chunk (the data plane as built); False: one per block (proposal)."""
     software_target: bool = False
     """Replication and serving go through the switch's packet rate (softswitch/BMv2) instead of line rate."""
-    hop_s: float = 1e-6
+    hop_s: float = _CONTROL.lookup_s
     storage_load: float = 0.5
     """Share of each storage NIC already taken by other reads (the steady traffic a cache competes with)."""
 

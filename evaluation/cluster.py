@@ -6,7 +6,8 @@
     │   switch   │  switch pool: capacity in blocks, policy under test (admission/eviction/recycling)
     └─────┬──────┘
           │ storage NIC (shared: N-to-1 incast)
-    storage nodes: remote DRAM pool (Mooncake store), every computed block is written there
+    storage nodes: remote DRAM pool (Mooncake store), every computed block is written there; it keeps
+                   everything, or evicts by LRU or as Mooncake Store's master does (`evaluation.remote`)
 
 A request goes to one node (round-robin, or prefix-aware: the node already holding the longest leading run,
 like NVIDIA Dynamo's KV-aware router, with a load penalty). Its blocks are looked up in order: HBM, node
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evaluation.pools import PolicySpec, drain_events
+from evaluation.remote import REMOTE_TIERS, MooncakeEviction, RemoteStats, RemoteTier, build_remote
 from evaluation.stream import BlockStream
 from policies.base import BlockInfo, Tier
 
@@ -44,6 +46,10 @@ class ClusterConfig:
     """Per node: host DRAM for offloaded KV (≈ 128 GiB of Llama-3-8B blocks); 0 disables the tier."""
     storage_blocks: int | None = None
     """Remote DRAM pool capacity; None keeps every block ever computed (Mooncake's design); 0 disables it."""
+    remote_tier: str = "lru"
+    """How a bounded remote pool evicts: `mooncake` (as Mooncake Store's master, `evaluation.remote`), `lru`,
+    or `infinite` (ignores the capacity)."""
+    mooncake: MooncakeEviction = field(default_factory=MooncakeEviction)
     storage_nodes: int = 1
     """Blocks are spread over storage nodes by key; each has its own NIC."""
     switch_blocks: int = 0
@@ -63,6 +69,8 @@ class ClusterConfig:
             raise ValueError(f"routing must be 'round-robin' or 'prefix', got {self.routing!r}")
         if min(self.hbm_blocks, self.dram_blocks, self.switch_blocks) < 0:
             raise ValueError("capacities must be ≥ 0")
+        if self.remote_tier not in REMOTE_TIERS:
+            raise ValueError(f"remote_tier must be one of {', '.join(REMOTE_TIERS)}, got {self.remote_tier!r}")
         if not 0 < self.switch_block_share <= 1:
             raise ValueError(f"switch_block_share must be in (0, 1], got {self.switch_block_share}")
 
@@ -120,6 +128,8 @@ class ClusterResult:
     switch: SwitchStats
     reuse_gap_s: dict[Tier, list[float]]
     """Per source tier: time since the served block's previous use (how long each tier must hold a block)."""
+    remote: RemoteStats = field(default_factory=RemoteStats)
+    """Puts, evictions and refused puts of the remote pool."""
 
     def blocks_from(self, tier: Tier) -> int:
         return sum(o.from_tier.get(tier, 0) for o in self.outcomes)
@@ -137,38 +147,6 @@ class ClusterResult:
         return sum(o.block_hits for o in self.outcomes) / max(1, self.block_refs)
 
 
-class _Storage:
-    """The remote DRAM pool: unbounded (a set of keys) or a bounded LRU pool."""
-
-    def __init__(self, capacity: int | None) -> None:
-        self.enabled = capacity != 0
-        self._keys: set | None = set() if capacity is None else None
-        self._pool = None if capacity in (None, 0) else NODE_TIER_POLICY.build(capacity, Tier.STORAGE_DRAM)
-
-    def read_or_write(self, block: BlockInfo, now: float) -> bool:
-        """Read `block`; on a miss the block will be prefilled and written here, so it is stored."""
-        if not self.enabled:
-            return False
-        if self._keys is not None:
-            if block.key in self._keys:
-                return True
-            self._keys.add(block.key)
-            return False
-        assert self._pool is not None  # enabled and bounded
-        return self._pool.access(block, now)
-
-    def refresh(self, block: BlockInfo, now: float) -> bool:
-        """A block recycled down from the switch; True if it was not stored any more and is now."""
-        if not self.enabled:
-            return False
-        if self._keys is not None:
-            fresh = block.key not in self._keys
-            self._keys.add(block.key)
-            return fresh
-        assert self._pool is not None
-        return not self._pool.access(block, now)
-
-
 class Cluster:
     """Replays a block stream through the tiers; one object per configuration."""
 
@@ -180,7 +158,9 @@ class Cluster:
                      for _ in range(config.nodes)]
         self.switch = (config.switch_policy.build(config.switch_blocks, Tier.SWITCH, log=True)
                        if config.switch_blocks else None)
-        self.storage = _Storage(config.storage_blocks)
+        self.storage: RemoteTier = build_remote(
+            config.remote_tier, config.storage_blocks,
+            lambda capacity: NODE_TIER_POLICY.build(capacity, Tier.STORAGE_DRAM), config.mooncake)
         self.stats = SwitchStats()
         self._next_node = 0
         self._recent: list[deque[float]] = [deque() for _ in range(config.nodes)]
@@ -290,4 +270,4 @@ def simulate(stream: BlockStream, config: ClusterConfig,
         outcomes.append(cluster.serve(i, now, blocks[start:end], stream.trace.requests[i].input_tokens))
         if progress:
             progress(end - start)
-    return ClusterResult(config, outcomes, cluster.stats, cluster.reuse_gap_s)
+    return ClusterResult(config, outcomes, cluster.stats, cluster.reuse_gap_s, cluster.storage.stats)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evaluation.memory import chunks
 from evaluation.model import ModelConfig
 
 GBPS = 1e9 / 8
@@ -76,16 +77,28 @@ class Links:
 
 @dataclass(frozen=True)
 class ControlCosts:
-    """The price of managing the switch pool from the controller."""
+    """The price of managing the switch pool from the controller: the one overhead model of the report.
+
+    Both the Q2–Q4 cluster replays (`evaluation.ttft.estimate`) and the Q4 boundary (`evaluation.boundary`)
+    charge these figures, so the two cannot disagree about what an admission costs."""
 
     digest_bytes: int = 32
     """One digest (switch → controller) per pool miss: prefix hash, tier, counters."""
     table_update_s: float = 1e-3
     """Latency of one P4Runtime Write (insert or delete of an index entry); a block is usable only after it."""
-    updates_per_s: float = 5_000.0
-    """Table writes the control channel sustains; admissions beyond it are deferred."""
+    updates_per_s: float = 1_500.0
+    """Table writes the control channel sustains: the midpoint of the 1,250–1,750 admissions+evictions/s measured
+    over P4Runtime on the softswitch (docs/status.md); admissions beyond it are deferred."""
+    install_latency_s: float = 0.015
+    """Digest to first served hit: p50 10–17 ms measured (`bench controller`, docs/status.md)."""
     lookup_s: float = 1e-6
-    """Extra latency of a pool lookup in the switch pipeline per fetch."""
+    """Extra latency of a pool lookup (one more pipeline pass) in the switch per fetch."""
+    chunk_index: bool = True
+    """True: one `kv_index` entry per 128-byte chunk (the data plane as built); False: one per block (proposal)."""
+
+    def writes_per_block(self, block_bytes: int) -> int:
+        """Index entries written to admit (or evict) one block of `block_bytes`."""
+        return chunks(block_bytes) if self.chunk_index else 1
 
 
 def prefill_seconds(model: ModelConfig, gpu: GPU, cached_tokens: int, total_tokens: int) -> float:

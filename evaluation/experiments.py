@@ -44,8 +44,13 @@ class EvalOptions:
     """Pool size used for the tier, recycling and scale experiments."""
     recycling: tuple[str, ...] = ("drop", "demote", "residual")
     """Recycling policies compared in Q3 (registry names)."""
-    recycling_storage_fraction: float = 0.05
-    """Q3 bounds the remote pool (fraction of unique blocks) so that what is recycled matters."""
+    remote_tier: str = "mooncake"
+    """How the remote DRAM pool of Q2 and Q3 evicts (`evaluation.remote`): `mooncake` as Mooncake Store's master,
+    `lru`, or `infinite` (Q2 keeps every block; Q3, which needs a bound for recycling to matter, uses LRU)."""
+    remote_fraction: float = 0.05
+    """Remote pool capacity in Q2 and Q3, as a fraction of unique blocks."""
+    remote_blocks: int | None = None
+    """Remote pool capacity in blocks; overrides `remote_fraction` when given (0 disables the pool)."""
     scale_nodes: tuple[int, ...] = (2, 4, 8, 16, 32)
     link_gbps: tuple[float, ...] = (25.0, 100.0, 400.0)
     scale_requests: int = 3_000
@@ -56,6 +61,13 @@ class EvalOptions:
     switch_memory: str | None = None
     """Memory preset (`evaluation.memory`) sizing the switch pool of Q2/Q3 in bytes; None: `switch_fraction`."""
     compression: str = "bf16"
+
+    def remote_plan(self, stream: BlockStream, recycling: bool = False) -> tuple[int | None, str]:
+        """(capacity or None for unbounded, eviction) of the remote pool in Q2, or in Q3 when `recycling`."""
+        blocks = self.remote_blocks if self.remote_blocks is not None else stream.capacity(self.remote_fraction)
+        if self.remote_tier == "infinite":
+            return (blocks, "lru") if recycling else (None, "infinite")
+        return blocks, self.remote_tier
 
     def switch_plan(self, stream: BlockStream) -> tuple[int, float]:
         """(blocks, share of each block held) of the Q2/Q3 switch pool."""
@@ -126,6 +138,7 @@ def _cluster_row(name: str, result: ClusterResult, cost: CostModel, per_request:
         "from_tier": {t.name: result.blocks_from(t) / refs for t in SOURCES},
         "computed": 1.0 - result.prefix_hit_ratio,
         "switch": dataclasses.asdict(result.switch),
+        "remote": dataclasses.asdict(result.remote),
         **summary.as_dict(),
         "fan_in_series": summary.fan_in,
         "storage_load_series": summary.storage_load,
@@ -139,8 +152,9 @@ def _cluster_row(name: str, result: ClusterResult, cost: CostModel, per_request:
 def q2_configs(stream: BlockStream, options: EvalOptions, spec: PolicySpec) -> dict[str, ClusterConfig]:
     """The cluster with every tier, then with each tier removed in turn."""
     blocks, share = options.switch_plan(stream)
+    remote_blocks, remote_tier = options.remote_plan(stream)
     base = dataclasses.replace(options.cluster, switch_blocks=blocks, switch_block_share=share,
-                               switch_policy=spec)
+                               switch_policy=spec, storage_blocks=remote_blocks, remote_tier=remote_tier)
     return {
         "all tiers": base,
         "without switch pool": dataclasses.replace(base, switch_blocks=0),
@@ -195,7 +209,9 @@ def q2_tiers(configs: dict[str, ClusterConfig], results: list[ClusterResult], op
                           "fan_in_mean": summary["fan_in_mean"],
                           "storage_bytes_sent": summary["link_bytes"].get("storage_nic_sent", 0),
                           "ttft_mean_s": summary["ttft_mean_s"], "ttft_p99_s": summary["ttft_p99_s"]})
-    return {"policy": spec.name, "switch_blocks": configs["all tiers"].switch_blocks,
+    everything = configs["all tiers"]
+    return {"policy": spec.name, "switch_blocks": everything.switch_blocks,
+            "remote_tier": everything.remote_tier, "remote_blocks": everything.storage_blocks,
             "switch_block_share": configs["all tiers"].switch_block_share, "switch_functions": functions,
             "configs": rows,
             "reuse_gap": gaps, "block_move": block_move_costs(options.cost),
@@ -205,14 +221,14 @@ def q2_tiers(configs: dict[str, ClusterConfig], results: list[ClusterResult], op
 # -- Q3 ---------------------------------------------------------------------------------------------
 def q3_configs(stream: BlockStream, options: EvalOptions, spec: PolicySpec) -> dict[str, ClusterConfig]:
     """The switch pool with each recycling policy, in front of a bounded remote pool."""
-    storage = stream.capacity(options.recycling_storage_fraction)
+    storage, remote_tier = options.remote_plan(stream, recycling=True)
     blocks, share = options.switch_plan(stream)
     configs = {}
     for name in options.recycling:
         policy = dataclasses.replace(spec, recycling=name, recycling_params={}, label="")
         configs[policy.name] = dataclasses.replace(
             options.cluster, switch_blocks=blocks, switch_block_share=share, switch_policy=policy,
-            storage_blocks=storage)
+            storage_blocks=storage, remote_tier=remote_tier)
     return configs
 
 
@@ -230,8 +246,9 @@ def q3_recycling(configs: dict[str, ClusterConfig], results: list[ClusterResult]
         row["reuse_per_recycled"] = stats.recycled_reused / stats.recycled if stats.recycled else 0.0
         row["recycle_bytes"] = stats.recycled * options.cost.block_bytes
         rows.append(row)
-    storage = next(iter(configs.values())).storage_blocks if configs else 0
-    return {"storage_blocks": storage, "rows": rows}
+    first = next(iter(configs.values()), None)
+    return {"storage_blocks": first.storage_blocks if first else 0,
+            "remote_tier": first.remote_tier if first else "", "rows": rows}
 
 
 # -- Q4 ---------------------------------------------------------------------------------------------

@@ -38,8 +38,8 @@ def _task(streams: dict[str, BlockStream], task: tuple, progress: Progress) -> o
     stream = streams[name]
     if kind == "pool":
         spec, capacity = PolicySpec.parse(task[2]), task[3]
-        counter, _ = replay_pool(stream, spec, capacity, progress)
-        return counter.as_dict()
+        counter, stats = replay_pool(stream, spec, capacity, progress)
+        return {**counter.as_dict(), "prefetched": stats.get("prefetched", 0)}
     if kind == "min":
         minimum, ideal = bound_counters(stream, task[2], progress)
         return {str(c): m.as_dict() for c, m in minimum.items()}, ideal.as_dict()
@@ -48,14 +48,36 @@ def _task(streams: dict[str, BlockStream], task: tuple, progress: Progress) -> o
     raise ValueError(f"unknown study task {kind!r}")
 
 
+def _reused(q1: dict | None, fractions: Sequence[float]) -> dict[tuple, object]:
+    """The main stream's results Q1 already has, keyed as the tasks that would recompute them."""
+    if q1 is None:
+        return {}
+    found: dict[tuple, object] = {}
+    runs = {(r["policy"], str(r["fraction"])): r for r in q1["runs"]}
+    for policy in CROSS_POLICIES:
+        for f in fractions:
+            run = runs.get((policy, str(f)))
+            if run is not None:
+                found[("pool", policy, str(f))] = {
+                    **{k: v for k, v in run.items() if k not in ("policy", "capacity_blocks", "fraction", "pool_stats")},
+                    "prefetched": run["pool_stats"].get("prefetched", 0)}
+    if all(str(f) in q1["min"] for f in fractions):
+        found[("min",)] = ({str(q1["capacities"][str(f)]): q1["min"][str(f)] for f in fractions}, q1["ideal"])
+    return found
+
+
 def run_studies(streams: dict[str, BlockStream], main: str, fractions: Sequence[float], lookahead_fraction: float,
-                progress: Progress | None = None, jobs: int = 1) -> dict:
-    """Everything above but the boundary, as plain data; `main` names the stream whose Q1 ran already."""
+                progress: Progress | None = None, jobs: int = 1, q1: dict | None = None) -> dict:
+    """Everything above but the boundary, as plain data; `main` names the stream whose Q1 ran already (its
+    runs of the every-trace policies and its MIN are taken from `q1` instead of replayed again)."""
+    reused = _reused(q1, fractions)
     tasks: list[tuple] = []
     for name, stream in streams.items():
         caps = [stream.capacity(f) for f in fractions]
-        tasks.append(("min", name, caps))
-        tasks += [("pool", name, p, c) for p in CROSS_POLICIES for c in caps]
+        if name != main or ("min",) not in reused:
+            tasks.append(("min", name, caps))
+        tasks += [("pool", name, p, c) for p in CROSS_POLICIES for c, f in zip(caps, fractions, strict=True)
+                  if name != main or ("pool", p, str(f)) not in reused]
     tasks += [("lookahead", name, stream.capacity(lookahead_fraction)) for name, stream in streams.items()]
     mooncake = [n for n in streams if n.endswith("_trace")]
     calibration = {n: [max(1, round(t / 512)) for t in CALIBRATION_TOKENS] for n in mooncake}
@@ -67,8 +89,10 @@ def run_studies(streams: dict[str, BlockStream], main: str, fractions: Sequence[
     traces: dict[str, dict] = {}
     for name, stream in streams.items():
         caps = [stream.capacity(f) for f in fractions]
-        minimum, ideal = next(results)
-        runs = {p: {str(f): next(results) for f in fractions} for p in CROSS_POLICIES}
+        here = reused if name == main else {}
+        minimum, ideal = here[("min",)] if ("min",) in here else next(results)  # type: ignore[misc]
+        runs = {p: {str(f): here.get(("pool", p, str(f))) or next(results) for f in fractions}
+                for p in CROSS_POLICIES}
         runs["MIN"] = {str(f): minimum[str(c)] for f, c in zip(fractions, caps, strict=True)}
         traces[name] = {"references": len(stream), "unique_blocks": stream.unique_blocks,
                         "capacities": {str(f): c for f, c in zip(fractions, caps, strict=True)},

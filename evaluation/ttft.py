@@ -167,12 +167,13 @@ def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False,
     storage_load = [(w * window_s, heaviest[w]) for w in sorted(heaviest)]
     stats = result.switch
     duration = max(1e-9, result.outcomes[-1].arrival_s - result.outcomes[0].arrival_s) if result.outcomes else 1.0
+    writes = stats.table_writes * cost.control.writes_per_block(cost.block_bytes)  # admissions/evictions → entries
     control: dict[str, float] = {
         "digests": stats.digests,
         "digest_bytes": stats.digests * cost.control.digest_bytes,
-        "table_writes": stats.table_writes,
-        "table_writes_per_s": stats.table_writes / duration,
-        "controller_utilisation": stats.table_writes * (1.0 / cost.control.updates_per_s) / duration,
+        "table_writes": writes,
+        "table_writes_per_s": writes / duration,
+        "controller_utilisation": writes * (1.0 / cost.control.updates_per_s) / duration,
         "lookup_s_total": stats.lookups * cost.control.lookup_s,
     }
     link["control"] = int(control["digest_bytes"])

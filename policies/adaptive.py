@@ -1,23 +1,28 @@
-"""An online choice among expert policies: the pool follows whichever expert has hit most lately.
+"""An online choice among expert policies: the pool *is* the cache of whichever expert has hit most lately.
 
 No single policy wins on every trace (on the Mooncake conversation trace the conversation-level policy is
-best, on the synthetic one ARC, on workloads with heavy sharing plain recency), and tuning one per trace is
-not something a deployed pool can do. So the `adaptive` pool runs every expert as a *shadow cache* of the
-same capacity on the same references (a shadow holds keys only, never bytes) and measures online how many
-hits each would have had, with exponentially decaying weights (half-life: `half_life_capacities` × the
-capacity, in references, so the memory scales with the pool, not with the trace). The real pool follows the
-leader: it admits what the leader admitted and evicts first what the leader no longer holds (its
-"suspects"), so while one expert leads the real contents converge to that expert's and then track it
-exactly; a leader change needs the margin `switch_margin` (hysteresis against flapping).
+best, on the synthetic one ARC, on agent fan-out plain recency), and tuning one per trace is not something a
+deployed pool can do. So the `adaptive` pool runs every expert as a *shadow cache* of the same capacity on the
+same references (a shadow holds keys only, never bytes) and scores each by its hits with exponentially
+decaying weights: the half-life is `half_life_capacities` × the capacity in references (at least
+`min_half_life` references), so the score reflects the last few turnovers of the pool, not the whole trace.
 
-This is the experts/regret idea of ACME and of LeCaR/CACHEUS (follow the best expert measured on recent
-requests), with whole shadow caches instead of per-eviction weights, so the pool is never worse than the
-best expert by more than what a switch costs.
+The real pool follows the leader exactly: it admits what the leader admitted and evicts what the leader
+evicted, so between switches its contents *are* the leader's. A challenger takes the lead once its decayed
+hits exceed the leader's by `switch_margin_hits` (hysteresis in hits: a lead of less than one hit is noise).
+On a switch the pool **adopts** the new leader's resident set at once (`adopt`): what the leader does not hold
+is evicted, what it holds and the pool lacks is prefetched from the storage node (the controller's fill path).
+The prefetches are the price of switching; the pool counts them (`Pool.stats["prefetched"]`) so a report can
+charge them as extra storage reads (`switch_cost` can make every switch justify them). With `adopt` off the pool converges lazily instead (evicting first what the
+leader no longer holds), paying no prefetches but missing what the leader has and it has not.
+
+This is the experts idea of ACME and of LeCaR/CACHEUS (follow the best expert measured on recent requests),
+with whole shadow caches instead of per-eviction weights: shadows are cheap (metadata only), so following the
+leader costs only the prefetches of each switch.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -28,19 +33,33 @@ EXPERTS: tuple[tuple[str, str], ...] = (("always", "lru"), ("always", "arc"), ("
 """(admission, eviction) of each shadow: recency, ARC's recency/frequency balance, and the conversation-level
 return model (`policies.conversation`)."""
 
+_RENORMALISE = 1e100
+"""Scores grow by a rising weight instead of all decaying each reference; rescaled when the weight passes this."""
+
 
 @dataclass(frozen=True)
 class AdaptiveParams(Params):
     """How fast the choice follows the workload; the same values on every trace (nothing tuned per trace)."""
 
-    half_life_capacities: float = 256.0
-    """Weights of past hits halve every this many × capacity references (and at least every 8,000)."""
-    significance: float = 3.0
-    """…and by this many standard deviations of the hit-count difference (√ of the two decayed counts, as
-    for Poisson counts), so that a lead must be both real and lasting before the pool pays for a switch."""
-    switch_margin: float = 0.02
-    """A challenger leads once its decayed hits exceed the leader's by this fraction (a switch
-    throws away the learned contents, e.g. ARC's frequency list, and short-lived leads do not repay that)."""
+    half_life_capacities: float = 8.0
+    """Weights of past hits halve every this many × capacity references: long enough that a lead is not one
+    lucky turnover of the pool (every switch prefetches), short enough to follow a workload that changes."""
+    min_half_life: float = 50.0
+    """…but never faster than this many references (a tiny pool would otherwise follow single hits)."""
+    switch_margin_hits: float = 0.5
+    """A challenger leads once its decayed hits exceed the leader's by this many (hysteresis in hits)."""
+    initial_leader: str = "lru"
+    """Expert the pool follows before any has shown better (an expert's eviction name); the first hit on
+    which two experts differ is lost by whichever is not followed, so some trace always pays one or two hits."""
+    adopt: bool = True
+    """On a switch, take over the new leader's contents at once (prefetching what it holds); else converge lazily."""
+    switch_cost: float = 0.0
+    """Optionally make a switch pay for its prefetches: the challenger's decayed lead (≈ the hits it gained over
+    the last window, so the hits it promises over the next one) must exceed this many × the blocks the pool
+    would prefetch. 0 (default) = prefetch whatever a switch needs. Measured on every trace of the report, 1
+    (break even within one window) keeps the pool on LRU where it should have left it (19 of 30 cells below
+    max(LRU, ARC)); 0.03–0.1 cut prefetches by about half but leave 5–8 cells short by up to 0.2 points
+    (measured with a one-hit switch margin)."""
 
 
 class Ensemble:
@@ -51,55 +70,79 @@ class Ensemble:
         from policies.registry import make_pool  # the registry imports this module
 
         self.params = params or AdaptiveParams()
-        if self.params.half_life_capacities <= 0 or self.params.switch_margin < 0:
-            raise ValueError("adaptive: half_life_capacities must be > 0 and switch_margin ≥ 0")
+        if self.params.half_life_capacities <= 0 or self.params.min_half_life <= 0:
+            raise ValueError("adaptive: half_life_capacities and min_half_life must be > 0")
+        if self.params.switch_margin_hits < 0:
+            raise ValueError("adaptive: switch_margin_hits must be ≥ 0")
+        evictions = [e for _, e in experts]
+        if self.params.initial_leader not in evictions:
+            raise ValueError(f"adaptive: initial_leader {self.params.initial_leader!r} is not one of {evictions}")
         self.names = [f"{a}+{e}" for a, e in experts]
+        # Shadows log their changes so that the real pool can evict exactly what the leader evicted.
         self.shadows: list[Pool] = [
             make_pool(capacity_blocks, a, e, "drop", tier=Tier.SWITCH, log_limit=None) for a, e in experts
         ]
         self.scores = [0.0] * len(experts)
-        self.leader = min(1, len(experts) - 1)  # ARC until another expert has shown better
+        self.leader = evictions.index(self.params.initial_leader)
         self.switches = 0
-        # Scores decay by 2^(-1/8) every eighth of a half-life, and the leader is reconsidered then.
-        self._period = max(1_000, int(self.params.half_life_capacities * capacity_blocks) // 8)
-        self._decay = 0.5 ** (1 / 8)
-        self._count = 0
+        half_life = max(self.params.min_half_life, self.params.half_life_capacities * capacity_blocks)
+        self._growth = 2.0 ** (1.0 / half_life)  # scores decay by 1/growth per reference: weights grow instead
+        self._weight = 1.0
         self.real: set[BlockKey] = set()
         self._suspects: deque[BlockKey] = deque()
         self._limit = 4 * capacity_blocks + 16
+        self._adopt_pending = False
+        self._prefetches = 0  # blocks the last counted challenger holds and the pool lacks
+        self._counted_for = -1
+        self._count_due = 0
+        self._recount = max(16, capacity_blocks // 8)
 
     @property
     def leader_name(self) -> str:
         return self.names[self.leader]
 
     def observe(self, block: BlockInfo, now: float) -> None:
-        """Feed one reference to every shadow; score their hits; collect what the leader evicted."""
+        """Feed one reference to every shadow; score their hits; collect what the leader evicted; maybe switch."""
         scores = self.scores
+        weight = self._weight
+        leader = self.leader
         for i, shadow in enumerate(self.shadows):
             if shadow.access(block, now):
-                scores[i] += 1.0
+                scores[i] += weight
             events = shadow.events
-            if i == self.leader:
+            if i == leader:
                 for event in events:
                     if event.kind == "evicted":
                         self._suspects.append(event.key)
             events.clear()
-        self._count += 1
-        if self._count >= self._period:
-            self._count = 0
-            self.scores = [s * self._decay for s in scores]
-            self._choose()
-        if len(self._suspects) > self._limit:
-            self._rebuild_suspects()
-
-    def _choose(self) -> None:
-        best = max(range(len(self.scores)), key=self.scores.__getitem__)
-        lead, best_score = self.scores[self.leader], self.scores[best]
-        if (best != self.leader and best_score > lead * (1 + self.params.switch_margin)
-                and best_score - lead > self.params.significance * math.sqrt(best_score + lead)):
+        self._weight = weight * self._growth
+        if self._weight > _RENORMALISE:
+            self.scores = scores = [s / self._weight for s in scores]
+            self._weight = 1.0
+        best = max(range(len(scores)), key=scores.__getitem__)
+        lead = (scores[best] - scores[leader]) / self._weight  # in (decayed) hits
+        if best != leader and lead > self.params.switch_margin_hits and self._pays_for_prefetches(best, lead):
             self.leader = best
             self.switches += 1
+            self._adopt_pending = self.params.adopt
             self._rebuild_suspects()
+        elif len(self._suspects) > self._limit:
+            self._rebuild_suspects()
+
+    def _pays_for_prefetches(self, challenger: int, lead: float) -> bool:
+        """Is `lead` worth the prefetches of adopting `challenger`'s contents? (Counted at most once per
+        `_recount` references while the challenger keeps leading: counting is linear in the capacity.)"""
+        cost = self.params.switch_cost
+        if not self.params.adopt or cost <= 0:
+            return True
+        if self._count_due > 0 and self._counted_for == challenger:
+            self._count_due -= 1
+            return lead > cost * self._prefetches
+        shadow = self.shadows[challenger]
+        real = self.real
+        self._prefetches = sum(1 for key in shadow.resident() if key not in real)
+        self._counted_for, self._count_due = challenger, self._recount
+        return lead > cost * self._prefetches
 
     def _rebuild_suspects(self) -> None:
         leader = self.shadows[self.leader]
@@ -108,6 +151,13 @@ class Ensemble:
     def leads(self, key: BlockKey) -> bool:
         """Does the leader hold `key` (after the current reference)?"""
         return key in self.shadows[self.leader]
+
+    def adoption(self) -> list[BlockInfo] | None:
+        """The leader's resident blocks if the pool should take them over now (once per switch), else None."""
+        if not self._adopt_pending:
+            return None
+        self._adopt_pending = False
+        return self.shadows[self.leader].resident_blocks()
 
     def inserted(self, key: BlockKey) -> None:
         self.real.add(key)
@@ -165,7 +215,7 @@ class AdaptiveAdmission:
 
 
 class AdaptiveEviction:
-    """Evicts what the leading expert has already evicted (or never admitted)."""
+    """Evicts what the leading expert has already evicted (or never admitted); hands the pool a new leader's set."""
 
     name = "adaptive"
 
@@ -181,6 +231,10 @@ class AdaptiveEviction:
 
     def on_remove(self, key: BlockKey) -> None:
         self.ensemble.real.discard(key)
+
+    def target(self) -> list[BlockInfo] | None:
+        """`policies.pool.Retargeting`: after a leader change, the contents the pool should adopt."""
+        return self.ensemble.adoption()
 
     def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
         key = self.ensemble.victim(protected)

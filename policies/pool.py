@@ -29,7 +29,7 @@ from policies.base import (
 
 
 class PoolEvent(NamedTuple):
-    """One change of the resident set: `kind` is admitted, bypassed, evicted, demoted or dropped."""
+    """One change of the resident set: `kind` is admitted, bypassed, evicted, demoted, dropped or prefetched."""
 
     kind: str
     key: BlockKey
@@ -42,12 +42,26 @@ class PoolEvent(NamedTuple):
 class FastOrder(Protocol):
     """Optional extra of an eviction policy whose whole state is one recency-like order of keys (LRU).
 
-    `fast_ops()` returns (touch, insert, pop_victim) working on keys only: `Pool.access_many` drives them
+    `fast_ops()` returns (touch, insert, pop_victim) working on keys only (pop_victim returns the victim's key
+    first in a pair, so that all three can be C-level bound methods): `Pool.access_many` drives them
     directly when nothing else needs to see an access (no-op admission, drop recycling, no log, no pins),
     which is what makes a replay of LRU as fast as libCacheSim's own Python loop.
     """
 
-    def fast_ops(self) -> tuple[Callable[[BlockKey], None], Callable[[BlockKey], None], Callable[[], BlockKey]]: ...
+    def fast_ops(self) -> tuple[Callable[[BlockKey], object], Callable[[BlockKey], object],
+                                Callable[[], tuple[BlockKey, object]]]: ...
+
+
+@runtime_checkable
+class Retargeting(Protocol):
+    """Optional extra of an eviction policy that may ask the pool to take over a whole resident set at once.
+
+    `target()` is asked after every access is recorded; None means carry on, a list of blocks means: evict what
+    is not in it (pinned blocks stay) and fill what is missing, as prefetches from the storage node (counted in
+    `stats["prefetched"]`, logged as `prefetched` events). The adaptive pool uses it to adopt a new leader's cache.
+    """
+
+    def target(self) -> list[BlockInfo] | None: ...
 
 
 def refusal(
@@ -97,6 +111,7 @@ class Pool:
         self._pinned: frozenset[BlockKey] = frozenset()  # snapshot of the pinned keys, rebuilt on change
         observer = eviction if isinstance(eviction, AccessObserver) else None
         self._observe = observer.record if observer is not None else None
+        self._target = eviction.target if isinstance(eviction, Retargeting) else None
         # Optional flags of an admission policy: its score is in the unit of `Victim.residual` (the value
         # policies), or it ranks the newcomer against the victim by its own score (TinyLFU).
         self._compares_residual = bool(getattr(admission, "compares_residual", False))
@@ -109,6 +124,8 @@ class Pool:
             and getattr(recycling, "passive", False)
             and not self._log
         )
+        # Bound once: a runtime Protocol check and three closures per call cost more than a request's loop.
+        self._fast_ops = eviction.fast_ops() if self._fast and isinstance(eviction, FastOrder) else None
 
     def access_many(self, blocks: Iterable[BlockInfo], now: float) -> list[bool]:
         """`[self.access(b, now) for b in blocks]`, with the same outcome, faster where the policies allow.
@@ -119,8 +136,8 @@ class Pool:
         if not self._fast or self._pins:
             access = self.access
             return [access(b, now) for b in blocks]
-        assert isinstance(self.eviction, FastOrder)
-        touch, insert, pop_victim = self.eviction.fast_ops()
+        assert self._fast_ops is not None
+        touch, insert, pop_victim = self._fast_ops
         resident = self._resident
         capacity = self.capacity
         hits: list[bool] = []
@@ -134,7 +151,7 @@ class Pool:
                 append(True)
                 continue
             if len(resident) >= capacity:
-                del resident[pop_victim()]
+                del resident[pop_victim()[0]]
                 evicted += 1
             resident[key] = block
             insert(key)
@@ -154,6 +171,10 @@ class Pool:
         self.admission.record(block, now)
         if self._observe is not None:
             self._observe(block, now)
+        if self._target is not None:
+            wanted = self._target()
+            if wanted is not None:
+                self._adopt(wanted, now, block.key)
         key = block.key
         if key in self._resident:
             self._resident[key] = block
@@ -207,6 +228,10 @@ class Pool:
         """Keys of the blocks now in the pool."""
         return frozenset(self._resident)
 
+    def resident_blocks(self) -> list[BlockInfo]:
+        """The blocks now in the pool (as last read), in the order they entered or were last hit."""
+        return list(self._resident.values())
+
     # ---------------------------------------------------------------- control
     def pin(self, key: BlockKey) -> None:
         """Keep a resident block from eviction (e.g. while a read is in flight); pins nest."""
@@ -244,6 +269,23 @@ class Pool:
         self.stats["evicted"] += 1
         if self._log:
             self.events.append(PoolEvent("evicted", key, reason))
+
+    def _adopt(self, blocks: list[BlockInfo], now: float, current: BlockKey) -> None:
+        """Take over `blocks` as the resident set: evict the rest (but pins), prefetch what is missing except
+        `current`, the block being read now (a prefetch cannot serve the read that triggered it)."""
+        wanted = {b.key for b in blocks}
+        for key in [k for k in self._resident if k not in wanted and not self._pins.get(k)]:
+            self._remove(key, "not in the adopted set")
+            self.stats["dropped"] += 1
+        for block in blocks:
+            if len(self._resident) >= self.capacity:
+                break
+            if block.key not in self._resident and block.key != current:
+                self._resident[block.key] = block
+                self.eviction.on_insert(block, now)
+                self.stats["prefetched"] += 1
+                if self._log:
+                    self.events.append(PoolEvent("prefetched", block.key, "adopted set"))
 
     def _recycled(self, key: BlockKey, recycle: Recycle) -> None:
         kind = "dropped" if recycle.tier is Tier.ABSENT else "demoted"

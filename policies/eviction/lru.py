@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from policies.base import BlockInfo, BlockKey, Params, Victim
 
@@ -32,17 +33,12 @@ class LRUEviction:
     def on_remove(self, key: BlockKey) -> None:
         self._order.pop(key, None)
 
-    def fast_ops(self) -> tuple[Callable[[BlockKey], None], Callable[[BlockKey], None], Callable[[], BlockKey]]:
-        """Key-only operations for `Pool.access_many`: touch, insert, pop the least recent key."""
+    def fast_ops(self) -> tuple[Callable[[BlockKey], object], Callable[[BlockKey], object],
+                                Callable[[], tuple[BlockKey, object]]]:
+        """Key-only operations for `Pool.access_many`, all C-level bound methods: touch, insert (a new key, so
+        `setdefault` adds it last), pop the least recent (key, None) pair."""
         order = self._order
-
-        def insert(key: BlockKey) -> None:
-            order[key] = None
-
-        def pop_victim() -> BlockKey:
-            return order.popitem(last=False)[0]
-
-        return order.move_to_end, insert, pop_victim
+        return order.move_to_end, order.setdefault, partial(order.popitem, False)
 
     def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
         for key in self._order:

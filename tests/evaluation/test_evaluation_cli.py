@@ -63,6 +63,37 @@ def test_tier_rows_account_for_every_block_reference(run_dir):
 
 
 @pytest.mark.parametrize(
+    ("argv", "tier", "blocks"),
+    [
+        ([], "mooncake", None),
+        (["--remote-tier", "lru"], "lru", None),
+        (["--storage-blocks", "unbounded"], "infinite", None),
+        (["--storage-blocks", "123", "--remote-size", "10%"], "mooncake", 123),
+    ],
+)
+def test_remote_tier_options_reach_q2_and_q3(argv, tier, blocks):
+    from evaluation.__main__ import build_parser, options_from
+
+    parser = build_parser()
+    options = options_from(parser.parse_args(["run", *argv]), parser)
+    assert (options.remote_tier, options.remote_blocks) == (tier, blocks)
+    stream = BlockStream.from_trace(load_trace(excerpt_path(), limit=50))
+    q2_blocks, q2_tier = options.remote_plan(stream)
+    q3_blocks, q3_tier = options.remote_plan(stream, recycling=True)
+    if tier == "infinite":
+        assert (q2_blocks, q2_tier, q3_tier) == (None, "infinite", "lru")  # Q3 needs a bound: LRU, as before
+    else:
+        assert q2_tier == q3_tier == tier and q2_blocks == q3_blocks
+        assert q2_blocks == (blocks if blocks is not None else stream.capacity(options.remote_fraction))
+
+
+@pytest.mark.slow
+def test_report_names_the_remote_tier(run_dir):
+    report = (run_dir / "report.md").read_text()
+    assert "Mooncake Store's master" in report and "evicted" in report
+
+
+@pytest.mark.parametrize(
     "bad",
     [
         ["--pool-sizes", "abc"],
@@ -71,6 +102,8 @@ def test_tier_rows_account_for_every_block_reference(run_dir):
         ["--policies", "no-such-policy"],
         ["--routing", "random"],
         ["--model", "gpt-9"],
+        ["--remote-tier", "fifo"],
+        ["--remote-soft-pin-depth", "-1"],
     ],
 )
 def test_bad_arguments_print_a_usage_line(bad, capsys):

@@ -111,3 +111,52 @@ def test_incast_workloads_have_many_readers_of_one_block_per_second(kind: str) -
         per_second[key] = per_second.get(key, 0) + 1
     assert max(per_second.values()) >= 8
     assert generate_incast(kind, IncastOptions(requests=600)) == trace
+
+
+def test_studies_take_the_main_streams_runs_from_q1_instead_of_replaying_them() -> None:
+    from evaluation.experiments import EvalOptions, q1_pool_sweep
+    from evaluation.pools import parse_policies
+    from evaluation.studies import CROSS_POLICIES, run_studies
+
+    stream = BlockStream.from_trace(generate_incast("agent-fanout", IncastOptions(requests=300), seed=0))
+    fractions = (0.05, 0.1)
+    q1 = q1_pool_sweep(stream, EvalOptions(policies=tuple(parse_policies(",".join(CROSS_POLICIES))),
+                                           fractions=fractions))
+    with_q1: list[int] = []
+    without: list[int] = []
+    reused = run_studies({"main": stream}, "main", fractions, 0.05, with_q1.append, q1=q1)["traces"]["main"]
+    fresh = run_studies({"main": stream}, "main", fractions, 0.05, without.append)["traces"]["main"]
+    assert reused["runs"] == fresh["runs"] and reused["ideal"] == fresh["ideal"]
+    assert sum(without) - sum(with_q1) >= len(stream) * len(CROSS_POLICIES) * len(fractions)
+
+
+def test_the_cluster_replays_and_the_boundary_charge_the_same_table_writes() -> None:
+    from evaluation.costs import ControlCosts
+
+    control = ControlCosts()
+    assert control.updates_per_s == boundary.CONTROLLER_WRITES_PER_S
+    assert control.install_latency_s == boundary.INSTALL_LATENCY_S
+    assert boundary.Scenario(block_bytes=1, memory=MEMORIES["switch+dram"]).hop_s == control.lookup_s
+    result = simulate(readers_of_one_block(4), ClusterConfig(nodes=4, switch_blocks=4, routing="round-robin",
+                                                             switch_policy=PolicySpec.parse("lru")))
+    per_block = estimate(result, COST).control["table_writes"] / max(1, result.switch.table_writes)
+    assert per_block == control.writes_per_block(COST.block_bytes) == -(-COST.block_bytes // KVP_VALUE_LEN)
+
+
+def test_the_every_trace_verdict_names_the_cells_whose_lead_needs_prefetch() -> None:
+    from evaluation.report import every_trace_section
+
+    def run(ratio: float, prefetched: int = 0) -> dict:
+        return {"block_hit_ratio": ratio, "block_refs": 1000, "prefetched": prefetched}
+
+    studies = {"default_policy": "adaptive+adaptive", "traces": {
+        "a": {"capacities": {"0.01": 10}, "runs": {"lru": {"0.01": run(0.10)}, "arc": {"0.01": run(0.12)},
+                                                   "adaptive+adaptive": {"0.01": run(0.15, prefetched=50)},
+                                                   "MIN": {"0.01": run(0.30)}}},
+        "b": {"capacities": {"0.01": 10}, "runs": {"lru": {"0.01": run(0.10)}, "arc": {"0.01": run(0.12)},
+                                                   "adaptive+adaptive": {"0.01": run(0.15, prefetched=10)},
+                                                   "MIN": {"0.01": run(0.30)}}},
+    }}
+    text = every_trace_section(studies, block_bytes=2**20)
+    assert "in 1 of 2 cells" in text and "(a at 1%)" in text  # a: 15% − 5% net < 12%; b: 14% net ≥ 12%
+    assert "50 extra block reads" in text
