@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from policies.base import BlockInfo, BlockKey
+from policies.base import BlockInfo, CacheKey
 from policies.pool import Pool
 
 REMOTE_TIERS = ("mooncake", "lru", "infinite")
@@ -180,12 +180,12 @@ class MooncakeRemote:
     def __post_init__(self) -> None:
         if self.capacity < 1:
             raise ValueError("a Mooncake pool needs capacity ≥ 1 block")
-        self._shards: list[dict[BlockKey, _Object]] = [{} for _ in range(self.settings.shards)]
+        self._shards: list[dict[CacheKey, _Object]] = [{} for _ in range(self.settings.shards)]
         self._count = 0
         self._random = random.Random(self.settings.seed)
 
     # -- client operations ------------------------------------------------------------------------
-    def __contains__(self, key: BlockKey) -> bool:
+    def __contains__(self, key: CacheKey) -> bool:
         return key in self._shard(key)
 
     def __len__(self) -> int:
@@ -204,12 +204,12 @@ class MooncakeRemote:
             return False  # Put of an existing key changes nothing (OBJECT_ALREADY_EXISTS)
         return self._put(block, now)
 
-    def leased(self, key: BlockKey, now: float) -> bool:
+    def leased(self, key: CacheKey, now: float) -> bool:
         obj = self._shard(key).get(key)
         return obj is not None and obj.lease_until > now
 
     # -- internals --------------------------------------------------------------------------------
-    def _shard(self, key: BlockKey) -> dict[BlockKey, _Object]:
+    def _shard(self, key: CacheKey) -> dict[CacheKey, _Object]:
         return self._shards[hash(key) % len(self._shards)]
 
     def _grant_lease(self, obj: _Object, now: float) -> None:
@@ -251,8 +251,8 @@ class MooncakeRemote:
         n = len(self._shards)
         start = self._random.randrange(n)
         seen = evicted = 0
-        unpinned_rest: list[tuple[float, BlockKey]] = []
-        pinned_rest: list[tuple[float, BlockKey]] = []
+        unpinned_rest: list[tuple[float, CacheKey]] = []
+        pinned_rest: list[tuple[float, CacheKey]] = []
         for i in range(n):
             shard = self._shards[(start + i) % n]
             seen += len(shard)

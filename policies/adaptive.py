@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params, Tier, Victim
+from policies.base import BlockInfo, CacheKey, Params, Tier, Victim
 from policies.pool import Pool
 
 EXPERTS: tuple[tuple[str, str], ...] = (("always", "lru"), ("always", "arc"), ("conversation", "conversation"))
@@ -88,8 +88,8 @@ class Ensemble:
         half_life = max(self.params.min_half_life, self.params.half_life_capacities * capacity_blocks)
         self._growth = 2.0 ** (1.0 / half_life)  # scores decay by 1/growth per reference: weights grow instead
         self._weight = 1.0
-        self.real: set[BlockKey] = set()
-        self._suspects: deque[BlockKey] = deque()
+        self.real: set[CacheKey] = set()
+        self._suspects: deque[CacheKey] = deque()
         self._limit = 4 * capacity_blocks + 16
         self._adopt_pending = False
         self._prefetches = 0  # blocks the last counted challenger holds and the pool lacks
@@ -148,7 +148,7 @@ class Ensemble:
         leader = self.shadows[self.leader]
         self._suspects = deque(key for key in self.real if key not in leader)
 
-    def leads(self, key: BlockKey) -> bool:
+    def leads(self, key: CacheKey) -> bool:
         """Does the leader hold `key` (after the current reference)?"""
         return key in self.shadows[self.leader]
 
@@ -159,12 +159,12 @@ class Ensemble:
         self._adopt_pending = False
         return self.shadows[self.leader].resident_blocks()
 
-    def inserted(self, key: BlockKey) -> None:
+    def inserted(self, key: CacheKey) -> None:
         self.real.add(key)
         if not self.leads(key):
             self._suspects.append(key)
 
-    def victim(self, protected: frozenset[BlockKey]) -> BlockKey:
+    def victim(self, protected: frozenset[CacheKey]) -> CacheKey:
         """A real resident the leader does not hold (oldest suspect first), else any unprotected one."""
         kept = []
         leader = self.shadows[self.leader]
@@ -229,13 +229,13 @@ class AdaptiveEviction:
     def on_hit(self, block: BlockInfo, now: float) -> None:
         pass
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         self.ensemble.real.discard(key)
 
     def target(self) -> list[BlockInfo] | None:
         """`policies.pool.Retargeting`: after a leader change, the contents the pool should adopt."""
         return self.ensemble.adoption()
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
         key = self.ensemble.victim(protected)
         return Victim(key, 0.0, f"not held by the leading expert {self.ensemble.leader_name}")

@@ -21,15 +21,16 @@ from typing import Any, Protocol, Self, runtime_checkable
 # Tier: the wire codes of `kvp_tier_t`, one definition for the wire, the controller and the evaluator.
 from kvpool.constants import Tier
 
-BlockKey = Hashable
-"""A block's identity: an int prefix hash in the evaluator, `(tenant, prefix_hash, chunk)` in the controller."""
+CacheKey = Hashable
+"""What a policy caches, opaque to it: the evaluator's int block ids, the controller's `kvpool.keys.ChunkKey`.
+Policies only hash and compare keys, so they stay generic over the caller's key type (not a key type of its own)."""
 
 
 @dataclass(frozen=True, slots=True)
 class BlockInfo:
     """What a policy may know about a block when it is accessed or offered."""
 
-    key: BlockKey
+    key: CacheKey
     """Identity of the block (includes its whole prefix: keys are chained prefix hashes)."""
     depth: int = 0
     """Position in its prompt's prefix chain, 0 = first block; a block is useless without its parents."""
@@ -37,7 +38,7 @@ class BlockInfo:
     """Tokens the block covers (512 per full block in the Mooncake traces; the last one may be partial)."""
     size_bytes: int = 1
     """Bytes the block occupies in the pool; the unit of slot cost."""
-    parent: BlockKey | None = None
+    parent: CacheKey | None = None
     """Key of the previous block of the prefix, None for the first block."""
     is_last: bool = False
     """True when no block of the same request follows it (the tail of a prompt)."""
@@ -63,7 +64,7 @@ class BlockInfo:
 class Victim:
     """An eviction decision with the residual value the recycling policy weighs."""
 
-    key: BlockKey
+    key: CacheKey
     residual: float
     """Expected value of keeping the block somewhere (same unit as the admission score); ≥ 0."""
     reason: str
@@ -111,11 +112,11 @@ class EvictionPolicy(Protocol):
         """A resident block was read."""
         ...
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         """A resident block left the pool for any reason (evicted, invalidated, explicit evict)."""
         ...
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
         """Choose the block to evict, never one in `protected` (pinned). Does not remove it."""
         ...
 

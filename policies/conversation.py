@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.base import BlockInfo, BlockKey, Params
+from policies.base import BlockInfo, CacheKey, Params
 
 AGE_EDGES_S: tuple[float, ...] = (
     0, 3, 6, 9, 12, 15, 20, 25, 30, 40, 50, 60, 75, 90, 105, 120, 150, 180, 210, 240, 300, 360, 420, 480,
@@ -118,11 +118,11 @@ class ReturnModel:
         self._classes: dict[tuple[int, ...], int] = {}
         self._coarse_of: list[int] = []
         self._coarse: dict[tuple[int, ...], int] = {}
-        self._last_unit: dict[BlockKey, int] = {}
-        self._first_seen: dict[BlockKey, float] = {}
-        self._cross_reads: dict[BlockKey, int] = {}
-        self._tail_first: set[BlockKey] = set()
-        self._read: dict[BlockKey, tuple[tuple[int, bool], float]] = {}  # key → (branch class, last read)
+        self._last_unit: dict[CacheKey, int] = {}
+        self._first_seen: dict[CacheKey, float] = {}
+        self._cross_reads: dict[CacheKey, int] = {}
+        self._tail_first: set[CacheKey] = set()
+        self._read: dict[CacheKey, tuple[tuple[int, bool], float]] = {}  # key → (branch class, last read)
         self._branch_reads: dict[tuple[int, bool], list[float]] = {}  # class → [reads, branch reads, seconds]
         self._branch_fit: dict[tuple[int, bool], tuple[float, float]] = {}
         self._tails = 0
@@ -284,14 +284,14 @@ class ReturnModel:
         """Chance that a partial tail block is read again (the next turn re-hashes it), with a weak prior."""
         return (self._tails_read_again + 1.0) / (self._tails + 10.0)
 
-    def popularity(self, key: BlockKey, now: float) -> float:
+    def popularity(self, key: CacheKey, now: float) -> float:
         """Reads per second by other conversations: what a shared block earns per slot-second."""
         reads = self._cross_reads.get(key, 0)
         if not reads:
             return 0.0
         return reads / (now - self._first_seen[key] + self.params.popularity_floor_s)
 
-    def branch_rate(self, key: BlockKey, now: float) -> float:
+    def branch_rate(self, key: CacheKey, now: float) -> float:
         """Expected reads per second of `key` by requests other than its conversation's next turn, from its
         class's fitted probability p and exponential rate λ, given it has not been so read for its age."""
         found = self._read.get(key)

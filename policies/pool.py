@@ -19,7 +19,7 @@ from policies.base import (
     AccessObserver,
     AdmissionPolicy,
     BlockInfo,
-    BlockKey,
+    CacheKey,
     EvictionPolicy,
     Recycle,
     RecyclingPolicy,
@@ -32,7 +32,7 @@ class PoolEvent(NamedTuple):
     """One change of the resident set: `kind` is admitted, bypassed, evicted, demoted, dropped or prefetched."""
 
     kind: str
-    key: BlockKey
+    key: CacheKey
     reason: str
     tier: Tier = Tier.ABSENT
     """For `demoted`: the tier the block goes to."""
@@ -48,8 +48,8 @@ class FastOrder(Protocol):
     which is what makes a replay of LRU as fast as libCacheSim's own Python loop.
     """
 
-    def fast_ops(self) -> tuple[Callable[[BlockKey], object], Callable[[BlockKey], object],
-                                Callable[[], tuple[BlockKey, object]]]: ...
+    def fast_ops(self) -> tuple[Callable[[CacheKey], object], Callable[[CacheKey], object],
+                                Callable[[], tuple[CacheKey, object]]]: ...
 
 
 @runtime_checkable
@@ -106,9 +106,9 @@ class Pool:
         self.events: deque[PoolEvent] = deque(maxlen=log_limit)
         self._log = log_limit != 0
         self.stats: Counter[str] = Counter()
-        self._resident: dict[BlockKey, BlockInfo] = {}
-        self._pins: Counter[BlockKey] = Counter()
-        self._pinned: frozenset[BlockKey] = frozenset()  # snapshot of the pinned keys, rebuilt on change
+        self._resident: dict[CacheKey, BlockInfo] = {}
+        self._pins: Counter[CacheKey] = Counter()
+        self._pinned: frozenset[CacheKey] = frozenset()  # snapshot of the pinned keys, rebuilt on change
         observer = eviction if isinstance(eviction, AccessObserver) else None
         self._observe = observer.record if observer is not None else None
         self._target = eviction.target if isinstance(eviction, Retargeting) else None
@@ -218,13 +218,13 @@ class Pool:
             self.events.append(PoolEvent("admitted", key, "missed and admitted"))
         return True
 
-    def __contains__(self, key: BlockKey) -> bool:
+    def __contains__(self, key: CacheKey) -> bool:
         return key in self._resident
 
     def __len__(self) -> int:
         return len(self._resident)
 
-    def resident(self) -> frozenset[BlockKey]:
+    def resident(self) -> frozenset[CacheKey]:
         """Keys of the blocks now in the pool."""
         return frozenset(self._resident)
 
@@ -233,14 +233,14 @@ class Pool:
         return list(self._resident.values())
 
     # ---------------------------------------------------------------- control
-    def pin(self, key: BlockKey) -> None:
+    def pin(self, key: CacheKey) -> None:
         """Keep a resident block from eviction (e.g. while a read is in flight); pins nest."""
         if key not in self._resident:
             raise KeyError(f"cannot pin {key!r}: not resident")
         self._pins[key] += 1
         self._pinned = frozenset(self._pins)
 
-    def unpin(self, key: BlockKey) -> None:
+    def unpin(self, key: CacheKey) -> None:
         """Undo one `pin`."""
         if self._pins[key] <= 0:
             del self._pins[key]
@@ -250,10 +250,10 @@ class Pool:
             del self._pins[key]
             self._pinned = frozenset(self._pins)
 
-    def pinned(self) -> frozenset[BlockKey]:
+    def pinned(self) -> frozenset[CacheKey]:
         return self._pinned
 
-    def evict(self, key: BlockKey, reason: str = "explicit") -> bool:
+    def evict(self, key: CacheKey, reason: str = "explicit") -> bool:
         """Remove a block now (invalidation, operator); no recycling. False if it was not resident."""
         if key not in self._resident:
             return False
@@ -263,14 +263,14 @@ class Pool:
         return True
 
     # ---------------------------------------------------------------- internals
-    def _remove(self, key: BlockKey, reason: str) -> None:
+    def _remove(self, key: CacheKey, reason: str) -> None:
         del self._resident[key]
         self.eviction.on_remove(key)
         self.stats["evicted"] += 1
         if self._log:
             self.events.append(PoolEvent("evicted", key, reason))
 
-    def _adopt(self, blocks: list[BlockInfo], now: float, current: BlockKey) -> None:
+    def _adopt(self, blocks: list[BlockInfo], now: float, current: CacheKey) -> None:
         """Take over `blocks` as the resident set: evict the rest (but pins), prefetch what is missing except
         `current`, the block being read now (a prefetch cannot serve the read that triggered it)."""
         wanted = {b.key for b in blocks}
@@ -287,13 +287,13 @@ class Pool:
                 if self._log:
                     self.events.append(PoolEvent("prefetched", block.key, "adopted set"))
 
-    def _recycled(self, key: BlockKey, recycle: Recycle) -> None:
+    def _recycled(self, key: CacheKey, recycle: Recycle) -> None:
         kind = "dropped" if recycle.tier is Tier.ABSENT else "demoted"
         self.stats[kind] += 1
         if self._log:
             self.events.append(PoolEvent(kind, key, recycle.reason, recycle.tier))
 
-    def _bypass(self, key: BlockKey, reason: str) -> None:
+    def _bypass(self, key: CacheKey, reason: str) -> None:
         self.stats["bypassed"] += 1
         if self._log:
             self.events.append(PoolEvent("bypassed", key, reason))

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey
+from policies.base import BlockInfo, CacheKey
 
 BLOCK_TOKENS = 512
 """Tokens per block in the Mooncake traces (the last block of a prompt may be partial)."""
@@ -40,16 +40,16 @@ class RequestAnnotator:
 
     def __init__(self, options: AnnotatorOptions | None = None) -> None:
         self.options = options or AnnotatorOptions()
-        self._created_in_turn: dict[BlockKey, int] = {}
-        self._last_read: dict[BlockKey, float] = {}
-        self._created_by: dict[BlockKey, int] = {}  # block → arrival number of the request that created it
+        self._created_in_turn: dict[CacheKey, int] = {}
+        self._last_read: dict[CacheKey, float] = {}
+        self._created_by: dict[CacheKey, int] = {}  # block → arrival number of the request that created it
         self._output_of: dict[int, int] = {}  # request → tokens it generated, for its *next* turn only
         self._length_of: dict[int, int] = {}  # request → blocks in its prompt
         self._requests = 0
 
     def blocks(
         self,
-        hash_ids: Sequence[BlockKey],
+        hash_ids: Sequence[CacheKey],
         input_length: int | None = None,
         category: str = "",
         now: float | None = None,
@@ -95,7 +95,7 @@ class RequestAnnotator:
             gap = max(0.0, now - self._last_read[hash_ids[shared - 1]])
         last_tokens = size if input_length is None else input_length - size * (len(hash_ids) - 1)
         out: list[BlockInfo] = []
-        parent: BlockKey | None = None
+        parent: CacheKey | None = None
         final = len(hash_ids) - 1
         for depth, key in enumerate(hash_ids):
             out.append(

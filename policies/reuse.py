@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params
+from policies.base import BlockInfo, CacheKey, Params
 
 ReuseClass = tuple[int, int, bool, int, int]
 """(turn bucket, prior reads bucket, is the prompt's tail, previous-turn gap bucket, prompt length bucket)."""
@@ -64,7 +64,7 @@ class ReuseModel:
             raise ValueError(f"reuse model: bad parameters {p}")
         if not 0.0 < p.prior_probability < 1.0 or p.prior_reuse_s <= 0 or p.prior_weight <= 0:
             raise ValueError(f"reuse model: bad priors {p}")
-        self._last: dict[BlockKey, tuple[ReuseClass, float, int]] = {}
+        self._last: dict[CacheKey, tuple[ReuseClass, float, int]] = {}
         # Keyed by full classes and by their coarse 3-field prefixes (the fallback when a class is rare).
         self._accesses: dict[tuple, float] = {}
         self._reuses: dict[tuple, float] = {}
@@ -109,7 +109,7 @@ class ReuseModel:
         length = min(block.request_blocks.bit_length(), 8) if p.use_prompt_length else 0
         return (min(block.turn, p.max_turn), min(reads, p.max_prior_reads), block.is_last, gap, length)
 
-    def last(self, key: BlockKey) -> tuple[ReuseClass, float] | None:
+    def last(self, key: CacheKey) -> tuple[ReuseClass, float] | None:
         """(class, time of last read) of a remembered block."""
         found = self._last.get(key)
         return None if found is None else (found[0], found[1])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params
+from policies.base import BlockInfo, CacheKey, Params
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,9 @@ class FrequencyAdmission:
         if p.half_life_s <= 0 or p.max_keys < 1 or p.threshold < 0:
             raise ValueError(f"frequency: bad parameters {p}")
         self._decay = math.log(2.0) / p.half_life_s
-        self._counts: dict[BlockKey, tuple[float, float]] = {}
+        self._counts: dict[CacheKey, tuple[float, float]] = {}
 
-    def count(self, key: BlockKey, now: float) -> float:
+    def count(self, key: CacheKey, now: float) -> float:
         """The decayed read count of `key` at `now`."""
         found = self._counts.get(key)
         if found is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params
+from policies.base import BlockInfo, CacheKey, Params
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class TinyLFUAdmission:
         self._recorded = 0
         self._key = p.seed.to_bytes(8, "little", signed=True)
 
-    def _hashes(self, key: BlockKey) -> list[int]:
+    def _hashes(self, key: CacheKey) -> list[int]:
         digest = hashlib.blake2b(
             repr(key).encode(), digest_size=8 * (self.params.depth + 2), key=self._key
         ).digest()
@@ -58,7 +58,7 @@ class TinyLFUAdmission:
         bits = self.params.doorkeeper_bits
         return hashes[-2] % bits, hashes[-1] % bits
 
-    def estimate(self, key: BlockKey) -> int:
+    def estimate(self, key: CacheKey) -> int:
         """Estimated recent reads of `key`."""
         hashes = self._hashes(key)
         width = self.params.width

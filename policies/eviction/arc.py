@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,12 @@ class ARCEviction:
         self.params = params or ARCParams()
         self.c = capacity_blocks
         self.p = 0.0
-        self._t1: OrderedDict[BlockKey, None] = OrderedDict()
-        self._t2: OrderedDict[BlockKey, None] = OrderedDict()
-        self._b1: OrderedDict[BlockKey, None] = OrderedDict()
-        self._b2: OrderedDict[BlockKey, None] = OrderedDict()
+        self._t1: OrderedDict[CacheKey, None] = OrderedDict()
+        self._t2: OrderedDict[CacheKey, None] = OrderedDict()
+        self._b1: OrderedDict[CacheKey, None] = OrderedDict()
+        self._b2: OrderedDict[CacheKey, None] = OrderedDict()
         self._ghost_hit = 0  # 0 none, 1 in B1, 2 in B2, for the access being served
-        self._pending: tuple[BlockKey, int] | None = None  # (victim, ghost list it joins: 0, 1 or 2)
+        self._pending: tuple[CacheKey, int] | None = None  # (victim, ghost list it joins: 0, 1 or 2)
 
     def record(self, block: BlockInfo, now: float) -> None:
         """Every access: a miss whose key is a ghost adapts p and will enter T2."""
@@ -63,7 +63,7 @@ class ARCEviction:
         (self._t2 if self._ghost_hit else self._t1)[block.key] = None
         self._ghost_hit = 0
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         pending, self._pending = self._pending, None
         ghost = pending[1] if pending is not None and pending[0] == key else 0
         if self._t1.pop(key, False) is None:
@@ -72,7 +72,7 @@ class ARCEviction:
         elif self._t2.pop(key, False) is None and ghost == 2:
             self._b2[key] = None
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
         if self._ghost_hit:
             return self._replace(protected)
         if len(self._t1) + len(self._b1) + 1 > self.c:
@@ -88,7 +88,7 @@ class ARCEviction:
             self._b2.popitem(last=False)
         return self._replace(protected)
 
-    def _replace(self, protected: frozenset[BlockKey]) -> Victim:
+    def _replace(self, protected: frozenset[CacheKey]) -> Victim:
         t1 = len(self._t1)
         from_t1 = (t1 > 0 and (t1 > self.p or (t1 == self.p and self._ghost_hit == 2))) or not self._t2
         order = ((self._t1, 1), (self._t2, 2)) if from_t1 else ((self._t2, 2), (self._t1, 1))
@@ -100,7 +100,7 @@ class ARCEviction:
         raise LookupError("arc: every resident block is pinned")
 
     @staticmethod
-    def _oldest(queue: OrderedDict[BlockKey, None], protected: frozenset[BlockKey]) -> BlockKey | None:
+    def _oldest(queue: OrderedDict[CacheKey, None], protected: frozenset[CacheKey]) -> CacheKey | None:
         for key in queue:
             if key not in protected:
                 return key

@@ -23,7 +23,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 from policies.conversation import ReturnModel, ReturnParams
 
 
@@ -54,10 +54,10 @@ class ConversationEviction:
         if self.params.rerank_s < 0:
             raise ValueError(f"conversation: rerank_s must be ≥ 0, got {self.params.rerank_s}")
         self.model = model if model is not None else ReturnModel(model_params)
-        self._resident: dict[BlockKey, tuple[BlockInfo, int]] = {}  # key → (block, unit that last read it)
-        self._members: dict[int, set[BlockKey]] = {}  # unit → its resident blocks
-        self._stamp: dict[BlockKey, int] = {}  # key → sequence number of its valid heap entry
-        self._heap: list[tuple[float, int, int, BlockKey]] = []  # (value, −depth, sequence, key)
+        self._resident: dict[CacheKey, tuple[BlockInfo, int]] = {}  # key → (block, unit that last read it)
+        self._members: dict[int, set[CacheKey]] = {}  # unit → its resident blocks
+        self._stamp: dict[CacheKey, int] = {}  # key → sequence number of its valid heap entry
+        self._heap: list[tuple[float, int, int, CacheKey]] = []  # (value, −depth, sequence, key)
         self._sequence = 0
         self._ranked: tuple[float, int] = (-math.inf, -1)  # (time, model generation) of the last rebuild
         self._returned: list[int] = []  # units continued by the request being read now
@@ -82,7 +82,7 @@ class ConversationEviction:
     def on_hit(self, block: BlockInfo, now: float) -> None:
         self._place(block, now)
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         found = self._resident.pop(key, None)
         if found is not None:
             self._leave(key, found[1])
@@ -97,13 +97,13 @@ class ConversationEviction:
         self._members.setdefault(unit, set()).add(key)
         self._push(key, self.model.block_value(block, unit, now), block.depth)
 
-    def _leave(self, key: BlockKey, unit: int) -> None:
+    def _leave(self, key: CacheKey, unit: int) -> None:
         members = self._members[unit]
         members.discard(key)
         if not members:
             del self._members[unit]
 
-    def _push(self, key: BlockKey, value: float, depth: int) -> None:
+    def _push(self, key: CacheKey, value: float, depth: int) -> None:
         self._sequence += 1
         self._stamp[key] = self._sequence
         heapq.heappush(self._heap, (value, -depth, self._sequence, key))
@@ -116,7 +116,7 @@ class ConversationEviction:
     def _rebuild(self, now: float) -> None:
         """Every resident block's value now, computed once per unit."""
         model = self.model
-        heap: list[tuple[float, int, int, BlockKey]] = []
+        heap: list[tuple[float, int, int, CacheKey]] = []
         stamp = self._stamp
         sequence = self._sequence
         for unit, keys in self._members.items():
@@ -131,12 +131,12 @@ class ConversationEviction:
         self._ranked = (now, model.generation)
 
     # ------------------------------------------------------------ decision
-    def value(self, key: BlockKey, now: float) -> float:
+    def value(self, key: CacheKey, now: float) -> float:
         """Current value of a resident block (reads per slot-second)."""
         block, unit = self._resident[key]
         return self.model.block_value(block, unit, now)
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
         ranked_at, generation = self._ranked
         if generation != self.model.generation or now - ranked_at >= self.params.rerank_s:
             self._rebuild(now)

@@ -28,7 +28,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 
 WorkloadType = tuple[str, int]
 """(request category, conversation turn bucket)."""
@@ -61,12 +61,12 @@ class KVCacheWildEviction:
         self.params = p = params or KVCacheWildParams()
         if p.window_s <= 0 or p.max_turn < 1 or not 0 < p.prior_probability < 1 or p.prior_reuse_s <= 0:
             raise ValueError(f"kvcache_wild: bad parameters {p}")
-        self._seen: dict[BlockKey, tuple[WorkloadType, float]] = {}  # last access, for profiling
+        self._seen: dict[CacheKey, tuple[WorkloadType, float]] = {}  # last access, for profiling
         self._accesses: dict[WorkloadType, float] = {}
         self._reuses: dict[WorkloadType, float] = {}
         self._reuse_time: dict[WorkloadType, float] = {}
-        self._heaps: dict[WorkloadType, list[tuple[float, int, int, BlockKey]]] = {}
-        self._entry: dict[BlockKey, tuple[WorkloadType, tuple[float, int, int, BlockKey]]] = {}
+        self._heaps: dict[WorkloadType, list[tuple[float, int, int, CacheKey]]] = {}
+        self._entry: dict[CacheKey, tuple[WorkloadType, tuple[float, int, int, CacheKey]]] = {}
         self._seq = 0
 
     # ------------------------------------------------------------ profiling (every access)
@@ -111,12 +111,12 @@ class KVCacheWildEviction:
     def on_hit(self, block: BlockInfo, now: float) -> None:
         self._place(block, now)
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         self._entry.pop(key, None)
 
     def _head(
-        self, kind: WorkloadType, protected: frozenset[BlockKey]
-    ) -> tuple[float, int, int, BlockKey] | None:
+        self, kind: WorkloadType, protected: frozenset[CacheKey]
+    ) -> tuple[float, int, int, CacheKey] | None:
         heap = self._heaps[kind]
         skipped = []
         found = None
@@ -135,8 +135,8 @@ class KVCacheWildEviction:
             heapq.heappush(heap, entry)
         return found
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
-        best: tuple[float, int, BlockKey] | None = None  # (priority, -offset, key): smallest leaves
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
+        best: tuple[float, int, CacheKey] | None = None  # (priority, -offset, key): smallest leaves
         for kind in self._heaps:
             head = self._head(kind, protected)
             if head is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 
 
 @dataclass(frozen=True)
@@ -25,15 +25,15 @@ class LFUEviction:
 
     def __init__(self, params: LFUParams | None = None) -> None:
         self.params = params or LFUParams()
-        self._count: dict[BlockKey, int] = {}
-        self._buckets: dict[int, OrderedDict[BlockKey, None]] = {}
+        self._count: dict[CacheKey, int] = {}
+        self._buckets: dict[int, OrderedDict[CacheKey, None]] = {}
         self._min = 1  # the lowest count with a non-empty bucket (when any block is resident)
 
-    def _put(self, key: BlockKey, count: int) -> None:
+    def _put(self, key: CacheKey, count: int) -> None:
         self._count[key] = count
         self._buckets.setdefault(count, OrderedDict())[key] = None
 
-    def _take(self, key: BlockKey) -> int:
+    def _take(self, key: CacheKey) -> int:
         count = self._count.pop(key)
         bucket = self._buckets[count]
         del bucket[key]
@@ -52,11 +52,11 @@ class LFUEviction:
         self._put(block.key, count)
         self._min = min(self._min, count) if self._min in self._buckets else count
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         if key in self._count:
             self._take(key)
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
         if not protected and self._min in self._buckets:
             key = next(iter(self._buckets[self._min]))
             return Victim(key, 0.0, f"least frequently used ({self._min} reads while resident)")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from policies.base import BlockInfo, BlockKey, Params, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class LRUEviction:
 
     def __init__(self, params: LRUParams | None = None) -> None:
         self.params = params or LRUParams()
-        self._order: OrderedDict[BlockKey, None] = OrderedDict()  # first = least recently used
+        self._order: OrderedDict[CacheKey, None] = OrderedDict()  # first = least recently used
 
     def on_insert(self, block: BlockInfo, now: float) -> None:
         self._order[block.key] = None
@@ -30,17 +30,17 @@ class LRUEviction:
     def on_hit(self, block: BlockInfo, now: float) -> None:
         self._order.move_to_end(block.key)
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         self._order.pop(key, None)
 
-    def fast_ops(self) -> tuple[Callable[[BlockKey], object], Callable[[BlockKey], object],
-                                Callable[[], tuple[BlockKey, object]]]:
+    def fast_ops(self) -> tuple[Callable[[CacheKey], object], Callable[[CacheKey], object],
+                                Callable[[], tuple[CacheKey, object]]]:
         """Key-only operations for `Pool.access_many`, all C-level bound methods: touch, insert (a new key, so
         `setdefault` adds it last), pop the least recent (key, None) pair."""
         order = self._order
         return order.move_to_end, order.setdefault, partial(order.popitem, False)
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
         for key in self._order:
             if key not in protected:
                 return Victim(key, 0.0, "least recently used")

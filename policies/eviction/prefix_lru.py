@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,12 @@ class PrefixLRUEviction:
     def __init__(self, params: PrefixLRUParams | None = None) -> None:
         self.params = params or PrefixLRUParams()
         self._seq = 0
-        self._stamp: dict[BlockKey, int] = {}  # resident key → last access sequence number
-        self._parent: dict[BlockKey, BlockKey | None] = {}
-        self._children: dict[BlockKey, int] = {}  # resident key → resident children
-        self._heap: list[tuple[int, int, BlockKey]] = []  # (stamp, tiebreak, key)
+        self._stamp: dict[CacheKey, int] = {}  # resident key → last access sequence number
+        self._parent: dict[CacheKey, CacheKey | None] = {}
+        self._children: dict[CacheKey, int] = {}  # resident key → resident children
+        self._heap: list[tuple[int, int, CacheKey]] = []  # (stamp, tiebreak, key)
 
-    def _touch(self, key: BlockKey) -> None:
+    def _touch(self, key: CacheKey) -> None:
         self._seq += 1
         self._stamp[key] = self._seq
         if not self._children.get(key):
@@ -49,7 +49,7 @@ class PrefixLRUEviction:
     def on_hit(self, block: BlockInfo, now: float) -> None:
         self._touch(block.key)
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         if key not in self._stamp:
             return
         del self._stamp[key]
@@ -61,9 +61,9 @@ class PrefixLRUEviction:
                 self._seq += 1
                 heapq.heappush(self._heap, (self._stamp[parent], self._seq, parent))
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
-        skipped: list[tuple[int, int, BlockKey]] = []
-        found: BlockKey | None = None
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
+        skipped: list[tuple[int, int, CacheKey]] = []
+        found: CacheKey | None = None
         while self._heap:
             entry = self._heap[0]
             stamp, _, key = entry

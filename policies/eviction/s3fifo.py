@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,12 @@ class S3FIFOEviction:
         self.small_size = max(1, int(capacity_blocks * p.small_size_ratio))
         self.main_size = capacity_blocks - self.small_size
         self.ghost_size = int(capacity_blocks * p.ghost_size_ratio)
-        self._small: OrderedDict[BlockKey, int] = OrderedDict()  # key → reads since insertion
-        self._main: OrderedDict[BlockKey, int] = OrderedDict()
-        self._ghost: OrderedDict[BlockKey, None] = OrderedDict()
+        self._small: OrderedDict[CacheKey, int] = OrderedDict()  # key → reads since insertion
+        self._main: OrderedDict[CacheKey, int] = OrderedDict()
+        self._ghost: OrderedDict[CacheKey, None] = OrderedDict()
         self._hit_on_ghost = False
         self._has_evicted = False
-        self._pending: tuple[BlockKey, bool] | None = None  # (victim, came from small)
+        self._pending: tuple[CacheKey, bool] | None = None  # (victim, came from small)
 
     def record(self, block: BlockInfo, now: float) -> None:
         """Every access: a miss whose key is in the ghost will enter main."""
@@ -74,7 +74,7 @@ class S3FIFOEviction:
         else:
             self._small[block.key] = 0
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         pending, self._pending = self._pending, None
         if self._small.pop(key, None) is not None:
             if pending == (key, True) and self.ghost_size > 0:
@@ -84,7 +84,7 @@ class S3FIFOEviction:
         else:
             self._main.pop(key, None)
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
         self._has_evicted = True
         # Each pass either finds a victim or moves a block (small → main, or main head → main tail);
         # the bound stops a pool whose every block is pinned from spinning forever.
@@ -97,7 +97,7 @@ class S3FIFOEviction:
                 return found
         raise LookupError("s3fifo: every resident block is pinned")
 
-    def _from_small(self, protected: frozenset[BlockKey]) -> Victim | None:
+    def _from_small(self, protected: frozenset[CacheKey]) -> Victim | None:
         while self._small:
             key, reads = next(iter(self._small.items()))
             if reads >= self.params.move_to_main_threshold:
@@ -111,7 +111,7 @@ class S3FIFOEviction:
                 return Victim(key, 0.0, "s3fifo: read too rarely in the small queue")
         return None
 
-    def _from_main(self, protected: frozenset[BlockKey]) -> Victim | None:
+    def _from_main(self, protected: frozenset[CacheKey]) -> Victim | None:
         while self._main:
             key, reads = next(iter(self._main.items()))
             if reads >= 1 or key in protected:

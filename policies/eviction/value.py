@@ -15,7 +15,7 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, BlockKey, Params, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 from policies.reuse import ReuseClass, ReuseModel, ReuseParams, recompute_weight
 
 
@@ -49,12 +49,12 @@ class ValueEviction:
         self.params = params or ValueEvictionParams()
         self._owns_model = model is None
         self.model = model if model is not None else ReuseModel(model_params)
-        self._lists: dict[ReuseClass, OrderedDict[BlockKey, tuple[BlockInfo, float]]] = {}
-        self._class_of: dict[BlockKey, ReuseClass] = {}
+        self._lists: dict[ReuseClass, OrderedDict[CacheKey, tuple[BlockInfo, float]]] = {}
+        self._class_of: dict[CacheKey, ReuseClass] = {}
         # The last victim, valid while nothing changed: refused newcomers at the same instant (most misses
         # of a request) then cost a dictionary look-up instead of a scan of the class heads.
         self._version = 0
-        self._cached: tuple[tuple[float, int, int, frozenset[BlockKey]], Victim] | None = None
+        self._cached: tuple[tuple[float, int, int, frozenset[CacheKey]], Victim] | None = None
 
     def record(self, block: BlockInfo, now: float) -> None:
         if self._owns_model:
@@ -80,7 +80,7 @@ class ValueEviction:
     def on_hit(self, block: BlockInfo, now: float) -> None:
         self._place(block, now)
 
-    def on_remove(self, key: BlockKey) -> None:
+    def on_remove(self, key: CacheKey) -> None:
         self._version += 1
         cls = self._class_of.pop(key, None)
         if cls is not None:
@@ -89,19 +89,19 @@ class ValueEviction:
             if not blocks:
                 del self._lists[cls]
 
-    def value(self, key: BlockKey, now: float) -> float:
+    def value(self, key: CacheKey, now: float) -> float:
         """Current value of a resident block."""
         cls = self._class_of[key]
         block, then = self._lists[cls][key]
         return block_value(self.model, block, cls, now - then, self.params.depth_weight)
 
-    def victim(self, now: float, protected: frozenset[BlockKey] = frozenset()) -> Victim:
+    def victim(self, now: float, protected: frozenset[CacheKey] = frozenset()) -> Victim:
         stamp = (now, self._version, self.model.generation, protected)
         if self._cached is not None and self._cached[0] == stamp:
             return self._cached[1]
         # `block_value` inlined: this loop runs once per admitted block and dominates replay time.
         best_value = math.inf
-        best_key: BlockKey | None = None
+        best_key: CacheKey | None = None
         weight = self.params.depth_weight
         fit = self.model.fit
         for cls, blocks in self._lists.items():
