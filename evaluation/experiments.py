@@ -225,7 +225,7 @@ def q3_configs(stream: BlockStream, options: EvalOptions, spec: PolicySpec) -> d
     blocks, share = options.switch_plan(stream)
     configs = {}
     for name in options.recycling:
-        policy = dataclasses.replace(spec, recycling=name, recycling_params={}, label="")
+        policy = spec.with_policy("recycling", name, {})
         configs[policy.name] = dataclasses.replace(
             options.cluster, switch_blocks=blocks, switch_block_share=share, switch_policy=policy,
             storage_blocks=storage, remote_tier=remote_tier)

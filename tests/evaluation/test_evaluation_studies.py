@@ -66,7 +66,7 @@ def test_coalescing_counts_concurrent_reads_of_one_block_once_at_the_storage_nic
 def test_a_switch_holding_leading_chunks_leaves_the_rest_to_storage() -> None:
     stream = readers_of_one_block(3)
     base = ClusterConfig(nodes=3, hbm_blocks=1, dram_blocks=0, routing="round-robin", switch_blocks=4,
-                         switch_policy=PolicySpec())
+                         switch_policy=PolicySpec.parse("lru"))
     whole = estimate(simulate(stream, base), COST).link_bytes
     half = estimate(simulate(stream, ClusterConfig(**{**base.__dict__, "switch_block_share": 0.5})), COST).link_bytes
     assert whole["storage_nic"] < half["storage_nic"]
