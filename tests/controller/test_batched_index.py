@@ -171,7 +171,7 @@ def test_refused_newcomer_frees_its_slot_while_the_victims_delete_in_the_same_ba
 
 @pytest.fixture(scope="module")
 def kvswitch(tmp_path_factory):
-    from bench.controller import InProcessSwitch, compile_program
+    from kvtesting.inprocess import InProcessSwitch, compile_program
 
     p4info, config = compile_program(tmp_path_factory.mktemp("build"))
     switch = InProcessSwitch()

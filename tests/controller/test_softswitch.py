@@ -13,13 +13,13 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from bench.controller import CLIENT, STORAGE, InProcessSwitch, compile_program
 from controller.service import Controller, ServeOptions
 from controller.storage import StorageOptions, UdpStorageNode
 from kvpool import wire
 from kvpool.constants import Opcode, Status, Tier, tiers_of
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP
+from kvtesting.inprocess import CLIENT, STORAGE, InProcessSwitch, compile_program
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.controller import compile_program
+from kvtesting.inprocess import compile_program
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_NS, STORAGE_NS = "ctlpc", "ctlps"
