@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from kvtesting.inprocess import CLIENT, STORAGE, InProcessSwitch, compile_program, free_port
+from kvtesting.inprocess import CLIENT, ROOT, STORAGE, InProcessSwitch, compile_program, free_port
 
 
 def _summary(samples: list[float]) -> dict:
