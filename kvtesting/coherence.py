@@ -167,7 +167,7 @@ class Agent:
 
 def _drops(client: KVPClient) -> dict:
     """Datagrams a lossy client threw away, and requests it sent (resends included)."""
-    return {"dropped": getattr(client.transport, "dropped", 0), "sent": client.sent}
+    return {"dropped": getattr(getattr(client, "transport", None), "dropped", 0), "sent": getattr(client, "sent", 0)}
 
 
 def random_datagram(rng: random.Random, tenant: int) -> bytes:
@@ -339,6 +339,11 @@ class StorageModel:
         return Verdict(True)
 
 
+INCONSISTENT = ("mixed versions", "chunk_count")
+"""Words of the client's refusals of a block whose chunks disagree (kvpool.blocks, kvpool.client). A refusal
+"after N restarts" is churn (newer versions kept committing during the read), not counted as inconsistent."""
+
+
 @dataclass
 class Tally:
     """One scenario's figures."""
@@ -348,7 +353,10 @@ class Tally:
     """Reads whose every chunk was a HIT_SWITCH."""
     wrong_reads: int = 0
     read_errors: int = 0
-    """Reads that returned no value (timeouts, MISS): not wrong, but counted."""
+    """Reads that returned no value (timeouts, MISS, refusals): not wrong, but counted."""
+    inconsistent_reads: int = 0
+    """Reads the client refused because the chunks it was served disagreed (another version or chunk count):
+    a stale or truncated chunk was served, and the client's own check caught it."""
     writes: int = 0
     failed_writes: int = 0
     """Writes reported failed (refusals the test provoked included)."""
@@ -364,6 +372,10 @@ class Tally:
             self.reads += 1
             if "error" in read:
                 self.read_errors += 1
+                text = read.get("text", "")
+                if any(word in text for word in INCONSISTENT) and "restarts" not in text:
+                    self.inconsistent_reads += 1
+                    wrong.append(f"{int(read['ph']):#x}: refused by the client: {text}")
                 continue
             if all(read["switch"]):
                 self.switch_reads += 1

@@ -159,6 +159,11 @@ def eventually(what: str, probe: Callable[[], object], timeout: float = WAIT, pa
         time.sleep(pause)
 
 
-def assert_no_wrong(tally: Tally) -> None:
+def assert_no_wrong(tally: Tally, errors_expected: bool = False) -> None:
+    """No wrong read, no read the client refused as inconsistent, no falsely failed write; and, unless the
+    scenario makes some reads fail (an outage), no read without a value."""
     assert tally.wrong_reads == 0, tally.wrong_examples
+    assert tally.inconsistent_reads == 0, tally.wrong_examples
     assert tally.falsely_failed_writes == 0, tally
+    if not errors_expected:
+        assert tally.read_errors == 0, tally

@@ -87,7 +87,8 @@ def test_no_stale_value_after_readmission(pool, path):
     tally = pool.figures[f"re-admission: {path}"]
     admit = ADMISSIONS[path]
     ph = 0xC0E0_0000 + list(ADMISSIONS).index(path)
-    v1, v2 = Block.of(ph, 1), Block.of(ph, 2)
+    # one chunk: a stale copy is returned whole (the client's own version check cannot mask it by a re-read)
+    v1, v2 = Block.of(ph, 1, size=100), Block.of(ph, 2, size=100)
     pool.put("h1", v1, tally)
     admit(pool, v1)
     pool.read_until_switch("h1", v1, tally)
@@ -257,7 +258,7 @@ def test_storage_node_killed_under_load_never_yields_a_wrong_value(pool):
         pool.put("h1", block, tally)
     pool.read_until_switch("h2", newer[0], tally)
     pool.reads("h3", newer, tally, count=40)
-    assert_no_wrong(tally)
+    assert_no_wrong(tally, errors_expected=True)
     assert tally.switch_reads > 0, tally
 
 
@@ -334,5 +335,5 @@ def test_randomized_interleaving_never_serves_a_wrong_value(pool):
     print(f"\nrandomized seed {RANDOM_SEED}: {tally.reads} reads, {tally.switch_reads} HIT_SWITCH, "
           f"{tally.wrong_reads} wrong, {tally.read_errors} without value, {tally.writes} writes, "
           f"{tally.falsely_failed_writes} falsely failed; operations {ops}")
-    assert_no_wrong(tally)
+    assert_no_wrong(tally, errors_expected=True)
     assert tally.switch_reads > 0, tally
