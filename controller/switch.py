@@ -495,25 +495,16 @@ class SwitchConnection:
         config.max_timeout_ns = max_timeout_ns
         config.max_list_size = max_list_size
         config.ack_timeout_ns = ack_timeout_ns
-        try:
-            self.write([self._update("INSERT", entity)])
-        except P4RuntimeError as exc:
-            if not exc.only("ALREADY_EXISTS"):
-                raise
-            self.write([self._update("MODIFY", entity)])
+        self._upsert(entity)
 
     def set_multicast_group(self, group_id: int, replicas: Sequence[Replica]) -> None:
+        """Create or replace multicast group `group_id` (P4Runtime's MulticastGroupEntry)."""
         entity = p4runtime_pb2.Entity()
         group = entity.packet_replication_engine_entry.multicast_group_entry
         group.multicast_group_id = group_id
         for replica in replicas:
             group.replicas.add(egress_port=replica.port, instance=replica.rid)
-        try:
-            self.write([self._update("INSERT", entity)])
-        except P4RuntimeError as exc:
-            if not exc.only("ALREADY_EXISTS"):
-                raise
-            self.write([self._update("MODIFY", entity)])
+        self._upsert(entity)
 
     def set_clone_session(self, session_id: int, replicas: Sequence[Replica]) -> None:
         """Create or replace clone session `session_id` (P4Runtime's CloneSessionEntry)."""
@@ -522,6 +513,10 @@ class SwitchConnection:
         session.session_id = session_id
         for replica in replicas:
             session.replicas.add(egress_port=replica.port, instance=replica.rid)
+        self._upsert(entity)
+
+    def _upsert(self, entity: p4runtime_pb2.Entity) -> None:
+        """INSERT, or MODIFY when the switch already has it (an entry left by an earlier controller session)."""
         try:
             self.write([self._update("INSERT", entity)])
         except P4RuntimeError as exc:
