@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvpool.backends import BACKENDS, open_backend
-from kvpool.backends.base import BlockState, Key, NewChunk, StorageBackend
+from kvpool.backends.base import BlockState, NewChunk, StorageBackend
 from kvpool.backends.mooncake import BackendUnavailable, MooncakeOptions
 from kvpool.constants import (
     CONTROL_OPCODES,
@@ -70,6 +70,7 @@ from kvpool.constants import (
     Tier,
     tier_bitmap,
 )
+from kvpool.keys import BlockKey, ChunkKey
 from kvpool.staging import CommitLog, Staged, StagedWrite, StagingArea, StagingOptions, WriteKey
 from kvpool.trust import DEFAULT_CONTROL_FROM, ControlSources
 from kvpool.wire import Header, Reason, check, has_magic, value_of
@@ -122,6 +123,17 @@ class Datagram:
         return b"".join(self.parts)
 
 
+def _chunk_of(h: Header) -> ChunkKey:
+    """The chunk an unpacked header names. Every header the node handles comes from `Header.unpack`, whose
+    struct widths are the key's, so it is not checked again (`ChunkKey.from_wire`: the GET path's cost)."""
+    return ChunkKey.from_wire(h.tenant, h.prefix_hash, h.chunk_idx)
+
+
+def _block_of(h: Header) -> BlockKey:
+    """The block an unpacked header names (unchecked, as `_chunk_of`)."""
+    return BlockKey.from_wire(h.tenant, h.prefix_hash)
+
+
 class StorageNode:
     """One storage node: `receive(datagram, peer) -> datagrams` is the whole protocol; `serve` adds the socket."""
 
@@ -134,7 +146,7 @@ class StorageNode:
         self.staging = StagingArea(options.staging, clock)
         """Writes whose blocks are not complete yet; never served."""
         self.commits = CommitLog(options.staging, clock)
-        self.gets: Counter[Key] = Counter()
+        self.gets: Counter[ChunkKey] = Counter()
         """GET requests received per key (what STAT reports)."""
         self.counters: Counter[str] = Counter()
         """Requests by opcode name, malformed by reason ("malformed.<reason>"), replies by status name."""
@@ -205,8 +217,9 @@ class StorageNode:
                          aux=aux, ver=KVP_VERSION).pack()
 
     def _get(self, h: Header) -> tuple[bytes | memoryview, ...]:
-        self.gets[h.key] += 1
-        found = self.backend.read(h.key)
+        key = _chunk_of(h)
+        self.gets[key] += 1
+        found = self.backend.read(key)
         if found is None:
             return (self._reply(h, Status.MISS, version=0).pack(),)
         chunk, value = found
@@ -224,11 +237,12 @@ class StorageNode:
         assert value is not None, "check() lets no PUT without a value through"
         if zlib.crc32(value) != h.value_csum:
             return [Datagram((self._reply(h, Status.ERR_CHECKSUM).pack(),), peer)]
-        write: WriteKey = (peer[0], peer[1], h.tenant, h.prefix_hash, h.version)
+        block = _block_of(h)
+        write = WriteKey(peer[0], peer[1], block, h.version)
         if self.commits.committed(write, h.chunk_idx, h.chunk_count, h.value_csum):
             self.counters["put.resend_of_commit"] += 1  # its ack was lost; the block may be newer since
             return [Datagram((self._reply(h, Status.OK, version=h.version).pack(),), peer)]
-        state = self.backend.newest((h.tenant, h.prefix_hash))
+        state = self.backend.newest(block)
         if state is not None and h.version <= state.version:
             return [self._verdict(h, value, state, peer)]
         staged, pending = self.staging.stage(write, h.chunk_count, h, value)
@@ -251,7 +265,7 @@ class StorageNode:
         when it is older or can no longer be compared (dropped by TIER_MOVE)."""
         status = Status.ERR_STALE
         if h.version == state.version:
-            found = self.backend.read(h.key)
+            found = self.backend.read(_chunk_of(h))
             if found is not None and found[0].version == h.version:
                 stored, stored_value = found
                 same = (stored.chunk_count == h.chunk_count and stored.value_len == h.value_len
@@ -292,20 +306,22 @@ class StorageNode:
         if target not in {int(t) for t in Tier}:
             return (self._reply(h, Status.ERR_MALFORMED).pack(),)
         target = Tier(target)
-        chunk = self.backend.chunk(h.key)
+        key = _chunk_of(h)
+        chunk = self.backend.chunk(key)
         if chunk is None:
             return (self._reply(h, Status.MISS).pack(),)
         if target not in (Tier.ABSENT, Tier.STORAGE_DRAM, Tier.STORAGE_DISK):  # not a storage node's tier
             return (self._reply(h, Status.ERR_DENIED, aux=chunk.tier).pack(),)
-        moved = self.backend.move(h.key, target, score)
+        moved = self.backend.move(key, target, score)
         return (self._reply(h, moved.status, aux=moved.tier).pack(),)
 
     def _stat(self, h: Header) -> tuple[bytes | memoryview, ...]:
-        status = Status.OK if self.backend.chunk(h.key) is not None else Status.MISS
-        return (self._reply(h, status, aux=min(self.gets[h.key], 0xFFFFFFFF)).pack(),)
+        key = _chunk_of(h)
+        status = Status.OK if self.backend.chunk(key) is not None else Status.MISS
+        return (self._reply(h, status, aux=min(self.gets[key], 0xFFFFFFFF)).pack(),)
 
     def _meta(self, h: Header) -> tuple[bytes | memoryview, ...]:
-        chunk = self.backend.chunk(h.key)
+        chunk = self.backend.chunk(_chunk_of(h))
         if chunk is None:
             return (self._reply(h, Status.MISS if h.opcode == Opcode.LOOKUP_META else Status.OK,
                                 version=0).pack(),)

@@ -21,15 +21,24 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_CHUNK_LEN
+from kvpool.keys import BlockKey
 from kvpool.wire import Header
 
-WriteKey = tuple[str, int, int, int, int]
-"""One write: (source address, source port, tenant, prefix_hash, version)."""
-BlockKey = tuple[int, int]
-"""One block: (tenant, prefix_hash)."""
 
+class WriteKey(NamedTuple):
+    """One write: which writer (source address and port) writes which version of which block.
+
+    Not a block key: two writers of one block, or one writer's two versions, are two writes staged apart.
+    """
+
+    address: str
+    """Source address: what the per-source byte budget is charged to."""
+    port: int
+    block: BlockKey
+    version: int
 
 
 def chunk_cost(chunk_len: int) -> int:
@@ -94,15 +103,15 @@ class StagedWrite:
 
     @property
     def source(self) -> tuple[str, int]:
-        return self.key[0], self.key[1]
+        return self.key.address, self.key.port
 
     @property
     def block(self) -> BlockKey:
-        return self.key[2], self.key[3]
+        return self.key.block
 
     @property
     def version(self) -> int:
-        return self.key[4]
+        return self.key.version
 
     @property
     def complete(self) -> bool:
@@ -152,11 +161,11 @@ class StagingArea:
                 return Staged.TOO_LARGE, StagedWrite(key, chunk_count, len(value))
             write = StagedWrite(key, chunk_count, len(value))
             self._writes[key] = write
-            self._by_source.setdefault(key[0], OrderedDict())[key] = None
+            self._by_source.setdefault(key.address, OrderedDict())[key] = None
             self._by_block.setdefault(write.block, set()).add(key)
         write.touched = self._clock()
         self._writes.move_to_end(key)
-        self._by_source[key[0]].move_to_end(key)
+        self._by_source[key.address].move_to_end(key)
         if chunk_count != write.chunk_count or len(value) != write.chunk_len:
             return Staged.COUNT_MISMATCH, write
         idx = request.chunk_idx
@@ -169,12 +178,12 @@ class StagingArea:
         cost = chunk_cost(write.chunk_len)
         self._make_room(key, cost)
         write.chunks[idx] = StagedChunk(request, value)
-        self._charge(key[0], cost)
+        self._charge(key.address, cost)
         return Staged.ADDED, write
 
     def _make_room(self, keep: WriteKey, cost: int) -> None:
         """Evict least recently touched writes (the source's own first) until one more chunk fits."""
-        source = keep[0]
+        source = keep.address
         while self._source_bytes.get(source, 0) + cost > self.options.max_bytes_per_source:
             victim = next((k for k in self._by_source[source] if k != keep), None)
             assert victim is not None, "a write larger than the per-source budget (refused as TOO_LARGE)"
@@ -198,15 +207,15 @@ class StagingArea:
         write = self._writes.pop(key, None)
         if write is None:
             return None
-        source = self._by_source[key[0]]
+        source = self._by_source[key.address]
         del source[key]
         if not source:
-            del self._by_source[key[0]]
+            del self._by_source[key.address]
         others = self._by_block[write.block]
         others.discard(key)
         if not others:
             del self._by_block[write.block]
-        self._charge(key[0], -chunk_cost(write.chunk_len) * len(write.chunks))
+        self._charge(key.address, -chunk_cost(write.chunk_len) * len(write.chunks))
         return write
 
     def writes_of(self, block: BlockKey) -> list[StagedWrite]:

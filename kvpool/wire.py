@@ -25,7 +25,7 @@ from kvpool.constants import (
     Opcode,
     Status,
 )
-from kvpool.keys import CHUNK_BITS, PREFIX_HASH_BITS, TENANT_BITS
+from kvpool.keys import CHUNK_BITS, PREFIX_HASH_BITS, TENANT_BITS, BlockKey, ChunkKey
 
 _CODE = {8: "B", 16: "H", 32: "I", 64: "Q"}
 HEADER = struct.Struct(f"!HBBBB{_CODE[TENANT_BITS]}I{_CODE[PREFIX_HASH_BITS]}{_CODE[CHUNK_BITS] * 2}HBBIII")
@@ -112,9 +112,15 @@ class Header:
     """log2 of the chunk's payload bytes (7..13): the value that follows is exactly `1 << chunk_shift` bytes."""
 
     @property
-    def key(self) -> tuple[int, int, int]:
-        """The block-chunk key `(tenant, prefix_hash, chunk_idx)`."""
-        return (self.tenant, self.prefix_hash, self.chunk_idx)
+    def key(self) -> ChunkKey:
+        """The chunk this message is about (checked: a hand-built header's fields may be out of range; code that
+        only handles unpacked headers may name it with `ChunkKey.from_wire` instead)."""
+        return ChunkKey(self.tenant, self.prefix_hash, self.chunk_idx)
+
+    @property
+    def block(self) -> BlockKey:
+        """The block this message is about (checked, as `key`)."""
+        return BlockKey(self.tenant, self.prefix_hash)
 
     @property
     def chunk_len(self) -> int:

@@ -17,11 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvpool.constants import Status, Tier
-
-Key = tuple[int, int, int]
-"""One chunk: (tenant, prefix_hash, chunk_idx)."""
-BlockKey = tuple[int, int]
-"""One block: (tenant, prefix_hash)."""
+from kvpool.keys import BlockKey, ChunkKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +79,11 @@ class StorageBackend(Protocol):
         """The newest version of `block` ever committed here (also after its chunks were dropped), or None."""
         ...
 
-    def chunk(self, key: Key) -> ChunkMeta | None:
+    def chunk(self, key: ChunkKey) -> ChunkMeta | None:
         """The committed chunk `key` if a GET would be served now, else None."""
         ...
 
-    def read(self, key: Key) -> tuple[ChunkMeta, bytes | memoryview] | None:
+    def read(self, key: ChunkKey) -> tuple[ChunkMeta, bytes | memoryview] | None:
         """The committed chunk and its value bytes (the block's chunk size, padding included; a view where the
         backend holds the block in one buffer), or None (never bytes of another version than the meta's)."""
         ...
@@ -97,7 +93,7 @@ class StorageBackend(Protocol):
         The node only calls this with a version newer than `newest(block)`."""
         ...
 
-    def move(self, key: Key, target: Tier, score: float) -> Moved:
+    def move(self, key: ChunkKey, target: Tier, score: float) -> Moved:
         """TIER_MOVE of a committed chunk (the node checked it exists): to STORAGE_DRAM / STORAGE_DISK (record
         `score`, the controller's residual score), or ABSENT (drop it; `newest` is kept)."""
         ...

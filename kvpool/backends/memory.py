@@ -17,8 +17,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvpool.backends.base import BlockKey, BlockState, Key, Moved, NewChunk
+from kvpool.backends.base import BlockState, Moved, NewChunk
 from kvpool.constants import KVP_VALUE_LEN, Status, Tier
+from kvpool.keys import BlockKey, ChunkKey
 
 
 @dataclass(slots=True)
@@ -68,31 +69,28 @@ class DiskTier:
         if not self._batched:
             self._db.commit()
 
-    def write(self, key: Key, chunk: StoredChunk, value: bytes) -> None:
-        tenant, ph, idx = key
+    def write(self, key: ChunkKey, chunk: StoredChunk, value: bytes) -> None:
         self._db.execute("INSERT OR REPLACE INTO chunk VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (tenant, self._ph(ph), idx, chunk.chunk_count, chunk.value_len, chunk.version,
-                          chunk.score, value))
+                         (key.tenant, self._ph(key.prefix_hash), key.chunk, chunk.chunk_count, chunk.value_len,
+                          chunk.version, chunk.score, value))
         self._commit()
 
-    def read(self, key: Key) -> bytes:
-        tenant, ph, idx = key
+    def read(self, key: ChunkKey) -> bytes:
         row = self._db.execute("SELECT value FROM chunk WHERE tenant=? AND prefix_hash=? AND chunk_idx=?",
-                               (tenant, self._ph(ph), idx)).fetchone()
+                               (key.tenant, self._ph(key.prefix_hash), key.chunk)).fetchone()
         assert row is not None, f"disk index out of sync for {key}"
         return bytes(row[0])
 
-    def delete(self, key: Key) -> None:
-        tenant, ph, idx = key
+    def delete(self, key: ChunkKey) -> None:
         self._db.execute("DELETE FROM chunk WHERE tenant=? AND prefix_hash=? AND chunk_idx=?",
-                         (tenant, self._ph(ph), idx))
+                         (key.tenant, self._ph(key.prefix_hash), key.chunk))
         self._commit()
 
-    def load(self) -> dict[Key, StoredChunk]:
+    def load(self) -> dict[ChunkKey, StoredChunk]:
         """Everything on disk, as index entries (value None) with the CRC computed from the stored bytes."""
         out = {}
         for tenant, ph, idx, count, vlen, version, score, value in self._db.execute("SELECT * FROM chunk"):
-            key = (tenant, int.from_bytes(ph, "big"), idx)
+            key = ChunkKey(tenant, int.from_bytes(ph, "big"), idx)
             out[key] = StoredChunk(count, vlen, version, zlib.crc32(value), Tier.STORAGE_DISK, None, score,
                                    len(value))
         return out
@@ -111,45 +109,44 @@ class MemoryBackend:
             raise ValueError("capacity must be >= 0 bytes")
         self.capacity = capacity
         self.disk = DiskTier(disk) if disk is not None else None
-        self.chunks: dict[Key, StoredChunk] = {}
+        self.chunks: dict[ChunkKey, StoredChunk] = {}
         self.blocks: dict[BlockKey, BlockState] = {}
         self.dram_used = 0
         """Bytes of DRAM holding chunk values (the chunk size per DRAM chunk)."""
         if self.disk is not None:
             self.chunks.update(self.disk.load())
-            for (tenant, ph, _), chunk in self.chunks.items():
-                state = self.blocks.get((tenant, ph))
+            for key, chunk in self.chunks.items():
+                state = self.blocks.get(key.block)
                 if state is None or chunk.version > state.version:
-                    self.blocks[tenant, ph] = BlockState(chunk.version, chunk.chunk_count)
+                    self.blocks[key.block] = BlockState(chunk.version, chunk.chunk_count)
 
     def newest(self, block: BlockKey) -> BlockState | None:
         return self.blocks.get(block)
 
-    def chunk(self, key: Key) -> StoredChunk | None:
+    def chunk(self, key: ChunkKey) -> StoredChunk | None:
         return self.chunks.get(key)
 
-    def read(self, key: Key) -> tuple[StoredChunk, bytes] | None:
+    def read(self, key: ChunkKey) -> tuple[StoredChunk, bytes] | None:
         chunk = self.chunks.get(key)
         return None if chunk is None else (chunk, self._value(key, chunk))
 
-    def _value(self, key: Key, chunk: StoredChunk) -> bytes:
+    def _value(self, key: ChunkKey, chunk: StoredChunk) -> bytes:
         if chunk.value is not None:
             return chunk.value
         assert self.disk is not None, "a disk-tier chunk without a disk tier"
         return self.disk.read(key)
 
     def commit(self, block: BlockKey, version: int, chunks: Sequence[NewChunk]) -> bool:
-        tenant, ph = block
         count = len(chunks)
+        keys = list(block.chunks(count))
         old = self.blocks.get(block)
-        leftovers = [k for i in range(count, old.chunk_count if old else 0) if (k := (tenant, ph, i)) in self.chunks]
+        leftovers = [k for i in range(count, old.chunk_count if old else 0) if (k := block.chunk(i)) in self.chunks]
         size = len(chunks[0].value) if chunks else KVP_VALUE_LEN
         freed = sum(self.chunks[k].size for k in leftovers if self.chunks[k].tier == Tier.STORAGE_DRAM)
         # overwritten chunks stay in their tier but may change size (a new chunk size): free the old, charge new
-        kept = [c for i in range(count) if (c := self.chunks.get((tenant, ph, i))) is not None
-                and c.tier == Tier.STORAGE_DRAM]
+        kept = [c for k in keys if (c := self.chunks.get(k)) is not None and c.tier == Tier.STORAGE_DRAM]
         freed += sum(c.size for c in kept)
-        new = [k for i in range(count) if (k := (tenant, ph, i)) not in self.chunks]
+        new = [k for k in keys if k not in self.chunks]
         room = max(0, self.capacity - self.dram_used + freed - len(kept) * size) // size
         if len(new) > room and self.disk is None:
             return False
@@ -157,8 +154,7 @@ class MemoryBackend:
         with self.disk.transaction() if self.disk is not None else contextlib.nullcontext():
             for key in leftovers:
                 self._drop(key)
-            for idx, staged in enumerate(chunks):
-                key = (tenant, ph, idx)
+            for key, staged in zip(keys, chunks, strict=True):
                 before = self.chunks.get(key)
                 tier = before.tier if before is not None else (
                     Tier.STORAGE_DRAM if key in to_dram else Tier.STORAGE_DISK)
@@ -168,7 +164,7 @@ class MemoryBackend:
         self.blocks[block] = BlockState(version, count)
         return True
 
-    def _place(self, key: Key, chunk: StoredChunk, value: bytes) -> None:
+    def _place(self, key: ChunkKey, chunk: StoredChunk, value: bytes) -> None:
         """Store `chunk` in its tier, releasing whatever the key held before."""
         self._drop(key)
         if chunk.tier == Tier.STORAGE_DRAM:
@@ -180,7 +176,7 @@ class MemoryBackend:
             self.disk.write(key, chunk, value)
         self.chunks[key] = chunk
 
-    def _drop(self, key: Key) -> None:
+    def _drop(self, key: ChunkKey) -> None:
         old = self.chunks.pop(key, None)
         if old is None:
             return
@@ -189,7 +185,7 @@ class MemoryBackend:
         elif self.disk is not None:
             self.disk.delete(key)
 
-    def move(self, key: Key, target: Tier, score: float) -> Moved:
+    def move(self, key: ChunkKey, target: Tier, score: float) -> Moved:
         chunk = self.chunks[key]
         if target == Tier.ABSENT:
             self._drop(key)

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
-from kvpool.backends.base import BlockKey, BlockState, Key, Moved, NewChunk
+from kvpool.backends.base import BlockState, Moved, NewChunk
 from kvpool.constants import Status, Tier
-from kvpool.keys import MAX_CHUNKS
+from kvpool.keys import MAX_CHUNKS, BlockKey, ChunkKey
 
 INSTALL_HINT = ("pip install mooncake-transfer-engine-non-cuda==0.3.13.post1 "
                 "(and on Debian/Ubuntu: apt-get install libibverbs1)")
@@ -201,7 +201,8 @@ class MooncakeBackend:
     # ---- keys and records --------------------------------------------------------------------------
 
     def _key(self, block: BlockKey, suffix: str) -> str:
-        return f"{self.options.namespace}/{block[0]}/{block[1]:016x}/{suffix}"
+        """`<namespace>/<tenant>/<prefix_hash as 16 hex digits>/<suffix>` (the names of existing stores: keep)."""
+        return f"{self.options.namespace}/{block.tenant}/{block.prefix_hash:016x}/{suffix}"
 
     def _object(self, block: BlockKey, version: int) -> str:
         return self._key(block, f"v{version}")
@@ -283,8 +284,8 @@ class MooncakeBackend:
         return MooncakeChunk(state.chunk_count, state.value_lens[idx], state.version, state.csums[idx],
                              state.scores.get(idx, 0.0))
 
-    def chunk(self, key: Key) -> MooncakeChunk | None:
-        block, idx = (key[0], key[1]), key[2]
+    def chunk(self, key: ChunkKey) -> MooncakeChunk | None:
+        block, idx = key.block, key.chunk
         state = self._state(block)
         if state is None or not state.serves(idx):
             return None
@@ -294,8 +295,8 @@ class MooncakeBackend:
                 return None
         return self._meta(state, idx)
 
-    def read(self, key: Key) -> tuple[MooncakeChunk, bytes | memoryview] | None:
-        block, idx = (key[0], key[1]), key[2]
+    def read(self, key: ChunkKey) -> tuple[MooncakeChunk, bytes | memoryview] | None:
+        block, idx = key.block, key.chunk
         state = self._state(block)
         if state is None or not state.serves(idx):
             return None
@@ -333,8 +334,8 @@ class MooncakeBackend:
         self._remember((block, version), data)
         return True
 
-    def move(self, key: Key, target: Tier, score: float) -> Moved:
-        block, idx = (key[0], key[1]), key[2]
+    def move(self, key: ChunkKey, target: Tier, score: float) -> Moved:
+        block, idx = key.block, key.chunk
         state = self._blocks[block]  # the node checked `chunk(key)` first, which loaded it
         if target == Tier.STORAGE_DISK:
             return Moved(Status.ERR_DENIED, Tier.STORAGE_DRAM)

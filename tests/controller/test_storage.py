@@ -46,10 +46,10 @@ def test_demote_to_disk_and_promote_back_are_acknowledged(node):
     put(port, key, b"block")
     mover = TierMover(TierMap(), UdpStorageNode(StorageOptions("127.0.0.1", port)))
     assert mover.to_disk(key)
-    assert server.backend.chunk((key.tenant, key.prefix_hash, key.chunk)).tier == Tier.STORAGE_DISK
+    assert server.backend.chunk(key).tier == Tier.STORAGE_DISK
     assert mover.tiers.storage_tier(key) is Tier.STORAGE_DISK
     assert mover.demote(key, residual=2.5)
-    stored = server.backend.chunk((key.tenant, key.prefix_hash, key.chunk))
+    stored = server.backend.chunk(key)
     assert stored.tier == Tier.STORAGE_DRAM and stored.score == pytest.approx(2.5)
 
 

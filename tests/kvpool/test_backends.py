@@ -21,6 +21,7 @@ from kvpool.backends.mooncake import BackendUnavailable, MooncakeBackend, Moonca
 from kvpool.blocks import split
 from kvpool.client import ClientOptions, KVPClient
 from kvpool.constants import KVP_HEADER_LEN, Opcode, Status, Tier
+from kvpool.keys import ChunkKey
 from kvpool.server import StorageNode, StorageOptions
 from kvpool.wire import Header, encode
 from tests.kvpool.fake_mooncake import FakeStore
@@ -174,7 +175,7 @@ def test_tier_move_to_dram_records_the_score_and_disk_is_refused():
     write(n, 6, b"s", 1)
     moved = Header.unpack(n.handle(Header(Opcode.TIER_MOVE, prefix_hash=6, aux=Tier.STORAGE_DRAM | 1500 << 8).pack()))
     assert (moved.status, moved.aux) == (Status.OK, Tier.STORAGE_DRAM)
-    assert n.backend.chunk((0, 6, 0)).score == 1.5  # type: ignore[union-attr]
+    assert n.backend.chunk(ChunkKey(0, 6, 0)).score == 1.5  # type: ignore[union-attr]
     denied = Header.unpack(n.handle(Header(Opcode.TIER_MOVE, prefix_hash=6, aux=Tier.STORAGE_DISK).pack()))
     assert (denied.status, denied.aux) == (Status.ERR_DENIED, Tier.STORAGE_DRAM)
 

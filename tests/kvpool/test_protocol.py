@@ -11,6 +11,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
 
 from kvpool.constants import KVP_UDP_PORT, REPLY_OF, Flag, Opcode, Status
+from kvpool.keys import BlockKey, ChunkKey
 from kvpool.protocol import KVP, KVPValue, Reason, check
 from kvpool.wire import Header, encode
 
@@ -209,3 +210,22 @@ def test_constants_wire_and_prefix_hash_import_without_scapy():
     code = ("import sys, kvpool.constants, kvpool.wire, kvpool.prefix_hash, kvpool.blocks; "
             "print(any(m == 'scapy' or m.startswith('scapy.') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_a_header_names_its_chunk_and_block_with_the_shared_key_types():
+    h = Header.unpack(hexbytes(GET_HEX))
+    assert h.key == ChunkKey(7, 0x0123456789ABCDEF, 2) and type(h.key) is ChunkKey
+    assert h.block == BlockKey(7, 0x0123456789ABCDEF) == h.key.block
+
+
+def test_a_hand_built_header_out_of_range_has_no_key():
+    with pytest.raises(ValueError, match="tenant"):
+        _ = Header(Opcode.GET, tenant=1 << 16).key
+
+
+@given(st.integers(0, 0xFFFF), st.integers(0, (1 << 64) - 1), st.integers(0, (1 << 32) - 1))
+def test_the_unchecked_fast_path_makes_the_same_keys_as_the_constructor(tenant, prefix_hash, chunk):
+    fast, checked = ChunkKey.from_wire(tenant, prefix_hash, chunk), ChunkKey(tenant, prefix_hash, chunk)
+    assert fast == checked and hash(fast) == hash(checked) and {fast: 1}[checked] == 1
+    assert BlockKey.from_wire(tenant, prefix_hash) == checked.block == BlockKey(tenant, prefix_hash)
+    assert hash(checked.block) == hash(BlockKey(tenant, prefix_hash))

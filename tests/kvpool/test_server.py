@@ -9,6 +9,7 @@ import random
 import pytest
 
 from kvpool.constants import KVP_HEADER_LEN, Flag, Opcode, Status, Tier, tier_bitmap
+from kvpool.keys import ChunkKey
 from kvpool.server import StorageNode, StorageOptions
 from kvpool.wire import Header, Reason, encode
 
@@ -87,7 +88,7 @@ def test_with_a_disk_tier_overflow_goes_to_disk(tmp_path):
     n = node(capacity=128, disk=tmp_path)
     put(n, 1, b"dram", 1)
     assert put(n, 2, b"disk", 1).status == Status.OK
-    assert n.backend.chunks[(0, 2, 0)].tier == Tier.STORAGE_DISK
+    assert n.backend.chunks[ChunkKey(0, 2, 0)].tier == Tier.STORAGE_DISK
     assert request(n, Opcode.GET, 2)[1][:4] == b"disk"
 
 
@@ -105,7 +106,7 @@ def test_tier_move_to_disk_and_back_keeps_the_value(tmp_path):
     put(n, 9, b"moving", 1)
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DISK | 1500 << 8)
     assert (reply.opcode, reply.status, reply.aux) == (Opcode.TIER_MOVE_ACK, Status.OK, Tier.STORAGE_DISK)
-    assert n.backend.dram_used == 0 and n.backend.chunks[(0, 9, 0)].score == 1.5
+    assert n.backend.dram_used == 0 and n.backend.chunks[ChunkKey(0, 9, 0)].score == 1.5
     assert request(n, Opcode.GET, 9)[1][:6] == b"moving"
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DRAM)
     assert reply.aux == Tier.STORAGE_DRAM and n.backend.dram_used == 128
@@ -115,7 +116,7 @@ def test_tier_move_to_the_same_tier_records_the_score():
     n = node()
     put(n, 9, b"x", 1)
     reply, _ = request(n, Opcode.TIER_MOVE, 9, aux=Tier.STORAGE_DRAM | 250 << 8)
-    assert reply.status == Status.OK and n.backend.chunks[(0, 9, 0)].score == 0.25
+    assert reply.status == Status.OK and n.backend.chunks[ChunkKey(0, 9, 0)].score == 0.25
 
 
 def test_tier_move_to_absent_drops_the_chunk(make_node):
@@ -131,7 +132,7 @@ def test_tier_move_to_a_tier_the_node_lacks_is_refused(aux, status):
     n = node()
     put(n, 9, b"x", 1)
     assert request(n, Opcode.TIER_MOVE, 9, aux=aux)[0].status == status
-    assert n.backend.chunks[(0, 9, 0)].tier == Tier.STORAGE_DRAM
+    assert n.backend.chunks[ChunkKey(0, 9, 0)].tier == Tier.STORAGE_DRAM
 
 
 def test_tier_move_of_unknown_key_is_a_miss(make_node):
@@ -178,7 +179,7 @@ def test_malformed_request_is_answered_with_its_error_and_counted(make_node, dat
     reply = Header.unpack(n.handle(data))
     assert (reply.status, reply.req_id) == (reason.status, 5)
     assert n.counters[f"malformed.{reason.value}"] == 1
-    assert n.backend.chunk((0, 0, 0)) is None
+    assert n.backend.chunk(ChunkKey(0, 0, 0)) is None
 
 
 @pytest.mark.parametrize("data", [b"", b"K", b"KV\x01", b"\x00" * 36, b"GET / HTTP/1.0\r\n" * 4])

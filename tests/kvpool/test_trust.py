@@ -6,6 +6,7 @@ import pytest
 
 from kvpool.client import ClientOptions, KVPClient
 from kvpool.constants import CONTROL_OPCODES, Opcode, Status, Tier
+from kvpool.keys import ChunkKey
 from kvpool.server import StorageNode, StorageOptions, parse_args
 from kvpool.trust import ControlSources
 from kvpool.wire import Header, encode
@@ -29,14 +30,14 @@ def test_a_forged_tier_move_to_absent_from_a_host_is_denied_and_deletes_nothing(
     n = stored_node()
     reply = tier_move(n, HOST, Tier.ABSENT)
     assert (reply.opcode, reply.status) == (Opcode.TIER_MOVE_ACK, Status.ERR_DENIED)
-    assert n.backend.chunks[(0, 9, 0)].value[:7] == b"keep me"
+    assert n.backend.chunks[ChunkKey(0, 9, 0)].value[:7] == b"keep me"
     assert n.counters["denied.control_source"] == 1
 
 
 def test_the_controller_on_the_management_link_is_honoured():
     n = stored_node()
     assert tier_move(n, CONTROLLER, Tier.ABSENT).status == Status.OK
-    assert (0, 9, 0) not in n.backend.chunks
+    assert ChunkKey(0, 9, 0) not in n.backend.chunks
 
 
 def test_the_default_trusts_the_testbeds_management_address():
