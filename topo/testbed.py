@@ -59,6 +59,9 @@ from topo.topologies import (
 )
 
 STATE_FILE = "testbed.json"
+LINK_MTU = 9000
+"""MTU of every testbed link: protocol v2 carries up to 8 KiB of value per packet (docs/protocol.md), which with
+the 44-byte KVP header, UDP and IPv4 needs 8,264 bytes; 1 KiB chunks, the client's default, fit 1,500 too."""
 STORES = ("memory", "mooncake")
 """The storage nodes' backends (`kvpool.server --backend`)."""
 
@@ -377,6 +380,7 @@ class Testbed:
             host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
             for intf in host.intfList():
                 host.cmd(f"ethtool -K {intf.name} rx off tx off sg off >/dev/null 2>&1")
+                host.cmd(f"ip link set dev {intf.name} mtu {LINK_MTU}")
             data_intf = host.defaultIntf().name
             for other in endpoints:
                 if other.name != ep.name:
@@ -387,6 +391,7 @@ class Testbed:
             for intf in switch.intfList():
                 if intf.name != "lo":
                     switch.cmd(f"ethtool -K {intf.name} rx off tx off sg off >/dev/null 2>&1")
+                    switch.cmd(f"ip link set dev {intf.name} mtu {LINK_MTU}")
         # management links: root namespace → stI for its data address only (the controller's TIER_MOVE / STAT /
         # health-probe path; the storage nodes' path to a Mooncake master in the root namespace)
         mgmt = self.net[MGMT]
