@@ -111,6 +111,25 @@ action coalesce_hash() {
          COALESCE_ENTRIES);
 }
 
+/* Whether the GET is the retransmission of a reader already parked in   */
+/* the entry (same IPv4 address, UDP port and request id as waiter i <   */
+/* waiters).  Such a reader waited a whole retry timeout: the reply it   */
+/* waits for is not coming through this entry (lost, or one that cannot  */
+/* replicate), so parking it again would strand it behind itself.        */
+/* (The softswitch takes no inout action parameters: the answer          */
+/* accumulates in meta.coal_parked.)                                      */
+action coalesce_match_waiter(in bit<32> cell, in bit<8> i, in bit<8> waiters) {
+    bit<32> ip;
+    bit<16> udp_port;
+    bit<32> req_id;
+    coalesce_waiter_ip.read(ip, cell);
+    coalesce_waiter_udp_port.read(udp_port, cell);
+    coalesce_waiter_req_id.read(req_id, cell);
+    meta.coal_parked = meta.coal_parked || (i < waiters && ip == hdr.ipv4.src_addr
+                                         && udp_port == hdr.udp.src_port
+                                         && req_id == hdr.kvp.req_id);
+}
+
 /* GET miss, already routed (egress_spec = its port towards the storage */
 /* node): open the entry, join it as a waiter, or forward.               */
 action coalesce_get() {
@@ -147,6 +166,16 @@ action coalesce_get() {
     bool is_origin = origin_ip == hdr.ipv4.src_addr
                      && origin_udp_port == hdr.udp.src_port
                      && origin_req_id == hdr.kvp.req_id;
+    bit<32> base = meta.coal_index << COALESCE_WAITER_WIDTH;
+    meta.coal_parked = false;
+    coalesce_match_waiter(base + 0, 0, waiters);
+    coalesce_match_waiter(base + 1, 1, waiters);
+    coalesce_match_waiter(base + 2, 2, waiters);
+    coalesce_match_waiter(base + 3, 3, waiters);
+    coalesce_match_waiter(base + 4, 4, waiters);
+    coalesce_match_waiter(base + 5, 5, waiters);
+    coalesce_match_waiter(base + 6, 6, waiters);
+    coalesce_match_waiter(base + 7, 7, waiters);
     if (!live) {
         if (current) {
             count_coalesce(coalesce_event_t.EXPIRED);
@@ -168,10 +197,13 @@ action coalesce_get() {
         count_coalesce(coalesce_event_t.COLLISION);
     } else if (is_origin) {
         /* the forwarded GET's own retransmission: forward it again */
+    } else if (meta.coal_parked) {
+        /* a waiter's own retransmission: forward it (see above) */
+        count_coalesce(coalesce_event_t.RETRY);
     } else if ((bit<32>)waiters >= COALESCE_WAITERS) {
         count_coalesce(coalesce_event_t.OVERFLOW);
     } else {
-        bit<32> cell = (meta.coal_index << COALESCE_WAITER_WIDTH) + (bit<32>)waiters;
+        bit<32> cell = base + (bit<32>)waiters;
         coalesce_waiter_ip.write(cell, hdr.ipv4.src_addr);
         coalesce_waiter_udp_port.write(cell, hdr.udp.src_port);
         coalesce_waiter_req_id.write(cell, hdr.kvp.req_id);

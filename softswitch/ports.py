@@ -3,6 +3,12 @@
 One selector thread reads every port and hands each frame to `on_frame(port, bytes)` (the `Device`, whose lock
 serialises the single-threaded target). Frames the kernel reports as PACKET_OUTGOING are our own
 transmissions echoed back on the socket; they are skipped so the switch never sees its output as input.
+
+Frames of all ports are processed in the order they ARRIVED (the kernel's receive timestamp, SO_TIMESTAMPNS),
+as BMv2 queues every port's frames into one input buffer. Draining one port's backlog before the next would
+reorder across ports: a storage node's reply would overtake readers' GETs that arrived before it, and state
+the program keeps between packets (request coalescing: a GET joins the pending entry only if it is processed
+before the reply frees it) would see an order that never happened on the wire.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import os
 import pathlib
 import selectors
 import socket
+import struct
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,6 +38,13 @@ PACKET_IGNORE_OUTGOING = 23
 """Linux >= 4.20: the kernel stops echoing our own transmissions to the socket (we also check pkttype)."""
 MAX_FRAME = 65535
 """Receive buffer per frame: veth may hand us GRO-merged frames larger than the MTU."""
+SO_TIMESTAMPNS = 35
+"""Linux: every received frame carries its arrival time (SCM_TIMESTAMPNS, a struct timespec) as ancillary data."""
+_TIMESPEC = struct.Struct("@qq")
+READ_BATCH = 64
+"""Frames read from one port at a time into its arrival queue."""
+MERGE_BATCH = 256
+"""Frames processed before the loop looks at its wake-up pipe again."""
 
 
 class PortError(Exception):
@@ -103,6 +118,7 @@ class PortSet:
                     raise PortError(f"cannot open port {spec.number} on interface {spec.interface}: {reason}") \
                         from None
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 with contextlib.suppress(OSError):
                     sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
                 sock.setblocking(False)
@@ -141,24 +157,45 @@ class PortSet:
         for number, sock in self._socks.items():
             sel.register(sock, selectors.EVENT_READ, number)
         sel.register(self._wake_r, selectors.EVENT_READ, None)
+        queues: dict[int, deque[tuple[int, bytes]]] = {number: deque() for number in self._socks}
         try:
             while True:
                 for key, _ in sel.select():
                     if key.data is None:
                         return
-                    self._drain(key.data, self._socks[key.data])
+                self._merge(queues)
         finally:
             sel.close()
 
-    def _drain(self, port: int, sock: socket.socket) -> None:
-        # the per-frame loop: attribute look-ups hoisted, one recvfrom (one allocation, no copy) per frame
-        recvfrom, on_frame = sock.recvfrom, self._on_frame
+    def _merge(self, queues: dict[int, deque[tuple[int, bytes]]]) -> None:
+        """Process what the ports received, oldest arrival first across ports.
+
+        Every port with nothing queued is read (without blocking) before each pick, so no frame still waiting
+        in a socket can be older than the one processed."""
+        on_frame = self._on_frame
+        for _ in range(MERGE_BATCH):
+            for port, queue in queues.items():
+                if not queue:
+                    self._read(port, queue)
+            heads = [(queue[0][0], port) for port, queue in queues.items() if queue]
+            if not heads:
+                return
+            port = min(heads)[1]
+            frame = queues[port].popleft()[1]
+            try:
+                on_frame(port, frame)
+            except Exception:  # one bad frame must not stop the port thread
+                log.exception("frame from port %d failed", port)
+
+    def _read(self, port: int, queue: deque[tuple[int, bytes]]) -> None:
+        """Move up to READ_BATCH frames from the port's socket into its queue, with their arrival times (ns)."""
+        recvmsg = self._socks[port].recvmsg
         cap = self._captures.get(port)
         received = 0
         try:
-            for _ in range(64):  # bounded, so one busy port cannot starve the others
+            for _ in range(READ_BATCH):
                 try:
-                    frame, addr = recvfrom(MAX_FRAME)
+                    frame, ancillary, _flags, addr = recvmsg(MAX_FRAME, 64)
                 except BlockingIOError:
                     return
                 except OSError as e:
@@ -166,13 +203,15 @@ class PortSet:
                     return
                 if addr[2] == PACKET_OUTGOING:
                     continue
+                arrived = 0
+                for level, kind, data in ancillary:
+                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+                        sec, nsec = _TIMESPEC.unpack_from(data)
+                        arrived = sec * 1_000_000_000 + nsec
                 received += 1
                 if cap is not None:
                     cap.received(frame)
-                try:
-                    on_frame(port, frame)
-                except Exception:  # one bad frame must not stop the port thread
-                    log.exception("frame from port %d failed", port)
+                queue.append((arrived, frame))
         finally:
             self.received += received
 

@@ -265,9 +265,10 @@ enum bit<8> coalesce_event_t {
     COLLISION     = 6,  /* a GET forwarded: its cell is pending for      */
                         /* another key, storage node or version          */
     RELEASED      = 7,  /* a PUT or an OK PUT_ACK released a pending key */
-    FOREIGN_REPLY = 8   /* a reply for a pending GET came in on another  */
+    FOREIGN_REPLY = 8,  /* a reply for a pending GET came in on another  */
                         /* port than the GET left through: not          */
                         /* replicated                                    */
+    RETRY         = 9   /* a parked waiter resent its GET: forwarded     */
 }
 
 /* ==================================================================== *

@@ -197,6 +197,7 @@ struct metadata_t {
     bit<32> coal_index;         /* pending entry of the key              */
     bool coal_replicate;        /* this reply is multicast to waiters    */
     bit<8> coal_waiters;        /* waiters parked (copies rid 1..n)      */
+    bool coal_parked;           /* this GET resends a parked waiter's    */
     bit<9> coal_origin_port;    /* the reply's own route (copy rid 0)    */
     coalesce_waiter_t coal_w0;  /* waiter i = copy with egress_rid i+1   */
     coalesce_waiter_t coal_w1;

@@ -299,6 +299,22 @@ def test_reply_from_a_host_port_is_not_replicated(coal: CoalesceNet) -> None:
     assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2})
 
 
+def test_a_waiters_retransmission_is_forwarded(coal: CoalesceNet) -> None:
+    """A parked waiter that resends its GET (same address, port and request id) has waited a whole retry timeout:
+    the reply it waits for is not coming through this entry (lost, or one that cannot replicate), so its retry
+    goes on to the storage node instead of parking behind itself again until the entry expires."""
+    coal.configure()
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert coal.get(C, 2) == []
+    assert gets_to_storage(coal.get(C, 2)) == 1, "a waiter's retransmission was parked behind itself"
+    assert coal.event("RETRY") == 1
+    assert (coal.event("PENDING"), coal.event("COALESCED")) == (1, 1)
+    # another reader still joins, and the reply reaches every waiter once
+    assert coal.get(D, 3) == []
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
+    assert coal.replicated() == 2
+
+
 def test_bypass_get_is_never_held(coal: CoalesceNet) -> None:
     coal.configure()
     assert gets_to_storage(coal.get(A, 1)) == 1
