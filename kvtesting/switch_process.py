@@ -175,15 +175,21 @@ class SwitchProcess:
                 self.session.close()
             self.session = None
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=5)
+            terminate(self.proc)
             self.proc = None
         if self.host_ports is not None:
             self.host_ports.close()
             self.host_ports = None
         self.veths.close()
+
+
+def terminate(proc: subprocess.Popen, grace: float = 15.0) -> None:
+    """Stop a switch process as BMv2 wants it (SIGTERM; SIGINT is not enough), killing it after `grace` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from kvtesting.switch_process import (
     SwitchKind,
     SwitchStartError,
     free_tcp_port,
+    terminate,
 )
 from softswitch.nanomsg import MsgType, PacketInjector
 from softswitch.ports import PortError
@@ -135,11 +135,5 @@ class NanomsgSwitchProcess:
             self.host_ports.close()
             self.host_ports = None
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=5)
+            terminate(self.proc)
             self.proc = None
