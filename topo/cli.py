@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--block-bytes", type=int, default=256, help="bytes per KV block in the demo (default 256)")
     demo.add_argument("--duration", type=float, default=20.0,
                       help="seconds the excerpt's arrival times are squeezed into (default 20)")
+    demo.add_argument("--burst-mib", type=int, default=16,
+                      help="then every host reads one block of this many MiB at once, with and without "
+                           "coalescing (default 16; 0: no burst)")
     demo.add_argument("--announce", action="store_true",
                       help="also send INSERT for every stored block (admission on INSERT; heavy on the controller)")
     comp = sub.add_parser("compile", help="compile p4src/ for a target")
@@ -159,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
 
         report = run_demo(_options(args), DemoOptions(trace=args.trace, out=args.out, requests=args.requests,
                                                       block_bytes=args.block_bytes, duration=args.duration,
-                                                      announce=args.announce))
+                                                      announce=args.announce,
+                                                      burst_bytes=args.burst_mib << 20))
         print(report)
         return 0
     raise AssertionError(args.command)

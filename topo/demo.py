@@ -6,13 +6,23 @@ dealt round-robin to h1..hN and keep their relative arrival times, squeezed into
 host runs `topo.replay`. The report gives the switch hit ratio, the storage node's own GET count for the
 hottest blocks (STAT over the management link) against what the clients asked, and latency percentiles of
 chunks served by the switch vs the storage node; `demo.png` plots both.
+
+Then the burst: one 16 MiB block (a shared system prompt) is written once, and every host reads it at the same
+instant, twice in the same run: through the switch (GETs coalesced) and with F_BYPASS (`--bypass`: never
+coalesced nor answered by the switch), the baseline. Each host's reader is started ahead and sleeps until a
+shared wall-clock instant, so the reads arrive together; each checks the bytes it got. The storage node's
+fan-in is what its data interface received and sent during each burst (the kernel's counters: nothing else runs
+then), cross-checked by STAT on a sample of the block's chunks (STAT of all 2,048 chunks is too slow).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
+import os
+import re
 import statistics
 import sys
 import time
@@ -48,6 +58,27 @@ class DemoOptions:
     """How many of the most requested blocks the report and plot show."""
     timeout: float = 900.0
     """Seconds the replay may take at most."""
+    burst_bytes: int = 16 << 20
+    """Size of the block all hosts read at once (0: no burst)."""
+    burst_timeout: float = 60.0
+    """Seconds each of the two bursts may take at most."""
+
+
+BURST_CHUNK_BYTES = 8192
+"""Chunk size of the burst block: 8 KiB chunks fit the testbed's MTU of 9000."""
+BURST_PREFIX_HASH = int.from_bytes(hashlib.sha256(b"kvswitch demo: shared system prompt").digest()[:8], "big")
+BURST_LEAD_SECONDS = 4.0
+"""Time from starting the readers to releasing them: enough for each to import the client and sleep."""
+BURST_SAMPLE_CHUNKS = 16
+"""Chunks of the burst block whose storage-node GET count is read with STAT (evenly spread)."""
+_RELEASE = ("import sys, time\n"
+            "from kvpool.client import main\n"
+            "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
+            "t0 = time.time()\n"
+            "rc = main(sys.argv[2:])\n"
+            "print(f'released {t0:.6f} done {time.time():.6f}', flush=True)\n"
+            "sys.exit(rc)\n")
+"""A reader: sleeps until the shared instant (argv[1]), then runs `python -m kvpool.client argv[2:]`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +195,8 @@ def render(summary: dict, options: TestbedOptions) -> str:
     for h in summary["hot_blocks"]:
         seen = "?" if h["storage_gets"] is None else h["storage_gets"]
         lines.append(f"| {h['prefix_hash']} | {h['client_gets']} | {seen} |")
+    if summary.get("burst"):
+        lines += render_burst(summary["burst"])
     return "\n".join(lines) + "\n"
 
 
@@ -174,7 +207,11 @@ def plot(summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    burst = summary.get("burst")
+    fig, axes = plt.subplots(1, 3 if burst else 2, figsize=(16.5 if burst else 11, 4))
+    left, right = axes[0], axes[1]
+    if burst:
+        plot_burst(axes[2], burst)
     for name, values in summary["_chunk_latencies"].items():
         if values:
             xs = np.sort(values)
@@ -248,7 +285,14 @@ def run_demo(testbed: TestbedOptions, options: DemoOptions) -> str:
             for ph, _ in asked.most_common(options.hot_blocks):
                 with contextlib.suppress(KVPError):
                     stats[ph] = client.stat(ph, 0)
+        burst = None
+        if options.burst_bytes > 0:
+            print(f"burst: {len(hosts)} hosts read one {options.burst_bytes / 2**20:.0f} MiB block at once, "
+                  "coalesced then bypassed", file=sys.stderr, flush=True)
+            burst = run_burst(bed, hosts, options)
     summary = summarise(records, stats, options.hot_blocks)
+    if burst is not None:
+        summary["burst"] = burst
     report = render(summary, dataclasses.replace(testbed, hosts=len(hosts)))
     (options.out / "report.md").write_text(report)
     (options.out / "results.json").write_text(json.dumps(
@@ -263,3 +307,194 @@ def _lines(path: Path) -> int:
             return sum(1 for _ in f)
     except OSError:
         return 0
+
+
+# ---- the burst: every host reads one big shared block at once, with and without coalescing -----------------
+
+BURST_MODES = {"coalescing": False, "bypass": True}
+"""The two bursts, in the order they run: name → F_BYPASS. Coalescing runs first, so the baseline cannot have
+warmed anything for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class InterfaceCounters:
+    """The kernel's counters of a storage node's data interface (what it received and sent)."""
+
+    rx_packets: int = 0
+    tx_packets: int = 0
+    tx_bytes: int = 0
+
+    def __sub__(self, other: InterfaceCounters) -> InterfaceCounters:
+        return InterfaceCounters(self.rx_packets - other.rx_packets, self.tx_packets - other.tx_packets,
+                                 self.tx_bytes - other.tx_bytes)
+
+    def __add__(self, other: InterfaceCounters) -> InterfaceCounters:
+        return InterfaceCounters(self.rx_packets + other.rx_packets, self.tx_packets + other.tx_packets,
+                                 self.tx_bytes + other.tx_bytes)
+
+
+def sample_chunks(chunks: int, n: int = BURST_SAMPLE_CHUNKS) -> list[int]:
+    """`n` chunk indices spread evenly over the block, first and last included."""
+    if chunks <= n:
+        return list(range(chunks))
+    return sorted({round(i * (chunks - 1) / (n - 1)) for i in range(n)})
+
+
+def reader_record(host: str, log_text: str, got: bytes | None, expected_sha256: str, returncode: int | None) -> dict:
+    """One reader's outcome from its output: verified (its bytes hash to the block's), who answered its chunks,
+    retries, and the seconds from the release to the whole block."""
+    statuses = Counter(re.findall(r"^\s+chunk \d+: (\w+) ", log_text, flags=re.MULTILINE))
+    tries = [int(t) for t in re.findall(r"\((\d+) tries\)", log_text)]
+    timing = re.search(r"released ([\d.]+) done ([\d.]+)", log_text)
+    return {"host": host, "returncode": returncode,
+            "verified": got is not None and hashlib.sha256(got).hexdigest() == expected_sha256,
+            "bytes": 0 if got is None else len(got),
+            "chunks_by_status": dict(statuses), "retries": sum(t - 1 for t in tries),
+            "seconds": float(timing[2]) - float(timing[1]) if timing else None}
+
+
+def burst_mode(readers: list[dict], traffic: InterfaceCounters, stat_gets: int, sampled: int) -> dict:
+    """One burst's figures: the readers, and the storage node's fan-in (GETs received) and what it sent."""
+    return {"readers": readers, "all_verified": bool(readers) and all(r["verified"] for r in readers),
+            "storage_gets": traffic.rx_packets, "storage_replies": traffic.tx_packets,
+            "storage_bytes_sent": traffic.tx_bytes,
+            "stat_sample": {"chunks": sampled, "gets": stat_gets,
+                            "gets_per_chunk": stat_gets / sampled if sampled else None}}
+
+
+def render_burst(burst: dict) -> list[str]:
+    """The report's burst section."""
+    modes = burst["modes"]
+    lines = ["", f"## Burst: {burst['hosts']} hosts read one {burst['block_bytes'] / 2**20:.0f} MiB block at once",
+             "", f"Block {burst['prefix_hash']} ({burst['chunks']} chunks of {burst['chunk_bytes']} B), written once, "
+             "then read by every host at one instant: through the switch (GETs coalesced) and with F_BYPASS "
+             "(never coalesced nor answered by the switch). Storage-node figures are its data interface's "
+             f"counters during each burst; STAT counts GETs on {burst['sample_chunks']} sampled chunks.", "",
+             "| burst | readers verified | storage-node GETs | storage-node replies | MiB sent | "
+             "GETs per sampled chunk (STAT) | chunks from switch | slowest reader s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, m in modes.items():
+        ok = sum(r["verified"] for r in m["readers"])
+        per_chunk = m["stat_sample"]["gets_per_chunk"]
+        from_switch = sum(r["chunks_by_status"].get("HIT_SWITCH", 0) for r in m["readers"])
+        slowest = max((r["seconds"] for r in m["readers"] if r["seconds"] is not None), default=None)
+        lines.append(f"| {'coalescing (switch)' if name == 'coalescing' else 'bypass (no coalescing)'} | "
+                     f"{ok}/{len(m['readers'])} | {m['storage_gets']} | {m['storage_replies']} | "
+                     f"{m['storage_bytes_sent'] / 2**20:.1f} | {'?' if per_chunk is None else f'{per_chunk:.2f}'} | "
+                     f"{from_switch} | {'?' if slowest is None else f'{slowest:.1f}'} |")
+    if {"coalescing", "bypass"} <= modes.keys() and modes["coalescing"]["storage_gets"]:
+        ratio = modes["bypass"]["storage_gets"] / modes["coalescing"]["storage_gets"]
+        lines += ["", f"Coalescing cut the storage node's fan-in {ratio:.1f}× "
+                  f"({modes['bypass']['storage_gets']} → {modes['coalescing']['storage_gets']} GETs)."]
+    return lines
+
+
+def plot_burst(axis, burst: dict) -> None:
+    """Storage-node GETs and MiB sent, with and without coalescing, side by side."""
+    import numpy as np
+
+    names = list(burst["modes"])
+    x = np.arange(2)
+    for i, name in enumerate(names):
+        m = burst["modes"][name]
+        values = [m["storage_gets"] / burst["chunks"], m["storage_bytes_sent"] / burst["block_bytes"]]
+        bars = axis.bar(x + (i - 0.5) * 0.4, values, 0.4, label=f"{name} ({m['storage_gets']} GETs, "
+                        f"{m['storage_bytes_sent'] / 2**20:.0f} MiB)")
+        axis.bar_label(bars, fmt="%.2f")
+    axis.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    axis.set_xticks(x, ["GETs received\n(per chunk of the block)", "bytes sent\n(per byte of the block)"])
+    axis.set_title(f"burst: {burst['hosts']} hosts read {burst['block_bytes'] / 2**20:.0f} MiB at once")
+    axis.legend(fontsize=8)
+
+
+def run_burst(bed: Testbed, hosts: list[str], options: DemoOptions) -> dict:
+    """Write the burst block once, then read it from every host at one instant, coalesced and bypassed."""
+    assert bed.net is not None
+    folder = options.out / "burst"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = os.urandom(options.burst_bytes)
+    source = folder / "block.bin"
+    source.write_bytes(data)
+    expected = hashlib.sha256(data).hexdigest()
+    chunks = -(-len(data) // BURST_CHUNK_BYTES)
+    version = int(time.time()) & 0x7FFFFFFF  # a fresh version each run: a kept storage tier (--resume) never conflicts
+    common = ["--server", bed.storage_address[0], "--chunk-size", str(BURST_CHUNK_BYTES), "--timeout", "1.0", "--retries", "5"]
+    _host_command(bed, hosts[0], [sys.executable, "-m", "kvpool.client", *common, "put", hex(BURST_PREFIX_HASH),
+                                  "--version", str(version), "--file", str(source)],
+                  folder / "put.log", options.burst_timeout)
+    sample = sample_chunks(chunks)
+    modes = {}
+    for name, bypass in BURST_MODES.items():
+        stat_before = _stat_sample(bed, sample)
+        before = _storage_traffic(bed)
+        start_at = time.time() + BURST_LEAD_SECONDS
+        readers = []
+        for host in hosts:
+            out = folder / f"{name}-{host}.bin"
+            out.unlink(missing_ok=True)
+            log_path = folder / f"{name}-{host}.log"
+            log = log_path.open("wb")
+            argv = [sys.executable, "-c", _RELEASE, f"{start_at:.6f}", *common, *(["--bypass"] if bypass else []),
+                    "get", hex(BURST_PREFIX_HASH), "--chunks", str(chunks), "--version", str(version),
+                    "--out", str(out)]
+            proc = bed.net[host].popen(argv, stdout=log, stderr=log, cwd=str(REPO), env={"PYTHONPATH": str(REPO)})
+            readers.append((host, proc, out, log_path, log))
+        _wait_all([p for _, p, _, _, _ in readers], BURST_LEAD_SECONDS + options.burst_timeout, f"burst ({name})")
+        time.sleep(0.5)  # late replies (retries) land before the counters are read
+        traffic = _storage_traffic(bed) - before
+        stat_after = _stat_sample(bed, sample)
+        records = []
+        for host, proc, out, log_path, log in readers:
+            log.close()
+            got = out.read_bytes() if out.exists() else None
+            records.append(reader_record(host, log_path.read_text(errors="replace"), got, expected, proc.returncode))
+            out.unlink(missing_ok=True)  # 16 MiB per reader: keep only the verdict
+        modes[name] = burst_mode(records, traffic, sum(stat_after.values()) - sum(stat_before.values()), len(sample))
+    source.unlink()
+    return {"prefix_hash": f"{BURST_PREFIX_HASH:#018x}", "version": version, "block_bytes": len(data),
+            "chunk_bytes": BURST_CHUNK_BYTES, "chunks": chunks, "hosts": len(hosts),
+            "sample_chunks": len(sample), "modes": modes}
+
+
+def _host_command(bed: Testbed, host: str, argv: list[str], log_path: Path, timeout: float) -> None:
+    assert bed.net is not None
+    with log_path.open("wb") as log:
+        proc = bed.net[host].popen(argv, stdout=log, stderr=log, cwd=str(REPO), env={"PYTHONPATH": str(REPO)})
+        _wait_all([proc], timeout, f"{argv[3:5]} on {host}")
+    if proc.returncode != 0:
+        raise TestbedError(f"{' '.join(argv[2:4])} on {host} failed (status {proc.returncode}); see {log_path}")
+
+
+def _wait_all(procs: list, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    try:
+        while any(p.poll() is None for p in procs):
+            if time.monotonic() > deadline:
+                raise TestbedError(f"{what} did not finish within {timeout:.0f} s")
+            time.sleep(0.2)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _storage_traffic(bed: Testbed) -> InterfaceCounters:
+    """Summed over the storage nodes: their data interface (stI-eth0) counters, read in their namespace."""
+    assert bed.net is not None
+    total = InterfaceCounters()
+    for ep in bed.plan.storage_nodes:
+        base = f"/sys/class/net/{ep.name}-eth0/statistics"
+        out = bed.net[ep.name].cmd(f"cat {base}/rx_packets {base}/tx_packets {base}/tx_bytes").split()
+        total = total + InterfaceCounters(*(int(v) for v in out[:3]))
+    return total
+
+
+def _stat_sample(bed: Testbed, chunks: list[int]) -> dict[int, int]:
+    """GETs the storage node has seen for these chunks of the burst block (STAT over the management link)."""
+    counts: dict[int, int] = {}
+    with KVPClient(ClientOptions(server=bed.storage_address, timeout=0.5, retries=3)) as client:
+        for idx in chunks:
+            with contextlib.suppress(KVPError):
+                counts[idx] = client.stat(BURST_PREFIX_HASH, idx)
+    return counts

@@ -1,17 +1,22 @@
-"""The demo's trace excerpt, work split and report, on small hand-made data (no network)."""
+"""The demo's trace excerpt, work split, report and burst section on small hand-made data (no network); then
+the demo with its burst on a real testbed (Mininet, root: counts, not timings)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pytest
 
 from kvpool.prefix_hash import block_id_prefix_hashes
 from topo.cli import build_parser
-from topo.demo import block_tokens, deal, load_excerpt, render, summarise
+from topo.demo import DemoOptions, block_tokens, deal, load_excerpt, render, run_demo, summarise
 from topo.replay import block_data
 from topo.switches import TestbedError
-from topo.testbed import TestbedOptions
+from topo.testbed import TestbedOptions, stop_recorded
+
+from .conftest import free_port
 
 
 def write_trace(path, rows):
@@ -126,3 +131,98 @@ def test_bridge_target_refuses_leaf_spine():
 
     with pytest.raises(TestbedError, match="L2 loop"):
         Testbed(TestbedOptions(target="bridge", topology="leaf-spine"))
+
+
+# ---- the burst: every host reads one shared block at once, with and without coalescing --------------------
+
+def _reader(host, verified=True, switch=0):
+    return {"host": host, "returncode": 0, "verified": verified, "bytes": 16, "retries": 0, "seconds": 1.5,
+            "chunks_by_status": {"HIT_SERVER": 2 - switch, **({"HIT_SWITCH": switch} if switch else {})}}
+
+
+def _burst(coalesced_gets=3, bypass_gets=8, verified=True):
+    from topo.demo import InterfaceCounters, burst_mode
+
+    return {"prefix_hash": "0x00000000000000aa", "version": 1, "block_bytes": 16384, "chunk_bytes": 8192,
+            "chunks": 2, "hosts": 4, "sample_chunks": 2,
+            "modes": {"coalescing": burst_mode([_reader(f"h{i}", verified) for i in range(1, 5)],
+                                               InterfaceCounters(coalesced_gets, coalesced_gets, 3 * 8300), 3, 2),
+                      "bypass": burst_mode([_reader(f"h{i}") for i in range(1, 5)],
+                                           InterfaceCounters(bypass_gets, bypass_gets, 8 * 8300), 8, 2)}}
+
+
+def test_sampled_chunks_spread_over_the_block_with_both_ends():
+    from topo.demo import sample_chunks
+
+    picked = sample_chunks(2048, 16)
+    assert len(picked) == 16 and picked[0] == 0 and picked[-1] == 2047 and picked == sorted(set(picked))
+    assert sample_chunks(3, 16) == [0, 1, 2]
+
+
+def test_a_reader_is_verified_only_by_the_blocks_hash():
+    import hashlib
+
+    from topo.demo import reader_record
+
+    log = ("  chunk 0: HIT_SWITCH 40 µs (1 tries)\n  chunk 1: HIT_SERVER 90 µs (3 tries)\n"
+           "released 100.000000 done 102.500000\n")
+    good = reader_record("h1", log, b"abcd", hashlib.sha256(b"abcd").hexdigest(), 0)
+    assert good["verified"] and good["chunks_by_status"] == {"HIT_SWITCH": 1, "HIT_SERVER": 1}
+    assert good["retries"] == 2 and good["seconds"] == 2.5
+    assert not reader_record("h1", log, b"abce", hashlib.sha256(b"abcd").hexdigest(), 0)["verified"]
+    assert not reader_record("h1", "", None, hashlib.sha256(b"").hexdigest(), 1)["verified"]
+
+
+def test_burst_section_reports_fan_in_and_bytes_of_both_bursts():
+    s = summarise([], {}, hot=1)
+    s["burst"] = _burst()
+    text = render(s, TestbedOptions(hosts=4))
+    assert "## Burst: 4 hosts read one 0 MiB block at once" in text
+    assert "| coalescing (switch) | 4/4 | 3 | 3 |" in text and "| bypass (no coalescing) | 4/4 | 8 | 8 |" in text
+    assert "cut the storage node's fan-in 2.7×" in text
+    assert not _burst(verified=False)["modes"]["coalescing"]["all_verified"]
+
+
+def test_demo_plot_shows_the_burst(tmp_path):
+    from topo.demo import plot
+
+    s = summarise([], {}, hot=1)
+    s["burst"] = _burst()
+    plot(s, tmp_path / "demo.png")
+    assert (tmp_path / "demo.png").stat().st_size > 0
+
+
+def test_demo_burst_size_option_reaches_the_demo():
+    assert build_parser().parse_args(["demo"]).burst_mib == 16
+    assert build_parser().parse_args(["demo", "--burst-mib", "0"]).burst_mib == 0
+
+
+# ---- on a real testbed (Mininet, root): the demo with its burst, counts only ------------------------------
+
+BURST_ROWS = [{"timestamp": t * 100, "input_length": 1024, "output_length": 1, "hash_ids": [0, t % 3 + 1]}
+        for t in range(8)]
+
+
+@pytest.mark.slow
+@pytest.mark.mininet
+@pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root")
+@pytest.mark.skipif(shutil.which("mnexec") is None, reason="Debian's mininet package (mnexec) is not installed")
+def test_burst_readers_all_verify_and_coalescing_cuts_the_storage_fan_in(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in BURST_ROWS))
+    options = TestbedOptions(state_dir=tmp_path / "state", build_dir=tmp_path / "build", grpc_base=free_port(),
+                             api_base=free_port(), metrics_base=0)
+    out = tmp_path / "demo"
+    try:
+        run_demo(options, DemoOptions(trace=trace, out=out, requests=len(BURST_ROWS), duration=1.0,
+                                      burst_bytes=4 << 20))
+    finally:
+        stop_recorded(options.state_dir)
+    burst = json.loads((out / "results.json").read_text())["burst"]
+    coalesced, bypass = burst["modes"]["coalescing"], burst["modes"]["bypass"]
+    assert burst["hosts"] >= 2 and burst["chunks"] == 512
+    for mode in (coalesced, bypass):
+        assert len(mode["readers"]) == burst["hosts"] and all(r["verified"] for r in mode["readers"])
+    assert bypass["storage_gets"] >= burst["hosts"] * burst["chunks"]
+    assert coalesced["storage_gets"] < bypass["storage_gets"]
+    assert "## Burst" in (out / "report.md").read_text()
