@@ -404,7 +404,8 @@ def plot_burst(axis, burst: dict) -> None:
     axis.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     axis.set_xticks(x, ["GETs received\n(per chunk of the block)", "bytes sent\n(per byte of the block)"])
     axis.set_title(f"burst: {burst['hosts']} hosts read {burst['block_bytes'] / 2**20:.0f} MiB at once")
-    axis.legend(fontsize=8)
+    axis.set_ylim(0, 1.35 * max(burst["modes"][n]["storage_gets"] / burst["chunks"] for n in names) + 0.1)
+    axis.legend(fontsize=8, loc="upper left")
 
 
 def run_burst(bed: Testbed, hosts: list[str], options: DemoOptions) -> dict:
