@@ -33,6 +33,7 @@ from kvpool.client import ClientOptions, KVPClient, KVPError, parse_address
 from kvpool.constants import KVP_MAGIC, Flag, Opcode, Status, Tier
 from kvpool.transport import LossyTransport, UdpTransport
 from kvpool.wire import Header, encode
+from kvtesting.kvagent import serve_stdio
 
 # ---- the agent (inside a host) -------------------------------------------------------------------------------
 
@@ -221,16 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     agent = Agent(ClientOptions(server=parse_address(args.server), timeout=args.timeout, retries=args.retries),
                   args.iface)
 
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    try:
-        write(json.dumps({"ok": True, "ready": True}) + "\n")
-        serve(agent, sys.stdin, write)
-    finally:
-        agent.close()
-    return 0
+    return serve_stdio(agent, serve)
 
 
 # ---- the test's side ------------------------------------------------------------------------------------------

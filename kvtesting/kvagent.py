@@ -30,8 +30,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from kvpool.client import ClientOptions, KVPClient, KVPError, parse_address
 from kvpool.constants import Flag, Opcode, Status
@@ -192,6 +193,21 @@ def serve(agent: Agent, lines, write: Callable[[str], None]) -> None:
         write(json.dumps(answer) + "\n")
 
 
+def serve_stdio(agent: Any, serve_lines: Callable[[Any, Iterable[str], Callable[[str], None]], None]) -> int:
+    """The agent protocol on stdin/stdout: say ready, answer one JSON line per request line, close the agent."""
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    try:
+        write(json.dumps({"ok": True, "ready": True}) + "\n")
+        serve_lines(agent, sys.stdin, write)
+    finally:
+        agent.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kvtesting.kvagent", description=__doc__.splitlines()[0])
     parser.add_argument("--server", required=True, help="storage node HOST[:PORT]")
@@ -205,16 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     agent = Agent(ClientOptions(server=server, tenant=args.tenant, timeout=args.timeout, retries=args.retries))
 
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    try:
-        write(json.dumps({"ok": True, "ready": True}) + "\n")
-        serve(agent, sys.stdin, write)
-    finally:
-        agent.close()
-    return 0
+    return serve_stdio(agent, serve)
 
 
 if __name__ == "__main__":
