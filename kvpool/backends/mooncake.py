@@ -29,6 +29,7 @@ first). The node's `--capacity` is the memory segment it contributes to the Moon
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import zlib
@@ -56,6 +57,11 @@ _RECORD_HEAD = struct.Struct(">4sQIH")
 (ceil(chunk_count / 8) bytes, bit i = chunk i), chunk_count big-endian 16-bit value_lens and chunk_count
 big-endian CRC-32s."""
 _RECORD_MAGIC = b"KVN2"
+BIND_ADDRESS_ENV = "MC_TCP_BIND_ADDRESS"
+"""The transfer engine publishes this address in the node's segment descriptor: the address other Mooncake
+clients open TCP connections to when they read or write this node's segment. Unset, it takes the first
+address of the first interface that is up (`findLocalIpAddresses()[0]`), whatever `local_hostname` says: on a
+node with a management interface listed first, an address the other nodes cannot reach."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,8 +391,9 @@ def replicate_configs(options: MooncakeOptions) -> tuple[Any, Any]:
 
 
 def open_store(options: MooncakeOptions, segment_bytes: int) -> StoreClient:
-    """A Mooncake client that contributes `segment_bytes` of memory to the pool. The master and metadata
-    server are probed first: Mooncake's setup retries an absent master for ever."""
+    """A Mooncake client that contributes `segment_bytes` of memory to the pool, reachable by the other clients
+    at `options.local_hostname` (`BIND_ADDRESS_ENV`). The master and metadata server are probed first:
+    Mooncake's setup retries an absent master for ever."""
     for what, address in (("master", options.master), ("metadata server", urlsplit(options.metadata).netloc)):
         host, _, port = address.rpartition(":")
         try:
@@ -394,6 +401,8 @@ def open_store(options: MooncakeOptions, segment_bytes: int) -> StoreClient:
         except (OSError, ValueError) as exc:
             raise BackendUnavailable(f"Mooncake {what} at {address!r} does not answer ({exc}); start one with "
                                      "`python -m kvpool.mooncake_master`") from exc
+    # before setup: the transfer engine reads it when it starts (an address set by the user is kept)
+    os.environ.setdefault(BIND_ADDRESS_ENV, options.local_hostname)
     client = _mooncake_store().MooncakeDistributedStore()
     rc = client.setup(options.local_hostname, options.metadata, segment_bytes, options.buffer_bytes,
                       options.protocol, "", options.master)
