@@ -8,8 +8,11 @@ its buckets, restarts it, lets it come back, stops the workload and replays the 
 acknowledged writes: every read returns MISS (or an error while the node is being found down) or the right bytes
 of a version at least as new as the newest write acknowledged before it began.
 
-`memory`: st2's buckets are answered MISS by the switch while it is down. `mooncake` (every node over one
-Mooncake Store, `--mooncake-shared`): st2's buckets go to a live node, which serves their blocks.
+`memory`: st2's buckets are answered MISS by the switch while it is down, and no node accepts their writes.
+`mooncake` (every node over one Mooncake Store, `--mooncake-shared`): st2's buckets go to a live node, which
+serves their blocks and accepts their writes. On both, most PUTs succeed (at least 80%: the ones refused are those
+of st2's buckets while it is being found down, memory's while it is down, and mooncake's that the master places
+on st2's segment until it unmounts it).
 """
 
 from __future__ import annotations
@@ -101,12 +104,18 @@ def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restar
     try:
         eventually("the workload's first successful reads",
                    lambda: log.exists() and sum(x.get("result") == "hit" for x in lines_of(log)) >= 6, 60)
+        killed_t = time.monotonic()  # the workload's clock too (CLOCK_MONOTONIC is not per namespace)
         bed.kill("storage st2")
         killed_at = len(lines_of(log))
         eventually("the controller finding st2 down",
                    lambda: ctl_status(bed)["steering"]["nodes"]["2"]["live"] is False)
         eventually("more operations while st2 is down", lambda: len(lines_of(log)) >= killed_at + 30, 60)
-        down = lines_of(log)[killed_at:]
+        if store == "mooncake":  # and until the master has unmounted st2's segment (client_ttl): writes land again
+            eventually("a live node accepting st2's blocks",
+                       lambda: any(x["op"] == "put" and x["ok"] and bucket_of(0, x["ph"]) % 3 == 1
+                                   for x in lines_of(log)[killed_at:]), 60)
+        restart_t = time.monotonic()
+        down = [x for x in lines_of(log) if killed_t < x["t0"] and x["t1"] < restart_t]
         bed.restart("storage st2")
         eventually("the controller finding st2 back", lambda: ctl_status(bed)["steering"]["nodes"]["2"]["live"])
         back_at = len(lines_of(log))
@@ -125,16 +134,20 @@ def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restar
     verdict = check(lines)
     print(f"\n{store}: {len(lines)} operations, {len(down)} while st2 was down: {verdict}")
     assert verdict.wrong == [], "\n".join(verdict.wrong[:10])
-    if store == "mooncake" and verdict.puts_ok <= 20:
-        # seen on 2026-11 runs: zero wrong values, but most PUTs refused (ERR_FULL, i.e. Mooncake's put failed)
-        # from early in the run; not yet diagnosed (placement on a segment reached through the soft switch, or
-        # on the killed node's segment). Correctness is asserted above; liveness is the open gap.
-        pytest.xfail(f"mooncake pool: most PUTs refused, cause not yet diagnosed: {verdict}")
-    assert verdict.puts_ok > 20 and verdict.hits > 20, verdict
+    puts = verdict.puts_ok + verdict.puts_failed
+    # most PUTs succeed: all but those of st2's buckets in the seconds before it is found down (and, memory, while
+    # it is down: the switch refuses them); mooncake also loses the PUTs the master places on st2's segment until
+    # it unmounts it (its client_ttl, 10 s)
+    assert verdict.puts_ok >= 0.8 * puts and verdict.hits > 20, verdict
     after = check(lines[back_at:])
-    assert after.hits > 0 and after.puts_ok > 0, f"the pool works again after st2's return: {after}"
-    on_st2 = [x for x in down if x["op"] == "get" and bucket_of(0, x["ph"]) % 3 == 1]
+    assert after.hits > 0 and after.puts_ok >= 0.8 * (after.puts_ok + after.puts_failed), \
+        f"the pool works again after st2's return: {after}"
+    on_st2 = [x for x in down if bucket_of(0, x["ph"]) % 3 == 1]
     if store == "mooncake":
-        assert any(x["result"] == "hit" for x in on_st2), "a live node serves st2's buckets (shared store)"
+        assert any(x["op"] == "put" and x["ok"] for x in on_st2), "a live node accepts st2's blocks (shared store)"
+        assert any(x["op"] == "get" and x["result"] == "hit" for x in on_st2), "a live node serves st2's blocks"
     else:
-        assert any(x["result"] == "miss" for x in on_st2), "st2's buckets are answered MISS while it is down"
+        assert any(x["op"] == "get" and x["result"] == "miss" for x in on_st2), \
+            "st2's buckets are answered MISS while it is down"
+        assert not any(x["op"] == "put" and x["ok"] for x in on_st2), \
+            "no other node accepts st2's blocks while it is down (private stores)"
