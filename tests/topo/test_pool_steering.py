@@ -1,10 +1,10 @@
 """A pool of three storage nodes behind one address (issue 11): a client reads and writes through the pool address
 while a storage node is killed and restarted, and no read returns a wrong value.
 
-Star, soft target, `storage_nodes=3`: the controller steers 10.0.0.200 over st1..st3 and probes them every
-second. A workload in h1 (`tests/topo/pool_workload.py`) PUTs new versions and GETs blocks spread over every
+Star and leaf-spine, soft target, `storage_nodes=3`: the controllers steer 10.0.0.200 over st1..st3 and probe
+them every second. A workload in h1 (`tests/topo/pool_workload.py`) PUTs new versions and GETs blocks spread over every
 node's buckets and logs each outcome; the test kills st2 (SIGKILL), lets the controller find it down and re-steer
-its buckets, restarts it, lets it come back, stops the workload and replays the log against a model of
+its buckets, restarts it, lets them find it back, stops the workload and replays the log against a model of
 acknowledged writes: every read returns MISS (or an error while the node is being found down) or the right bytes
 of a version at least as new as the newest write acknowledged before it began.
 
@@ -46,15 +46,24 @@ pytestmark = [
 
 BLOCKS = 12
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-STORES = ["memory", pytest.param("mooncake", marks=pytest.mark.skipif(
-    importlib.util.find_spec("mooncake") is None, reason="the mooncake package is not installed"))]
+NO_MOONCAKE = pytest.mark.skipif(importlib.util.find_spec("mooncake") is None,
+                                 reason="the mooncake package is not installed")
+CASES = [("star", "memory"), pytest.param("star", "mooncake", marks=NO_MOONCAKE),
+         ("leaf-spine", "memory"), pytest.param("leaf-spine", "mooncake", marks=NO_MOONCAKE)]
+"""(topology, store). Leaf-spine with three storage nodes: st1 and st3 on l2, st2 on l1 (h1's leaf), so the
+workload's requests cross the spine to two of the nodes and l1 steers them; every switch has its controller."""
 
 
-def ctl_status(bed: Testbed) -> dict:
-    api = bed.api_address(bed.plan.switches[0].device_id)
+def ctl_status(bed: Testbed, device_id: int) -> dict:
+    api = bed.api_address(device_id)
     out = subprocess.run([sys.executable, "-m", "controller", "--api", api, "--json", "status"],
                          capture_output=True, text=True, env=ENV, timeout=30, check=True)
     return json.loads(out.stdout)
+
+
+def st2_live(bed: Testbed) -> set[bool]:
+    """What the controllers think of st2 (each switch's controller probes it itself)."""
+    return {ctl_status(bed, sw.device_id)["steering"]["nodes"]["2"]["live"] for sw in bed.plan.switches}
 
 
 def eventually(what: str, probe, timeout: float = 30.0) -> None:
@@ -72,13 +81,14 @@ def lines_of(log: Path) -> list[dict]:
 
 @pytest.fixture
 def pool_testbed(tmp_path):
-    """pool_testbed(store) → a started star with three storage nodes; stopped after the test (one at a time:
-    two testbeds would share interface names)."""
+    """pool_testbed(topology, store) → a started testbed with three storage nodes; stopped after the test (one at a
+    time: two testbeds would share interface names)."""
     beds: list[Testbed] = []
 
-    def start(store: str) -> Testbed:
+    def start(topology: str, store: str) -> Testbed:
         root = tmp_path / "testbed"
-        bed = Testbed(TestbedOptions(target="soft", storage_nodes=3, store=store, state_dir=root / "state",
+        bed = Testbed(TestbedOptions(target="soft", topology=topology, storage_nodes=3, store=store,
+                                     state_dir=root / "state",
                                      build_dir=root / "build", grpc_base=free_port(), api_base=free_port(),
                                      metrics_base=free_port()))
         beds.append(bed)
@@ -91,10 +101,10 @@ def pool_testbed(tmp_path):
         stop_recorded(bed.options.state_dir)
 
 
-@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize(("topology", "store"), CASES)
 def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restart(pool_testbed, tmp_path,
-                                                                                  store: str) -> None:
-    bed: Testbed = pool_testbed(store)
+                                                                                  topology: str, store: str) -> None:
+    bed: Testbed = pool_testbed(topology, store)
     homes = {(bucket_of(0, BASE_PREFIX + i) % 3) + 1 for i in range(BLOCKS)}
     assert homes == {1, 2, 3}, "the workload's blocks must live on every node"
     log, stop = tmp_path / "workload.jsonl", tmp_path / "stop"
@@ -107,8 +117,7 @@ def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restar
         killed_t = time.monotonic()  # the workload's clock too (CLOCK_MONOTONIC is not per namespace)
         bed.kill("storage st2")
         killed_at = len(lines_of(log))
-        eventually("the controller finding st2 down",
-                   lambda: ctl_status(bed)["steering"]["nodes"]["2"]["live"] is False)
+        eventually("the controllers finding st2 down", lambda: st2_live(bed) == {False})
         eventually("more operations while st2 is down", lambda: len(lines_of(log)) >= killed_at + 30, 60)
         if store == "mooncake":  # and until the master has unmounted st2's segment (client_ttl): writes land again
             eventually("a live node accepting st2's blocks",
@@ -117,7 +126,7 @@ def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restar
         restart_t = time.monotonic()
         down = [x for x in lines_of(log) if killed_t < x["t0"] and x["t1"] < restart_t]
         bed.restart("storage st2")
-        eventually("the controller finding st2 back", lambda: ctl_status(bed)["steering"]["nodes"]["2"]["live"])
+        eventually("the controllers finding st2 back", lambda: st2_live(bed) == {True})
         back_at = len(lines_of(log))
         eventually("more operations after st2's return", lambda: len(lines_of(log)) >= back_at + 30, 60)
     finally:
@@ -132,7 +141,7 @@ def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restar
 
     lines = lines_of(log)
     verdict = check(lines)
-    print(f"\n{store}: {len(lines)} operations, {len(down)} while st2 was down: {verdict}")
+    print(f"\n{topology} {store}: {len(lines)} operations, {len(down)} while st2 was down: {verdict}")
     assert verdict.wrong == [], "\n".join(verdict.wrong[:10])
     puts = verdict.puts_ok + verdict.puts_failed
     # most PUTs succeed: all but those of st2's buckets in the seconds before it is found down (and, memory, while
