@@ -388,7 +388,7 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
     parser.add_argument("--mooncake-hostname", default=mc.local_hostname, metavar="ADDR",
                         help=f"mooncake: address other Mooncake clients reach this node at (default {mc.local_hostname})")
     parser.add_argument("--mooncake-replicas", type=int, default=mc.replicas,
-                        help=f"mooncake: replicas per block (default {mc.replicas})")
+                        help=f"mooncake: replicas per block and per record (default {mc.replicas}; 2 survives a node)")
     parser.add_argument("--mooncake-soft-pin", action="store_true", help="mooncake: soft-pin every block")
     parser.add_argument("--mooncake-namespace", default=mc.namespace,
                         help=f"mooncake: prefix of this pool's Mooncake keys (default {mc.namespace})")

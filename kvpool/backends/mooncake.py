@@ -26,8 +26,9 @@ Ownership: each block has one owning storage node (the switch steers by prefix h
 versions in process and reads the record only on first touch (e.g. after a restart). Two nodes writing one
 block through one Mooncake namespace are not supported.
 
-Objects are put with `replicas` replicas and, with `soft_pin`, a soft pin (Mooncake evicts unpinned objects
-first). The node's `--capacity` is the memory segment it contributes to the Mooncake pool.
+Objects and records are put with `replicas` replicas each; objects, with `soft_pin`, with a soft pin (Mooncake
+evicts unpinned objects first). The node's `--capacity` is the memory segment it contributes to the Mooncake
+pool.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ class MooncakeOptions:
     buffer_bytes: int = 16 << 20
     """Mooncake client's local transfer buffer."""
     replicas: int = 1
-    """Replicas of each block object (Mooncake `ReplicateConfig.replica_num`)."""
+    """Replicas of each block object and of each record (Mooncake `ReplicateConfig.replica_num`, each replica on
+    another node's segment): with 2, the death of one node loses no committed block once the master has
+    unmounted its segment."""
     soft_pin: bool = False
     """Soft-pin block objects (Mooncake evicts them after unpinned objects)."""
     namespace: str = "kvp"
@@ -398,13 +401,14 @@ def _mooncake_store() -> Any:
 
 
 def replicate_configs(options: MooncakeOptions) -> tuple[Any, Any]:
-    """Mooncake `ReplicateConfig`s of (block objects: replicas, soft pin; records: hard pin)."""
+    """Mooncake `ReplicateConfig`s of (block objects: replicas, soft pin; records: replicas, hard pin)."""
     store = _mooncake_store()
     block_config = store.ReplicateConfig()
     block_config.replica_num = options.replicas
     if options.soft_pin:
         block_config.soft_pin_action = store.SoftPinAction.ENABLE
     record_config = store.ReplicateConfig()
+    record_config.replica_num = options.replicas  # a record lost with a segment would make its block unknown
     record_config.with_hard_pin = True
     return block_config, record_config
 
