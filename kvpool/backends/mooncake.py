@@ -12,8 +12,8 @@ Mapping (docs/storage-backends.md):
   the next commit of that version replaces.
 * GET → the block object (`get`), cached per block version in this process (bounded, least recently used
   first) so GETs of chunks 0..n-1 fetch the block once; a version's bytes never change (an entry is served only
-  while the record names the CRCs it was checked against), and a commit drops the older version's entry. Every chunk fetched is checked against the
-  record's CRC-32: a mismatch is a MISS, never a wrong value.
+  while the record names the CRCs it was checked against), and a commit drops the older version's entry. Every
+  chunk fetched is checked against the record's CRC-32: a mismatch is a MISS, never a wrong value.
 * A record that exists but cannot be read (`get` says b"" both for "absent" and for a failed read, e.g. its
   replica on a dead node's segment; `is_exist` tells them apart) raises `StoreUnavailable`: the node then answers
   MISS / ERR_FULL and decides nothing, instead of taking the block for unknown and accepting an older version.
