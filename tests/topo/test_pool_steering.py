@@ -146,7 +146,7 @@ def test_reads_and_writes_through_the_pool_address_survive_a_storage_node_restar
     puts = verdict.puts_ok + verdict.puts_failed
     # most PUTs succeed: all but those of st2's buckets in the seconds before it is found down (and, memory, while
     # it is down: the switch refuses them); mooncake also loses the PUTs the master places on st2's segment until
-    # it unmounts it (its client_ttl, 10 s)
+    # it unmounts it (its client_ttl, `topo.testbed.MOONCAKE_CLIENT_TTL`)
     assert verdict.puts_ok >= 0.8 * puts and verdict.hits > 20, verdict
     after = check(lines[back_at:])
     assert after.hits > 0 and after.puts_ok >= 0.8 * (after.puts_ok + after.puts_failed), \
