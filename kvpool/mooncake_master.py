@@ -1,6 +1,7 @@
 """A local `mooncake_master` (Mooncake Store's master with its HTTP metadata server), for tests and the testbed.
 
-    python -m kvpool.mooncake_master [--host 127.0.0.1] [--rpc-port 0] [--metadata-port 0] [-- EXTRA_FLAGS...]
+    python -m kvpool.mooncake_master [--host 127.0.0.1] [--rpc-port 0] [--metadata-port 0] [--log FILE]
+                                     [-- EXTRA_FLAGS...]
 
 prints one JSON line with `master` (HOST:PORT) and `metadata` (URL), the two values `python -m kvpool.server
 --backend mooncake --mooncake-master ... --mooncake-metadata ...` needs, then runs until SIGTERM / SIGINT.
@@ -121,13 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--rpc-port", type=int, default=0, help="master RPC port (default: a free one)")
     parser.add_argument("--metadata-port", type=int, default=0, help="HTTP metadata port (default: a free one)")
+    parser.add_argument("--log", type=Path, help="append the master's own log (glog) to this file (default: none)")
     parser.add_argument("extra", nargs="*", help="further mooncake_master flags, after --")
     args = parser.parse_args(argv)
+    log = args.log.open("ab") if args.log else None
     try:
-        master = MooncakeMaster.start(args.host, args.rpc_port, args.metadata_port, tuple(args.extra))
+        master = MooncakeMaster.start(args.host, args.rpc_port, args.metadata_port, tuple(args.extra), log=log)
     except (FileNotFoundError, RuntimeError) as exc:
         print(f"kvpool.mooncake_master: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if log is not None:
+            log.close()  # the master has its own descriptor
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvpool.backends import BACKENDS, open_backend
-from kvpool.backends.base import BlockState, NewChunk, StorageBackend
+from kvpool.backends.base import BlockState, NewChunk, StorageBackend, StoreUnavailable
 from kvpool.backends.mooncake import BackendUnavailable, MooncakeOptions
 from kvpool.constants import (
     CONTROL_OPCODES,
@@ -165,8 +165,6 @@ class StorageNode:
         self.counters[op.name] += 1
         if op in REPLIES:
             return []
-        if op == Opcode.PUT:
-            return self._put(h, data, peer)
         if op in CONTROL_OPCODES and not self.options.control_from.allows(peer[0]):
             self.counters["denied.control_source"] += 1
             return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
@@ -177,9 +175,14 @@ class StorageNode:
             Opcode.INSERT: self._meta,
             Opcode.LOOKUP_META: self._meta,
         }.get(op)
-        if handler is None:  # SLOT_WRITE / SLOT_READ belong to the switch
+        if handler is None and op != Opcode.PUT:  # SLOT_WRITE / SLOT_READ belong to the switch
             return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
-        return [Datagram(handler(h), peer)]
+        try:
+            return self._put(h, data, peer) if handler is None else [Datagram(handler(h), peer)]
+        except StoreUnavailable:  # the backend cannot tell: decide nothing (a read misses, a write is refused)
+            self.counters["store_unavailable"] += 1
+            status = Status.ERR_FULL if op == Opcode.PUT else Status.MISS
+            return [Datagram((self._reply(h, status).pack(),), peer)]
 
     def handle(self, data: bytes, peer: Address = LOCAL) -> bytes | None:
         """The reply to this one datagram, for callers that send one request at a time; None when there is none
@@ -385,7 +388,7 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
     parser.add_argument("--mooncake-hostname", default=mc.local_hostname, metavar="ADDR",
                         help=f"mooncake: address other Mooncake clients reach this node at (default {mc.local_hostname})")
     parser.add_argument("--mooncake-replicas", type=int, default=mc.replicas,
-                        help=f"mooncake: replicas per block (default {mc.replicas})")
+                        help=f"mooncake: replicas per block and per record (default {mc.replicas}; 2 survives a node)")
     parser.add_argument("--mooncake-soft-pin", action="store_true", help="mooncake: soft-pin every block")
     parser.add_argument("--mooncake-namespace", default=mc.namespace,
                         help=f"mooncake: prefix of this pool's Mooncake keys (default {mc.namespace})")

@@ -64,6 +64,13 @@ LINK_MTU = 9000
 the 44-byte KVP header, UDP and IPv4 needs 8,264 bytes; 1 KiB chunks, the client's default, fit 1,500 too."""
 STORES = ("memory", "mooncake")
 """The storage nodes' backends (`kvpool.server --backend`)."""
+POOL_REPLICAS = 2
+MOONCAKE_CLIENT_TTL = 3
+"""Seconds the Mooncake master waits for a node's heartbeat (one a second) before it unmounts the node's segment
+(Mooncake's default: 10). Until then the reads of a dead node's replicas fail, and so do the reads and writes of
+the blocks whose records have one there (MISS / ERR_FULL): this is the pool's window of unavailability after a
+node's death, beside the controllers' two missed probes."""
+"""`--mooncake-replicas` of a mooncake pool's nodes (several storage nodes): a node's death loses nothing."""
 
 
 @dataclass(frozen=True)
@@ -420,7 +427,8 @@ class Testbed:
         self.mooncake_ports = (free_port("0.0.0.0"), free_port("0.0.0.0"))
         log = self.options.state_dir / "mooncake" / "master.log"
         argv = [sys.executable, "-m", "kvpool.mooncake_master", "--host", "0.0.0.0",
-                "--rpc-port", str(self.mooncake_ports[0]), "--metadata-port", str(self.mooncake_ports[1])]
+                "--rpc-port", str(self.mooncake_ports[0]), "--metadata-port", str(self.mooncake_ports[1]),
+                "--log", str(log.with_name("mooncake_master.log")), "--", f"--client_ttl={MOONCAKE_CLIENT_TTL}"]
         self._popen("mooncake master", argv, log)
         self._wait(lambda: all(_tcp_open("127.0.0.1", p) for p in self.mooncake_ports), "the Mooncake master",
                    self.started[-1].process, log)
@@ -432,9 +440,11 @@ class Testbed:
             return [*argv, "--disk", str(self.options.state_dir / name / "disk")]
         root_ip, _ = mgmt_ips(index)
         rpc, metadata = self.mooncake_ports
+        # a pool: every node reads and writes one store, and each block and record has a second replica on another
+        # node's segment, so a node that dies takes no committed block with it
+        pool = ["--mooncake-shared", "--mooncake-replicas", str(POOL_REPLICAS)] if self.pooled else []
         return [*argv, "--backend", "mooncake", "--mooncake-master", f"{root_ip}:{rpc}",
-                "--mooncake-metadata", f"http://{root_ip}:{metadata}/metadata", "--mooncake-hostname", ip,
-                *(["--mooncake-shared"] if self.pooled else [])]
+                "--mooncake-metadata", f"http://{root_ip}:{metadata}/metadata", "--mooncake-hostname", ip, *pool]
 
     def _start_storage(self) -> None:
         assert self.net is not None

@@ -20,6 +20,13 @@ from kvpool.constants import Status, Tier
 from kvpool.keys import BlockKey, ChunkKey
 
 
+class StoreUnavailable(RuntimeError):
+    """The backend cannot tell what it holds right now (its store did not answer, e.g. a Mooncake replica on a
+    node that died and is not yet unmounted). Any method may raise it; the node then decides nothing: it answers
+    MISS to reads and ERR_FULL to writes (never "absent", which would let it commit an older version over a
+    newer one it could not read)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BlockState:
     """What the node knows of a block as a whole."""
@@ -70,7 +77,8 @@ class Moved:
 
 
 class StorageBackend(Protocol):
-    """Where a storage node keeps committed blocks. Single-threaded: the node calls it from its serve loop."""
+    """Where a storage node keeps committed blocks. Single-threaded: the node calls it from its serve loop.
+    Every method may raise `StoreUnavailable`."""
 
     name: str
     """The registry name (`--backend`)."""

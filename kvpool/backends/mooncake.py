@@ -11,9 +11,12 @@ Mapping (docs/storage-backends.md):
   record is written after the block object and names it, so a crash in between leaves an unnamed object that
   the next commit of that version replaces.
 * GET → the block object (`get`), cached per block version in this process (bounded, least recently used
-  first) so GETs of chunks 0..n-1 fetch the block once; a version's bytes never change, so the cache can never
-  serve a wrong value, and a commit drops the older version's entry. Every chunk fetched is checked against the
-  record's CRC-32: a mismatch is a MISS, never a wrong value.
+  first) so GETs of chunks 0..n-1 fetch the block once; a version's bytes never change (an entry is served only
+  while the record names the CRCs it was checked against), and a commit drops the older version's entry. Every
+  chunk fetched is checked against the record's CRC-32: a mismatch is a MISS, never a wrong value.
+* A record that exists but cannot be read (`get` says b"" both for "absent" and for a failed read, e.g. its
+  replica on a dead node's segment; `is_exist` tells them apart) raises `StoreUnavailable`: the node then answers
+  MISS / ERR_FULL and decides nothing, instead of taking the block for unknown and accepting an older version.
 * STAT / LOOKUP_META / TIER_MOVE → `is_exist` of the block object (Mooncake may have evicted it: then MISS).
   TIER_MOVE to ABSENT drops the chunk from the record, and `remove`s the object once no chunk is left; to
   STORAGE_DRAM records the score; STORAGE_DISK is refused (ERR_DENIED), as on a memory node without `--disk`.
@@ -23,12 +26,14 @@ Ownership: each block has one owning storage node (the switch steers by prefix h
 versions in process and reads the record only on first touch (e.g. after a restart). Two nodes writing one
 block through one Mooncake namespace are not supported.
 
-Objects are put with `replicas` replicas and, with `soft_pin`, a soft pin (Mooncake evicts unpinned objects
-first). The node's `--capacity` is the memory segment it contributes to the Mooncake pool.
+Objects and records are put with `replicas` replicas each; objects, with `soft_pin`, with a soft pin (Mooncake
+evicts unpinned objects first). The node's `--capacity` is the memory segment it contributes to the Mooncake
+pool.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import zlib
@@ -39,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
-from kvpool.backends.base import BlockState, Moved, NewChunk
+from kvpool.backends.base import BlockState, Moved, NewChunk, StoreUnavailable
 from kvpool.constants import Status, Tier
 from kvpool.keys import MAX_CHUNKS, BlockKey, ChunkKey
 
@@ -56,6 +61,11 @@ _RECORD_HEAD = struct.Struct(">4sQIH")
 (ceil(chunk_count / 8) bytes, bit i = chunk i), chunk_count big-endian 16-bit value_lens and chunk_count
 big-endian CRC-32s."""
 _RECORD_MAGIC = b"KVN2"
+BIND_ADDRESS_ENV = "MC_TCP_BIND_ADDRESS"
+"""The transfer engine publishes this address in the node's segment descriptor: the address other Mooncake
+clients open TCP connections to when they read or write this node's segment. Unset, it takes the first
+address of the first interface that is up (`findLocalIpAddresses()[0]`), whatever `local_hostname` says: on a
+node with a management interface listed first, an address the other nodes cannot reach."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +83,9 @@ class MooncakeOptions:
     buffer_bytes: int = 16 << 20
     """Mooncake client's local transfer buffer."""
     replicas: int = 1
-    """Replicas of each block object (Mooncake `ReplicateConfig.replica_num`)."""
+    """Replicas of each block object and of each record (Mooncake `ReplicateConfig.replica_num`, each replica on
+    another node's segment): with 2, the death of one node loses no committed block once the master has
+    unmounted its segment."""
     soft_pin: bool = False
     """Soft-pin block objects (Mooncake evicts them after unpinned objects)."""
     namespace: str = "kvp"
@@ -193,7 +205,10 @@ class MooncakeBackend:
         self._unknown: OrderedDict[BlockKey, None] = OrderedDict()
         """Blocks whose record was looked up and absent (bounded; we own them, so they stay absent until we
         commit)."""
-        self._cache: OrderedDict[tuple[BlockKey, int], bytes] = OrderedDict()
+        self._cache: OrderedDict[tuple[BlockKey, int], tuple[bytes, array[int]]] = OrderedDict()
+        """(block, version) → (the block's chunk bytes, the chunk CRC-32s of the record they were checked
+        against). Served only while the record names the same CRCs: should a version ever be committed again with
+        other bytes (its record lost with a node's segment), the cached bytes are not served for it."""
         self._cache_bytes = 0
         self.counters: Counter[str] = Counter()
         """Mooncake calls and their failures, cache hits/misses, corrupt objects."""
@@ -212,7 +227,15 @@ class MooncakeBackend:
         if not self.options.shared and (state is not None or block in self._unknown):
             return state
         self.counters["get.record"] += 1
-        state = _Block.parse(self.store.get(self._key(block, "newest")))
+        key = self._key(block, "newest")
+        raw = self.store.get(key)
+        state = _Block.parse(raw) if raw else None
+        if state is None and (raw or self.store.is_exist(key) != 0):
+            # b"" is also what get says when the read failed (a replica on a dead node's segment): only a record
+            # Mooncake says is absent is absent; taking an unreadable one for absent would let an older version
+            # be committed over it
+            self.counters["record.unreadable"] += 1
+            raise StoreUnavailable(f"mooncake: the record {key} exists but could not be read")
         if state is None:
             self._unknown[block] = None
             if len(self._unknown) > 1 << 16:
@@ -237,11 +260,14 @@ class MooncakeBackend:
     def _fetch(self, block: BlockKey, state: _Block) -> bytes | None:
         """The block object's chunk bytes (chunk_count × chunk size) for the newest version, checked; None if gone."""
         entry = (block, state.version)
-        data = self._cache.get(entry)
-        if data is not None:
+        cached = self._cache.get(entry)
+        if cached is not None and cached[1] == state.csums:
             self._cache.move_to_end(entry)
             self.counters["cache.hit"] += 1
-            return data
+            return cached[0]
+        if cached is not None:
+            self.counters["cache.other_record"] += 1
+            self._forget(entry)
         self.counters["cache.miss"] += 1
         raw = self.store.get(self._object(block, state.version))
         if not raw:
@@ -257,22 +283,23 @@ class MooncakeBackend:
             if zlib.crc32(view[i * size:(i + 1) * size]) != state.csums[i]:
                 self.counters["corrupt"] += 1
                 return None
-        self._remember(entry, data)
+        self._remember(entry, data, state.csums)
         return data
 
-    def _remember(self, entry: tuple[BlockKey, int], data: bytes) -> None:
+    def _remember(self, entry: tuple[BlockKey, int], data: bytes, csums: array[int]) -> None:
         if len(data) > self.options.cache_bytes:
             return
-        self._cache[entry] = data
+        self._forget(entry)
+        self._cache[entry] = (data, csums)
         self._cache_bytes += len(data)
         while self._cache_bytes > self.options.cache_bytes:
-            _, old = self._cache.popitem(last=False)
+            _, (old, _) = self._cache.popitem(last=False)
             self._cache_bytes -= len(old)
 
     def _forget(self, entry: tuple[BlockKey, int]) -> None:
         old = self._cache.pop(entry, None)
         if old is not None:
-            self._cache_bytes -= len(old)
+            self._cache_bytes -= len(old[0])
 
     # ---- StorageBackend ------------------------------------------------------------------------------
 
@@ -289,7 +316,8 @@ class MooncakeBackend:
         state = self._state(block)
         if state is None or not state.serves(idx):
             return None
-        if (block, state.version) not in self._cache:
+        cached = self._cache.get((block, state.version))
+        if cached is None or cached[1] != state.csums:
             self.counters["is_exist"] += 1
             if self.store.is_exist(self._object(block, state.version)) != 1:  # evicted by Mooncake (or -1: error)
                 return None
@@ -331,7 +359,7 @@ class MooncakeBackend:
             self._forget((block, old.version))
             self.counters["remove"] += 1
             self.store.remove(self._object(block, old.version), True)
-        self._remember((block, version), data)
+        self._remember((block, version), data, state.csums)
         return True
 
     def move(self, key: ChunkKey, target: Tier, score: float) -> Moved:
@@ -373,20 +401,22 @@ def _mooncake_store() -> Any:
 
 
 def replicate_configs(options: MooncakeOptions) -> tuple[Any, Any]:
-    """Mooncake `ReplicateConfig`s of (block objects: replicas, soft pin; records: hard pin)."""
+    """Mooncake `ReplicateConfig`s of (block objects: replicas, soft pin; records: replicas, hard pin)."""
     store = _mooncake_store()
     block_config = store.ReplicateConfig()
     block_config.replica_num = options.replicas
     if options.soft_pin:
         block_config.soft_pin_action = store.SoftPinAction.ENABLE
     record_config = store.ReplicateConfig()
+    record_config.replica_num = options.replicas  # a record lost with a segment would make its block unknown
     record_config.with_hard_pin = True
     return block_config, record_config
 
 
 def open_store(options: MooncakeOptions, segment_bytes: int) -> StoreClient:
-    """A Mooncake client that contributes `segment_bytes` of memory to the pool. The master and metadata
-    server are probed first: Mooncake's setup retries an absent master for ever."""
+    """A Mooncake client that contributes `segment_bytes` of memory to the pool, reachable by the other clients
+    at `options.local_hostname` (`BIND_ADDRESS_ENV`). The master and metadata server are probed first:
+    Mooncake's setup retries an absent master for ever."""
     for what, address in (("master", options.master), ("metadata server", urlsplit(options.metadata).netloc)):
         host, _, port = address.rpartition(":")
         try:
@@ -394,6 +424,8 @@ def open_store(options: MooncakeOptions, segment_bytes: int) -> StoreClient:
         except (OSError, ValueError) as exc:
             raise BackendUnavailable(f"Mooncake {what} at {address!r} does not answer ({exc}); start one with "
                                      "`python -m kvpool.mooncake_master`") from exc
+    # before setup: the transfer engine reads it when it starts (an address set by the user is kept)
+    os.environ.setdefault(BIND_ADDRESS_ENV, options.local_hostname)
     client = _mooncake_store().MooncakeDistributedStore()
     rc = client.setup(options.local_hostname, options.metadata, segment_bytes, options.buffer_bytes,
                       options.protocol, "", options.master)

@@ -18,6 +18,9 @@ class FakeStore:
         self.calls: Counter[str] = Counter()
         self.refuse_puts = False
         """True: every put fails as a full Mooncake pool does (-600 no space)."""
+        self.unreadable: set[str] = set()
+        """Keys whose `get` fails (b"", as the real store says when the transfer from a dead node's segment
+        fails) while `is_exist` still says 1."""
 
     def put(self, key: str, value: bytes, config: Any = None) -> int:
         self.calls["put"] += 1
@@ -36,7 +39,7 @@ class FakeStore:
 
     def get(self, key: str) -> bytes:
         self.calls["get"] += 1
-        return self.objects.get(key, b"")
+        return b"" if key in self.unreadable else self.objects.get(key, b"")
 
     def is_exist(self, key: str) -> int:
         self.calls["is_exist"] += 1

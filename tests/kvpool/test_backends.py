@@ -64,6 +64,38 @@ def test_an_unreachable_master_is_reported_at_once_not_retried_for_ever():
         open_backend("mooncake", capacity=1 << 20, mooncake=options)
 
 
+def test_the_segment_is_published_at_the_nodes_own_address_not_its_first_interfaces(monkeypatch):
+    """Mooncake's transfer engine publishes MC_TCP_BIND_ADDRESS (else the first interface's address) as where
+    other clients reach this node's segment; in the testbed that first interface is the management link, which
+    the other storage nodes cannot reach (most PUTs of a pool refused). open_store sets it to local_hostname,
+    before setup, unless the user set it."""
+    import socketserver
+    import threading
+    import types
+
+    from kvpool.backends import mooncake
+
+    seen: list[str | None] = []
+
+    class Client:
+        def setup(self, *args) -> int:
+            seen.append(os.environ.get(mooncake.BIND_ADDRESS_ENV))
+            return 0
+
+    monkeypatch.setattr(mooncake, "_mooncake_store", lambda: types.SimpleNamespace(MooncakeDistributedStore=Client))
+    with socketserver.TCPServer(("127.0.0.1", 0), socketserver.BaseRequestHandler) as listener:
+        threading.Thread(target=listener.serve_forever, daemon=True).start()
+        port = listener.server_address[1]
+        options = MooncakeOptions(f"127.0.0.1:{port}", f"http://127.0.0.1:{port}/metadata", local_hostname="10.0.0.101")
+        monkeypatch.setenv(mooncake.BIND_ADDRESS_ENV, "")  # so that monkeypatch restores the caller's value
+        monkeypatch.delenv(mooncake.BIND_ADDRESS_ENV)
+        mooncake.open_store(options, 1 << 20)
+        monkeypatch.setenv(mooncake.BIND_ADDRESS_ENV, "192.0.2.7")
+        mooncake.open_store(options, 1 << 20)
+        listener.shutdown()
+    assert seen == ["10.0.0.101", "192.0.2.7"]
+
+
 def test_a_commit_is_one_object_per_version_plus_a_record_and_replaces_the_older_object():
     store = FakeStore()
     n = mooncake_node(store)

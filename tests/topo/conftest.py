@@ -7,6 +7,7 @@ another Mininet on the machine.
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -23,7 +24,9 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def module_testbed(tmp_path_factory, request):
     """module_testbed(target=..., hosts=...) → a started Testbed for this module's tests (starting one costs tens
-    of seconds on the embedded target); stopped when the module is done, pass or fail."""
+    of seconds on the embedded target); stopped when the module is done, pass or fail. The storage nodes'
+    backend is `store=` if given, else $KVSWITCH_TEST_STORE (memory by default): `KVSWITCH_TEST_STORE=mooncake`
+    runs the Mininet suites (coherence, hostile hosts, leaf-spine, ...) over Mooncake Store."""
     beds: list[Testbed] = []
 
     def stop_own_testbeds() -> None:
@@ -35,6 +38,7 @@ def module_testbed(tmp_path_factory, request):
 
     def start(**options) -> Testbed:
         root = tmp_path_factory.mktemp("testbed")
+        options.setdefault("store", os.environ.get("KVSWITCH_TEST_STORE", "memory"))
         bed = Testbed(TestbedOptions(state_dir=root / "state", build_dir=root / "build",
                                      grpc_base=free_port(), api_base=free_port(),
                                      metrics_base=free_port(), **options))
