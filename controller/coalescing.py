@@ -1,10 +1,11 @@
 """What request coalescing needs from the controller: one multicast group and one default action, over P4Runtime.
 
-The data plane (p4src/coalesce.p4, docs/dataplane.md "Coalescing") parks readers of a chunk whose GET is
-outstanding and multicasts the storage node's reply to them; egress keeps copy `(port, rid)` only where reader
-`rid - 1` sits (rid 0 is the reply itself, kept on its own route's port). So the group needs every
-(port, rid) pair: every port a reader or the storage node may sit behind, rids 0..`waiters`. The data plane
-knows nothing else about ports.
+The data plane (p4src/coalesce.p4, docs/dataplane.md "Coalescing") parks up to `WAITERS` readers of a chunk
+whose GET is outstanding and multicasts the storage node's reply to them, one batch of `BATCH` per pipeline
+pass; egress keeps copy `(port, rid)` only where the batch's reader `rid - 1` sits (rid 0 is the reply itself,
+kept on its own route's port), and recirculates copy `CARRY_RID` to serve the next batch. So the group needs
+every (port, rid) pair: every port a reader or the storage node may sit behind, rids 0..`BATCH`, plus one
+`CARRY_RID` copy on any port. The data plane knows nothing else about ports.
 
 Start-up (after the pipeline is set and before readers arrive)::
 
@@ -30,8 +31,12 @@ from p4rt.p4info import P4Info
 CONFIG_TABLE = "MyIngress.coalesce_config"
 CONFIG_ACTION = "MyIngress.set_coalesce_config"
 OFF_ACTION = "MyIngress.coalesce_off"
-WAITERS = 8
+WAITERS = 64
 """`COALESCE_WAITERS` in p4src/include/constants.p4: readers parked per pending GET."""
+BATCH = 8
+"""`COALESCE_BATCH`: readers served per multicast (copies rid 1..BATCH)."""
+CARRY_RID = 255
+"""`COALESCE_CARRY_RID`: the copy egress recirculates when a reply has more waiters than one batch."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,8 @@ class CoalescingOptions:
     mcast_group: int = 0x4B56
     """PRE multicast group of the copies ("KV"); any id below 32768 the controller uses for nothing else (BMv2
     keeps the upper half for clone sessions)."""
-    waiters: int = WAITERS
+    batch: int = BATCH
+    """Copies rid 1..batch per port: the program's `COALESCE_BATCH` (fewer would lose waiters' copies)."""
     enabled: bool = True
 
     def config_params(self) -> dict[str, int]:
@@ -61,16 +67,20 @@ class CoalescingOptions:
         return {"timeout_us": self.timeout_us, "epoch": self.epoch, "mcast_group": self.mcast_group}
 
 
-def replica_layout(ports: Iterable[int], waiters: int = WAITERS) -> list[tuple[int, int]]:
-    """(egress port, rid) of every copy: each port × rids 0..waiters."""
-    return [(port, rid) for port in sorted(set(ports)) for rid in range(waiters + 1)]
+def replica_layout(ports: Iterable[int], batch: int = BATCH) -> list[tuple[int, int]]:
+    """(egress port, rid) of every copy: each port × rids 0..batch, and the carry copy (`CARRY_RID`) on the
+    lowest port (it is recirculated, never sent: any port of the group does)."""
+    ports = sorted(set(ports))
+    if not ports:
+        raise ValueError("the coalescing group needs at least one port")
+    return [(port, rid) for port in ports for rid in range(batch + 1)] + [(ports[0], CARRY_RID)]
 
 
 def multicast_group_entity(options: CoalescingOptions, ports: Iterable[int]) -> p4runtime_pb2.Entity:
     entity = p4runtime_pb2.Entity()
     group = entity.packet_replication_engine_entry.multicast_group_entry
     group.multicast_group_id = options.mcast_group
-    for port, rid in replica_layout(ports, options.waiters):
+    for port, rid in replica_layout(ports, options.batch):
         group.replicas.add(egress_port=port, instance=rid)
     return entity
 

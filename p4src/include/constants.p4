@@ -237,12 +237,35 @@ enum bit<8> kvp_event_t {
 #define COALESCE_INDEX_WIDTH 10
 const bit<32> COALESCE_ENTRIES = 32w1 << COALESCE_INDEX_WIDTH;
 /* Readers parked per pending entry beside the one whose GET was        */
-/* forwarded = 1 << COALESCE_WAITER_WIDTH (8).  The metadata fields     */
-/* coal_w0..coal_w7 and coalesce_copy's chain list them one by one:     */
-/* change those three places together.                                  */
-#define COALESCE_WAITER_WIDTH 3
+/* forwarded = 1 << COALESCE_WAITER_WIDTH (64); a further reader is     */
+/* forwarded (OVERFLOW).  Waiter i of entry e is register cell          */
+/* (e << COALESCE_WAITER_WIDTH) + i.                                     */
+#define COALESCE_WAITER_WIDTH 6
 const bit<32> COALESCE_WAITERS = 32w1 << COALESCE_WAITER_WIDTH;
 const bit<32> COALESCE_WAITER_CELLS = 32w1 << (COALESCE_INDEX_WIDTH + COALESCE_WAITER_WIDTH);
+/* Waiters served per pipeline pass (a BATCH): copies rid 1..8 of one   */
+/* multicast.  A reply with more waiters carries the rest on in a copy  */
+/* with rid COALESCE_CARRY_RID that egress recirculates, one batch per  */
+/* pass.  The metadata fields coal_w0..coal_w7, coalesce_load_batch and */
+/* coalesce_copy's chain list the batch's waiters one by one: change    */
+/* those places together.                                                */
+const bit<32> COALESCE_BATCH = 8;
+const bit<16> COALESCE_CARRY_RID = 255;
+/* A waiter slot that is not to be served (past the entry's waiters, or */
+/* reused by a newer entry): no egress port equals it.                   */
+const bit<16> COALESCE_NO_PORT = 0xffff;
+/* Field list the recirculated carry copy keeps (@field_list(2) in      */
+/* headers.p4 must name the same number).                               */
+const bit<8> COALESCE_CARRY_FIELDS = 2;
+/* standard_metadata.instance_type of a recirculated packet (BMv2).     */
+const bit<32> PKT_INSTANCE_TYPE_RECIRC = 4;
+/* Parked requests, by a hash of (reader IPv4, UDP port, req_id) mod    */
+/* COALESCE_PARKED_CELLS: the generation of the entry the request is    */
+/* parked in.  A GET that finds its own hash cell stamped with the      */
+/* live entry's generation is a waiter's retransmission (RETRY).        */
+#define COALESCE_PARKED_WIDTH 12
+const bit<32> COALESCE_PARKED_CELLS = 32w1 << COALESCE_PARKED_WIDTH;
+const bit<32> COALESCE_PARKED_SALT = 0x5a17c0de;
 /* Salt: makes the pending-entry hash independent of the sketch's row 0 */
 /* (also crc32 of the key); any constant other than the sketch's does.  */
 const bit<32> COALESCE_SALT = 0x2545f491;
@@ -268,7 +291,11 @@ enum bit<8> coalesce_event_t {
     FOREIGN_REPLY = 8,  /* a reply for a pending GET came in on another  */
                         /* port than the GET left through: not          */
                         /* replicated                                    */
-    RETRY         = 9   /* a parked waiter resent its GET: forwarded     */
+    RETRY         = 9,  /* a parked waiter resent its GET: forwarded     */
+    CARRIED       = 10, /* a recirculated reply served its next batch    */
+                        /* of up to COALESCE_BATCH waiters               */
+    STALE         = 11  /* a carried batch skipped a waiter slot a newer */
+                        /* entry of the cell reused (that waiter retries)*/
 }
 
 /* ==================================================================== *

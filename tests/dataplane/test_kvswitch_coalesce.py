@@ -24,7 +24,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.coalescing import CoalescingOptions, replica_layout
+from controller.coalescing import BATCH, WAITERS, CoalescingOptions, replica_layout
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
@@ -48,8 +48,6 @@ PORTS = (1, 2, 3, 4)
 """Every port of the test switch (the process targets have veths on exactly these)."""
 GROUP = 7
 """The coalescing multicast group; any id the controller does not use otherwise."""
-WAITERS = 8
-"""COALESCE_WAITERS in p4src/include/constants.p4."""
 LONG_TIMEOUT_US = 30_000_000
 """Long enough that no entry expires during a test, however slow the target."""
 ENTRIES = 1024
@@ -93,7 +91,7 @@ class CoalesceNet:
 
     def configure(self, timeout_us: int = LONG_TIMEOUT_US) -> None:
         options = CoalescingOptions(timeout_us=timeout_us, epoch=self.epoch, mcast_group=GROUP)
-        self.target.mcast_group_set(GROUP, [Replica(p, rid) for p, rid in replica_layout(PORTS, WAITERS)])
+        self.target.mcast_group_set(GROUP, [Replica(p, rid) for p, rid in replica_layout(PORTS)])
         self.target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
                                       options.config_params())
 
@@ -236,9 +234,35 @@ def test_expired_entry_lets_the_next_get_through(coal: CoalesceNet) -> None:
     assert coal.replicated() == 0
 
 
+def many_readers(n: int) -> list[Reader]:
+    """`n` distinct readers spread over ports 1, 3 and 4 (several per address: their own UDP ports)."""
+    return [Reader(f"R{i}", r.ip, r.mac, r.port, 41000 + i) for i, r in zip(range(n), [A, C, D] * n, strict=False)]
+
+
+@pytest.mark.parametrize("n", [BATCH + 1, 20], ids=lambda n: f"{n} readers")
+def test_more_readers_than_one_batch_share_one_get(coal: CoalesceNet, n: int) -> None:
+    """Past one batch (8 waiters) the reply is recirculated to serve the next batch: still one GET, every
+    reader exactly one reply on its port, with its own addresses and request id."""
+    coal.configure()
+    readers = many_readers(n)
+    req_ids = {r: 300 + 7 * i for i, r in enumerate(readers)}
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    for r in readers[1:]:
+        assert coal.get(r, req_ids[r]) == [], f"{r.name}'s GET left the switch"
+    out = coal.reply(readers[0], req_ids[readers[0]])
+    assert_each_reader_served_once(out, req_ids)
+    batches = -(-(n - 1) // BATCH)
+    assert (coal.event("PENDING"), coal.event("COALESCED"), coal.event("REPLIED")) == (1, n - 1, 1)
+    assert (coal.event("CARRIED"), coal.event("STALE"), coal.event("OVERFLOW")) == (batches - 1, 0, 0)
+    assert coal.replicated() == n - 1
+    # the entry is free again, and no carried state lingers: the next reply goes to its reader only
+    assert gets_to_storage(coal.get(C, 900)) == 1
+    assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
+
+
 def test_full_entry_forwards_further_gets(coal: CoalesceNet) -> None:
     coal.configure()
-    readers = [Reader(f"R{i}", r.ip, r.mac, r.port, 41000 + i) for i, r in enumerate([A, C, D] * 4)][: WAITERS + 2]
+    readers = many_readers(WAITERS + 2)
     req_ids = {r: 200 + i for i, r in enumerate(readers)}
     origin, waiters, late = readers[0], readers[1: WAITERS + 1], readers[WAITERS + 1]
     assert gets_to_storage(coal.get(origin, req_ids[origin])) == 1
@@ -249,6 +273,7 @@ def test_full_entry_forwards_further_gets(coal: CoalesceNet) -> None:
     out = coal.reply(origin, req_ids[origin])
     assert_each_reader_served_once(out, {r: req_ids[r] for r in [origin, *waiters]})
     assert coal.replicated() == WAITERS
+    assert coal.event("CARRIED") == WAITERS // BATCH - 1
     assert_each_reader_served_once(coal.reply(late, req_ids[late]), {late: req_ids[late]})
 
 
@@ -313,6 +338,26 @@ def test_a_waiters_retransmission_is_forwarded(coal: CoalesceNet) -> None:
     assert coal.get(D, 3) == []
     assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
     assert coal.replicated() == 2
+
+
+def test_a_retransmission_of_a_waiter_in_a_later_batch_is_forwarded(coal: CoalesceNet) -> None:
+    """The retry check covers every waiter of the entry, not only the first batch; a new request of a parked
+    reader (another req_id) is a new waiter."""
+    coal.configure()
+    readers = many_readers(2 * BATCH + 3)
+    req_ids = {r: 500 + i for i, r in enumerate(readers)}
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    for r in readers[1:]:
+        assert coal.get(r, req_ids[r]) == []
+    last = readers[-1]
+    assert gets_to_storage(coal.get(last, req_ids[last])) == 1, "a late-batch waiter's retry was parked again"
+    assert coal.event("RETRY") == 1
+    again = Reader("again", last.ip, last.mac, last.port, last.udp_port)
+    assert coal.get(again, 999) == [], "the same reader's next request was taken for a retry"
+    out = coal.reply(readers[0], req_ids[readers[0]])
+    # every waiter once; the retried waiter's copy still comes (a stray duplicate of the forwarded retry's)
+    served = [(Ether(d)[UDP].dport, Ether(d)[KVP].req_id) for _, d in out]
+    assert sorted(served) == sorted([(r.udp_port, req_ids[r]) for r in readers] + [(last.udp_port, 999)])
 
 
 def test_bypass_get_is_never_held(coal: CoalesceNet) -> None:

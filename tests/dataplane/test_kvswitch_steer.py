@@ -291,7 +291,7 @@ def test_coalescing_keys_pool_gets_by_the_pool_not_the_node(pool: PoolNet, targe
     from controller.coalescing import CoalescingOptions, replica_layout
 
     group = 7
-    target.mcast_group_set(group, [r for r in _replicas(replica_layout((1, 2, 3, 4), 8))])
+    target.mcast_group_set(group, [r for r in _replicas(replica_layout((1, 2, 3, 4)))])
     target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
                              CoalescingOptions(timeout_us=30_000_000, epoch=1 + getattr(target, "epoch_offset", 0),
                                                mcast_group=group).config_params())
