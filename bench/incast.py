@@ -320,14 +320,21 @@ class Bed:
         for host in self.net.hosts:
             _sh("ip", "link", "set", self.net.switch_if(host), "mtu", str(MTU))
             _sh("ip", "-n", self.net.netns(host), "link", "set", self.net.host_if(host), "mtu", str(MTU))
-        from controller.coalescing import replica_layout
+        from controller.coalescing import group_layouts
 
         sh = self.net.switch.sh  # type: ignore[union-attr]
-        group = sh.MulticastGroupEntry(GROUP)
-        for port, rid in replica_layout([h.port for h in self.net.hosts]):
-            group.add(port, rid)
-        group.insert()
+        for group_id, layout in group_layouts(self.options(), [h.port for h in self.net.hosts]).items():
+            group = sh.MulticastGroupEntry(group_id)
+            for port, rid in layout:
+                group.add(port, rid)
+            group.insert()
         return self
+
+    def options(self):
+        """The controller's coalescing options for this bed (its groups and `set_coalesce_config`'s params)."""
+        from controller.coalescing import CoalescingOptions
+
+        return CoalescingOptions(timeout_us=COALESCE_TIMEOUT_US, epoch=self.epoch or 1, mcast_group=GROUP)
 
     def __exit__(self, *exc: object) -> None:
         self.net.__exit__(*exc)
@@ -337,9 +344,8 @@ class Bed:
         if on:
             self.epoch += 1
             te = sh.TableEntry("MyIngress.coalesce_config")(action="MyIngress.set_coalesce_config", is_default=True)
-            te.action["timeout_us"] = str(COALESCE_TIMEOUT_US)
-            te.action["epoch"] = str(self.epoch)
-            te.action["mcast_group"] = str(GROUP)
+            for name, value in self.options().config_params().items():
+                te.action[name] = str(value)
         else:
             te = sh.TableEntry("MyIngress.coalesce_config")(action="MyIngress.coalesce_off", is_default=True)
         te.modify()

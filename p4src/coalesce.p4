@@ -92,10 +92,16 @@ action count_coalesce(in coalesce_event_t event) {
 /* epoch: != 0, a new number frees every entry; mcast_group: the PRE     */
 /* group holding (port, rid) for every port and rid 0..COALESCE_BATCH,   */
 /* and one (any port, COALESCE_CARRY_RID) (controller/coalescing.py).    */
-action set_coalesce_config(bit<32> timeout_us, bit<32> epoch, bit<16> mcast_group) {
+/* port_group_base: != 0 when the controller also installed, for every  */
+/* port p, group port_group_base + p holding (p, rid) for rids          */
+/* 0..COALESCE_BATCH and (p, COALESCE_CARRY_RID): a batch whose readers  */
+/* all sit behind one port uses it (10 copies, not P x 9 + 1).           */
+action set_coalesce_config(bit<32> timeout_us, bit<32> epoch, bit<16> mcast_group,
+                           bit<16> port_group_base) {
     meta.coal_timeout = (bit<48>)timeout_us;
     meta.coal_epoch = epoch;
     meta.coal_mcast_group = mcast_group;
+    meta.coal_port_group_base = port_group_base;
 }
 
 /* Coalescing off (the initial state): every GET miss is forwarded.     */
@@ -103,6 +109,7 @@ action coalesce_off() {
     meta.coal_timeout = 0;
     meta.coal_epoch = 0;
     meta.coal_mcast_group = 0;
+    meta.coal_port_group_base = 0;
 }
 
 /* Keyless: the controller sets only its default action. */
@@ -360,7 +367,23 @@ action coalesce_load_batch() {
     meta.coal_waiters = batch;
     meta.coal_more = left > (bit<8>)COALESCE_BATCH;
     meta.coal_replicate = true;
-    std_meta.mcast_grp = meta.coal_carry_group;
+    /* Every copy the batch needs behind one port (its waiters', and on   */
+    /* the first batch the reply's own route): that port's group.         */
+    bit<16> p = meta.coal_w0.port;
+    bool one_port = meta.coal_port_group_base != 0 && p != COALESCE_NO_PORT
+        && (meta.coal_w1.port == p || meta.coal_w1.port == COALESCE_NO_PORT)
+        && (meta.coal_w2.port == p || meta.coal_w2.port == COALESCE_NO_PORT)
+        && (meta.coal_w3.port == p || meta.coal_w3.port == COALESCE_NO_PORT)
+        && (meta.coal_w4.port == p || meta.coal_w4.port == COALESCE_NO_PORT)
+        && (meta.coal_w5.port == p || meta.coal_w5.port == COALESCE_NO_PORT)
+        && (meta.coal_w6.port == p || meta.coal_w6.port == COALESCE_NO_PORT)
+        && (meta.coal_w7.port == p || meta.coal_w7.port == COALESCE_NO_PORT)
+        && (meta.coal_carry || (bit<16>)meta.coal_origin_port == p);
+    if (one_port) {
+        std_meta.mcast_grp = meta.coal_port_group_base + p;
+    } else {
+        std_meta.mcast_grp = meta.coal_carry_group;
+    }
 }
 
 /* GET_REPLY, already routed to its reader: if it answers a pending GET, */

@@ -214,6 +214,9 @@ struct metadata_t {
     bit<8> coal_next;           /* first waiter of this batch            */
     @field_list(2)
     bit<16> coal_carry_group;   /* multicast group of the copies         */
+    @field_list(2)
+    bit<16> coal_port_group_base; /* coalesce_config: per-port groups    */
+                                /* at base + port; 0 = none              */
     coalesce_waiter_t coal_w0;  /* waiter i = copy with egress_rid i+1   */
     coalesce_waiter_t coal_w1;
     coalesce_waiter_t coal_w2;

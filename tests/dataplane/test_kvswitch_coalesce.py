@@ -24,7 +24,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.coalescing import BATCH, WAITERS, CoalescingOptions, replica_layout
+from controller.coalescing import BATCH, WAITERS, CoalescingOptions, group_layouts, replica_layout
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
@@ -89,9 +89,12 @@ class CoalesceNet:
     target: Target
     epoch: int
 
-    def configure(self, timeout_us: int = LONG_TIMEOUT_US) -> None:
-        options = CoalescingOptions(timeout_us=timeout_us, epoch=self.epoch, mcast_group=GROUP)
-        self.target.mcast_group_set(GROUP, [Replica(p, rid) for p, rid in replica_layout(PORTS)])
+    def configure(self, timeout_us: int = LONG_TIMEOUT_US, port_groups: bool = True) -> None:
+        """Coalescing on, with the controller's groups (`group_layouts`): all ports, and one per port."""
+        options = CoalescingOptions(timeout_us=timeout_us, epoch=self.epoch, mcast_group=GROUP,
+                                    port_groups=port_groups)
+        for group, layout in group_layouts(options, PORTS).items():
+            self.target.mcast_group_set(group, [Replica(p, rid) for p, rid in layout])
         self.target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
                                       options.config_params())
 
@@ -203,6 +206,34 @@ def test_readers_of_a_pending_chunk_share_one_get(coal: CoalesceNet, readers: tu
     # the entry is free again: the next GET is forwarded and its reply goes to its reader only
     assert gets_to_storage(coal.get(C, 900)) == 1
     assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
+
+
+def test_readers_behind_one_port_use_that_ports_group(coal: CoalesceNet) -> None:
+    """A batch whose readers (and, first batch, the reply's own route) all sit behind one port is multicast
+    through that port's small group, not the all-ports one: shown by an all-ports group that lacks port 1."""
+    coal.configure()
+    coal.target.mcast_group_set(GROUP, [Replica(p, rid) for p, rid in replica_layout([2, 3, 4])])
+    readers = [A, A2, B] + [Reader(f"A{i}", A.ip, A.mac, A.port, 42000 + i) for i in range(BATCH + 2)]
+    req_ids = {r: 600 + i for i, r in enumerate(readers)}
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    for r in readers[1:]:
+        assert coal.get(r, req_ids[r]) == []
+    assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]]), req_ids)
+    assert coal.event("CARRIED") == 1
+    # readers on two ports need the all-ports group (here without port 1: A's copies are never made)
+    assert gets_to_storage(coal.get(C, 700)) == 1
+    assert coal.get(A, 701) == []
+    assert_each_reader_served_once(coal.reply(C, 700), {C: 700})
+
+
+def test_without_port_groups_every_batch_uses_the_all_ports_group(coal: CoalesceNet) -> None:
+    coal.configure(port_groups=False)
+    readers = [A, A2, B, C, D] + [Reader(f"A{i}", A.ip, A.mac, A.port, 42000 + i) for i in range(BATCH)]
+    req_ids = {r: 800 + i for i, r in enumerate(readers)}
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    for r in readers[1:]:
+        assert coal.get(r, req_ids[r]) == []
+    assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]]), req_ids)
 
 
 def test_coalescing_is_off_until_configured(coal: CoalesceNet) -> None:
