@@ -432,12 +432,17 @@ def plot(rows: list[dict], path: Path) -> None:
     sizes = sorted({r["block_mib"] for r in rows if r["loss_percent"] == 0})
     fig, axes = plt.subplots(len(sizes), 2, figsize=(10, 3.5 * len(sizes)), squeeze=False)
     for row_axes, mib in zip(axes, sizes, strict=True):
-        for mode, style in (("off", "o--"), ("on", "s-")):
-            pts = sorted((r["readers"], r) for r in rows
-                         if r["block_mib"] == mib and r["coalescing"] == mode and r["loss_percent"] == 0)
+        for (mode, reader_mode), style in ((("off", "processes"), "o--"), (("on", "processes"), "s-"),
+                                           (("off", "in-step"), "^:"), (("on", "in-step"), "d-.")):
+            pts = sorted(((r["readers"], r) for r in rows
+                          if r["block_mib"] == mib and r["coalescing"] == mode and r["loss_percent"] == 0
+                          and r.get("reader_mode", "processes") == reader_mode), key=lambda x: x[0])
+            if not pts:
+                continue
             ns = [n for n, _ in pts]
-            row_axes[0].plot(ns, [r["storage_gets_per_chunk"] for _, r in pts], style, label=f"coalescing {mode}")
-            row_axes[1].plot(ns, [r["completion_s"]["p99"] for _, r in pts], style, label=f"coalescing {mode}")
+            label = f"coalescing {mode}, readers {reader_mode}"
+            row_axes[0].plot(ns, [r["storage_gets_per_chunk"] for _, r in pts], style, label=label)
+            row_axes[1].plot(ns, [r["completion_s"]["p99"] for _, r in pts], style, label=label)
         row_axes[0].set(title=f"{mib} MiB block: storage-node GETs per chunk", xlabel="concurrent readers N",
                         xscale="log", yscale="log")
         row_axes[1].set(title=f"{mib} MiB block: readers' p99 completion", xlabel="concurrent readers N",

@@ -72,10 +72,14 @@ register<bit<32>>(COALESCE_WAITER_CELLS) coalesce_waiter_gen;
 
 /* Parked requests (see COALESCE_PARKED_WIDTH): entry generation by a    */
 /* hash of the reader's (IPv4, UDP port, req_id).  A collision errs     */
-/* either way harmlessly: a GET taken for a retry is forwarded (one     */
-/* extra GET); a retry not recognised parks again and is served by the  */
-/* reply or retries after the entry expired.                            */
+/* either way harmlessly: a GET taken for a retry (same cell, entry,    */
+/* UDP port and req_id: practically never) is forwarded, one extra GET; */
+/* a retry whose cell another parked request took parks again and is   */
+/* served by the reply, or retries after the entry expired.             */
 register<bit<32>>(COALESCE_PARKED_CELLS) coalesce_parked;
+/* ... and which request it is: UDP source port ++ req_id (a cell shared */
+/* by two waiters of one entry must not make the other one a retry).    */
+register<bit<48>>(COALESCE_PARKED_CELLS) coalesce_parked_who;
 
 /* What coalescing did, by coalesce_event_t (copies sent to waiters are */
 /* counted in egress: MyEgress.coalesce_replicated).                    */
@@ -162,6 +166,7 @@ action coalesce_get() {
     bit<32> gen;
     bit<32> last_gen;
     bit<32> parked_gen;
+    bit<48> parked_who;
     coalesce_epoch.read(epoch, meta.coal_index);
     coalesce_since.read(since, meta.coal_index);
     coalesce_tenant.read(tenant, meta.coal_index);
@@ -172,6 +177,8 @@ action coalesce_get() {
     coalesce_last_gen.read(last_gen, 0);
     coalesce_parked_hash();
     coalesce_parked.read(parked_gen, meta.coal_parked_cell);
+    coalesce_parked_who.read(parked_who, meta.coal_parked_cell);
+    bit<48> who = hdr.udp.src_port ++ hdr.kvp.req_id;
     coalesce_server.read(server, meta.coal_index);
     coalesce_origin_ip.read(origin_ip, meta.coal_index);
     coalesce_origin_udp_port.read(origin_udp_port, meta.coal_index);
@@ -192,7 +199,7 @@ action coalesce_get() {
     /* request parked in this entry): it waited a whole retry timeout, so  */
     /* the reply it waits for is not coming through this entry (lost, or  */
     /* one that cannot replicate); parking it again would strand it.      */
-    meta.coal_parked = parked_gen == gen && gen != 0;
+    meta.coal_parked = parked_gen == gen && gen != 0 && parked_who == who;
     bit<32> base = meta.coal_index << COALESCE_WAITER_WIDTH;
     if (!live) {
         if (current) {
@@ -235,6 +242,7 @@ action coalesce_get() {
         coalesce_waiter_port.write(cell, (bit<16>)std_meta.ingress_port);
         coalesce_waiter_gen.write(cell, gen);
         coalesce_parked.write(meta.coal_parked_cell, gen);
+        coalesce_parked_who.write(meta.coal_parked_cell, who);
         coalesce_waiter_count.write(meta.coal_index, waiters + 1);
         count_coalesce(coalesce_event_t.COALESCED);
         mark_to_drop(std_meta);

@@ -81,6 +81,17 @@ def coalesce_index(key: ChunkKey) -> int:
     return zlib.crc32(data) % ENTRIES
 
 
+PARKED_CELLS = 4096
+PARKED_SALT = 0x5A17C0DE
+
+
+def parked_cell(reader: Reader, req_id: int) -> int:
+    """A request's coalesce_parked cell, as the program computes it (crc32 over salt ‖ IPv4 ‖ UDP port ‖ req_id)."""
+    data = PARKED_SALT.to_bytes(4, "big") + bytes(int(b) for b in reader.ip.split(".")) \
+        + reader.udp_port.to_bytes(2, "big") + req_id.to_bytes(4, "big")
+    return zlib.crc32(data) % PARKED_CELLS
+
+
 @dataclass
 class CoalesceNet:
     """KvNet plus readers on several ports, coalescing configured as the controller does."""
@@ -369,6 +380,18 @@ def test_a_waiters_retransmission_is_forwarded(coal: CoalesceNet) -> None:
     assert coal.get(D, 3) == []
     assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
     assert coal.replicated() == 2
+
+
+def test_a_waiter_sharing_a_parked_cell_with_another_is_not_a_retry(coal: CoalesceNet) -> None:
+    """Two waiters of one entry whose requests hash to the same coalesce_parked cell: the second is parked, not
+    taken for the first one's retransmission."""
+    coal.configure()
+    other = next(r for r in range(1, 1 << 20) if parked_cell(D, r) == parked_cell(C, 2))
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert coal.get(C, 2) == []
+    assert coal.get(D, other) == [], "a waiter sharing a parked cell was forwarded as a retry"
+    assert coal.event("RETRY") == 0
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: other})
 
 
 def test_a_retransmission_of_a_waiter_in_a_later_batch_is_forwarded(coal: CoalesceNet) -> None:
