@@ -3,27 +3,36 @@
 The bed is `kvtesting.vethnet.VethNet` (client and storage node in their own namespaces, `python -m softswitch`
 running kvswitch.p4 between them over veth, MTU raised to 9000 here so 8 KiB chunks fit). For every block size
 and N, a fresh block is written from the storage node's own namespace (not through the switch), then N
-readers (processes in the client namespace, one UDP socket and one `KVPClient` each, released at one instant)
-read it whole once, each verifying its bytes against the block's SHA-256. Measured per run:
+readers read it whole once, each verifying its bytes against the block's SHA-256, in two ways:
+
+* `processes`: one process per reader (one UDP socket and one `KVPClient` each), released at one instant;
+* `in-step`: the N readers in one process and one selector loop, each its own socket, request ids, window and
+  retry timers (`_read_in_step`): N readers that start together and never queue for a CPU behind each other.
+
+Measured per run:
 
 * the storage node's GETs for the block (the sum of its STAT counts over the block's chunks, asked from its own
   namespace) and the bytes it sent for them (GETs x message size);
 * every reader's completion time (p50, p99 over readers), and whether every reader's bytes were verified;
+* the switch's `coalesce_events` during the run (PENDING, COALESCED, REPLIED, EXPIRED, OVERFLOW, COLLISION,
+  RETRY, CARRIED, ...), the readers' start spread, and per chunk how far apart the readers sent their first GET
+  for it ("chunk spread", p50/p90): a GET joins a pending entry only if it reaches the switch within one storage
+  round trip of the first (a few ms here), so readers further apart each cost a GET (docs/dataplane.md,
+  "What it takes for readers to share a GET");
 * the baseline in the same run: coalescing OFF is the controller's configuration with coalescing disabled
   (`coalesce_config` default action `coalesce_off`, the switch's initial state); ON is `set_coalesce_config`
-  with a fresh epoch per run and the multicast group the controller builds (`controller.coalescing`).
+  with a fresh epoch per run and the multicast groups the controller builds (`controller.coalescing`).
 
 Chunks of 8 KiB are larger than a switch slot, so the switch never stores them: every block is cold for the
-switch, and what relieves the storage node is coalescing alone. A pending entry holds at most
-COALESCE_WAITERS (8) parked readers beside the one whose GET went on; a further reader of the same chunk is
-forwarded on its own (counted OVERFLOW, it opens no entry), so for N > 9 the storage node sees up to N - 8 GETs
-per chunk, not ceil(N / 9).
+switch, and what relieves the storage node is coalescing alone. A pending entry holds up to COALESCE_WAITERS
+(64) parked readers beside the one whose GET went on, served 8 per multicast (the rest by recirculated copies).
 
 Also: the same with 1% loss (each reader's transport drops 1% of its datagrams both ways,
 `kvpool.transport.LossyTransport`: this machine's kernel has no netem), every reader must still complete with
 verified bytes; and one client's block read rate (the N = 1 rows), the goal being >= 100 MB/s.
 
     sudo .venv/bin/python -m bench incast --out out/bench          (root: namespaces, veth, netem)
+    sudo .venv/bin/python -m bench.incast --rows '1:8,32' --modes in-step --trace-dir out/trace   (a quick look)
 """
 
 from __future__ import annotations
@@ -72,7 +81,8 @@ class Sizes:
 TRACE_DIR: Path | None = None
 """When set (`--trace-dir`), every row writes its readers' GET and reply times there."""
 
-FULL = Sizes((1, 16), {1: (1, 2, 4, 8, 16, 32), 16: (1, 4, 16)}, loss_readers=8, loss_mib=1)
+FULL = Sizes((1, 16, 64), {1: (1, 2, 4, 8, 16, 32), 16: (1, 2, 4, 8, 16, 32), 64: (1, 8, 32)},
+             loss_readers=8, loss_mib=1)
 QUICK = Sizes((1,), {1: (1, 4, 8)}, loss_readers=4, loss_mib=1)
 
 
@@ -312,7 +322,7 @@ class Bed:
     def __init__(self, workdir: Path) -> None:
         from kvtesting.vethnet import VethNet, VethNetOptions
 
-        self.net = VethNet(VethNetOptions(tag="inc", storage_args=("--capacity", str(1 << 30))), workdir)
+        self.net = VethNet(VethNetOptions(tag="inc", storage_args=("--capacity", str(4 << 30))), workdir)
         self.epoch = 0
 
     def __enter__(self) -> Bed:
