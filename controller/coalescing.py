@@ -5,10 +5,12 @@ whose GET is outstanding and multicasts the storage node's reply to them, one ba
 pass; egress keeps copy `(port, rid)` only where the batch's reader `rid - 1` sits (rid 0 is the reply itself,
 kept on its own route's port), and recirculates copy `CARRY_RID` to serve the next batch. So the group needs
 every (port, rid) pair: every port a reader or the storage node may sit behind, rids 0..`BATCH`, plus one
-`CARRY_RID` copy on any port. With `port_groups` (the default) the controller also installs one small group per
-port p, id `mcast_group + 1 + p`, holding (p, rids 0..`BATCH`) and (p, `CARRY_RID`): a batch whose readers all
-sit behind one port is multicast through it (BATCH + 2 copies instead of every port × (BATCH + 1) + 1). The data
-plane knows nothing else about ports.
+`CARRY_RID` copy on any port. With `port_groups` (the default) the controller also installs groups sized to a
+batch, so a batch makes only the copies it may use: for k = 1..`BATCH` waiters, group
+`port_group_base + (k - 1) * 512 + p` = (p, rids 0..k) for every port p, and `... + 511` = every port × rids
+0..k, each with its `CARRY_RID` copy when k = `BATCH` (only a full batch can have a next one). A batch of k
+waiters whose copies all leave through one port makes k + 1 copies, otherwise P × (k + 1); not P × 9 + 1. The
+data plane knows nothing else about ports.
 
 Start-up (after the pipeline is set and before readers arrive)::
 
@@ -38,8 +40,17 @@ WAITERS = 64
 """`COALESCE_WAITERS` in p4src/include/constants.p4: readers parked per pending GET."""
 BATCH = 8
 """`COALESCE_BATCH`: readers served per multicast (copies rid 1..BATCH)."""
-MAX_PORT = 511
-"""Highest v1model port number (9 bits)."""
+ALL_PORTS = 511
+"""`COALESCE_ALL_PORTS`: the port code of the all-ports groups sized to a batch (v1model's drop port, never a
+real one)."""
+GROUP_SHIFT = 9
+"""`COALESCE_GROUP_SHIFT`."""
+
+
+def sized_group(waiters: int, port: int) -> int:
+    """Offset from `port_group_base` of the group for a batch of `waiters` whose copies leave through `port`
+    (`ALL_PORTS`: through several)."""
+    return ((waiters - 1) << GROUP_SHIFT) + port
 CARRY_RID = 255
 """`COALESCE_CARRY_RID`: the copy egress recirculates when a reply has more waiters than one batch."""
 
@@ -60,19 +71,19 @@ class CoalescingOptions:
     batch: int = BATCH
     """Copies rid 1..batch per port: the program's `COALESCE_BATCH` (fewer would lose waiters' copies)."""
     port_groups: bool = True
-    """Also one group per port (ids `mcast_group + 1 + port`), used when a batch's readers share a port."""
+    """Also the groups sized to a batch, per port and for all ports (ids from `port_group_base`, see above)."""
     enabled: bool = True
 
     @property
     def port_group_base(self) -> int:
-        """`set_coalesce_config`'s `port_group_base`: port p's group is base + p; 0 = no per-port groups."""
+        """`set_coalesce_config`'s `port_group_base` (0 = only the all-ports group `mcast_group`)."""
         return self.mcast_group + 1 if self.port_groups else 0
 
     def config_params(self) -> dict[str, int]:
         """The parameters of `set_coalesce_config`, by name."""
         if not 0 < self.epoch < 1 << 32:
             raise ValueError(f"coalescing epoch must be in [1, 2^32), not {self.epoch}")
-        if not 0 < self.mcast_group < 1 << 15 or self.port_group_base + MAX_PORT >= 1 << 15:
+        if not 0 < self.mcast_group < 1 << 15 or self.port_group_base + sized_group(self.batch, ALL_PORTS) >= 1 << 15:
             raise ValueError(f"multicast group {self.mcast_group}: it and the per-port groups above it must be "
                              "below 32768")
         if not 0 < self.timeout_us < 1 << 32:
@@ -81,13 +92,13 @@ class CoalescingOptions:
                 "port_group_base": self.port_group_base}
 
 
-def replica_layout(ports: Iterable[int], batch: int = BATCH) -> list[tuple[int, int]]:
+def replica_layout(ports: Iterable[int], batch: int = BATCH, carry: bool = True) -> list[tuple[int, int]]:
     """(egress port, rid) of every copy: each port × rids 0..batch, and the carry copy (`CARRY_RID`) on the
     lowest port (it is recirculated, never sent: any port of the group does)."""
     ports = sorted(set(ports))
     if not ports:
         raise ValueError("the coalescing group needs at least one port")
-    return [(port, rid) for port in ports for rid in range(batch + 1)] + [(ports[0], CARRY_RID)]
+    return [(port, rid) for port in ports for rid in range(batch + 1)] + ([(ports[0], CARRY_RID)] if carry else [])
 
 
 def group_layouts(options: CoalescingOptions, ports: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
@@ -95,8 +106,11 @@ def group_layouts(options: CoalescingOptions, ports: Iterable[int]) -> dict[int,
     ports = sorted(set(ports))
     groups = {options.mcast_group: replica_layout(ports, options.batch)}
     if options.port_groups:
-        for port in ports:
-            groups[options.port_group_base + port] = replica_layout([port], options.batch)
+        for k in range(1, options.batch + 1):
+            full = k == options.batch
+            groups[options.port_group_base + sized_group(k, ALL_PORTS)] = replica_layout(ports, k, carry=full)
+            for port in ports:
+                groups[options.port_group_base + sized_group(k, port)] = replica_layout([port], k, carry=full)
     return groups
 
 

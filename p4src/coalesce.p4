@@ -96,10 +96,13 @@ action count_coalesce(in coalesce_event_t event) {
 /* epoch: != 0, a new number frees every entry; mcast_group: the PRE     */
 /* group holding (port, rid) for every port and rid 0..COALESCE_BATCH,   */
 /* and one (any port, COALESCE_CARRY_RID) (controller/coalescing.py).    */
-/* port_group_base: != 0 when the controller also installed, for every  */
-/* port p, group port_group_base + p holding (p, rid) for rids          */
-/* 0..COALESCE_BATCH and (p, COALESCE_CARRY_RID): a batch whose readers  */
-/* all sit behind one port uses it (10 copies, not P x 9 + 1).           */
+/* port_group_base: != 0 when the controller also installed the groups  */
+/* sized to a batch: for k = 1..COALESCE_BATCH waiters, group            */
+/* port_group_base + (k - 1) * 512 + p holding (p, rids 0..k) for every  */
+/* port p, and ... + 511 holding every port x rids 0..k; with            */
+/* (., COALESCE_CARRY_RID) when k = COALESCE_BATCH.  A batch of k        */
+/* waiters whose copies all leave through port p makes k + 1 (+ carry)  */
+/* copies; otherwise P x (k + 1) (+ carry), not P x 9 + 1.               */
 action set_coalesce_config(bit<32> timeout_us, bit<32> epoch, bit<16> mcast_group,
                            bit<16> port_group_base) {
     meta.coal_timeout = (bit<48>)timeout_us;
@@ -375,8 +378,9 @@ action coalesce_load_batch() {
     meta.coal_waiters = batch;
     meta.coal_more = left > (bit<8>)COALESCE_BATCH;
     meta.coal_replicate = true;
-    /* Every copy the batch needs behind one port (its waiters', and on   */
-    /* the first batch the reply's own route): that port's group.         */
+    /* The group sized to the batch (k waiters: rids 0..k), of the one    */
+    /* port every copy leaves through (its waiters', and on the first     */
+    /* batch the reply's own route) or of all ports (code 511).           */
     bit<16> p = meta.coal_w0.port;
     bool one_port = meta.coal_port_group_base != 0 && p != COALESCE_NO_PORT
         && (meta.coal_w1.port == p || meta.coal_w1.port == COALESCE_NO_PORT)
@@ -387,8 +391,13 @@ action coalesce_load_batch() {
         && (meta.coal_w6.port == p || meta.coal_w6.port == COALESCE_NO_PORT)
         && (meta.coal_w7.port == p || meta.coal_w7.port == COALESCE_NO_PORT)
         && (meta.coal_carry || (bit<16>)meta.coal_origin_port == p);
+    bit<16> code = COALESCE_ALL_PORTS;
     if (one_port) {
-        std_meta.mcast_grp = meta.coal_port_group_base + p;
+        code = p;
+    }
+    if (meta.coal_port_group_base != 0) {
+        std_meta.mcast_grp = meta.coal_port_group_base
+                             + (((bit<16>)batch - 1) << COALESCE_GROUP_SHIFT) + code;
     } else {
         std_meta.mcast_grp = meta.coal_carry_group;
     }

@@ -232,9 +232,9 @@ enum bit<8> kvp_event_t {
  *  Request coalescing (coalesce.p4; docs/dataplane.md, "Coalescing")   *
  * ==================================================================== */
 
-/* Pending entries = 1 << COALESCE_INDEX_WIDTH (1,024), direct-mapped   */
+/* Pending entries = 1 << COALESCE_INDEX_WIDTH (4,096), direct-mapped   */
 /* by a salted crc32 of the block key.                                  */
-#define COALESCE_INDEX_WIDTH 10
+#define COALESCE_INDEX_WIDTH 12
 const bit<32> COALESCE_ENTRIES = 32w1 << COALESCE_INDEX_WIDTH;
 /* Readers parked per pending entry beside the one whose GET was        */
 /* forwarded = 1 << COALESCE_WAITER_WIDTH (64); a further reader is     */
@@ -254,11 +254,13 @@ const bit<16> COALESCE_CARRY_RID = 255;
 /* A waiter slot that is not to be served (past the entry's waiters, or */
 /* reused by a newer entry): no egress port equals it.                   */
 const bit<16> COALESCE_NO_PORT = 0xffff;
+/* Groups sized to a batch (set_coalesce_config's port_group_base):      */
+/* base + (k - 1) << COALESCE_GROUP_SHIFT + (port, or COALESCE_ALL_PORTS) */
+const bit<8> COALESCE_GROUP_SHIFT = 9;
+const bit<16> COALESCE_ALL_PORTS = 511;
 /* Field list the recirculated carry copy keeps (@field_list(2) in      */
 /* headers.p4 must name the same number).                               */
 const bit<8> COALESCE_CARRY_FIELDS = 2;
-/* standard_metadata.instance_type of a recirculated packet (BMv2).     */
-const bit<32> PKT_INSTANCE_TYPE_RECIRC = 4;
 /* Parked requests, by a hash of (reader IPv4, UDP port, req_id) mod    */
 /* COALESCE_PARKED_CELLS: the generation of the entry the request is    */
 /* parked in.  A GET that finds its own hash cell stamped with the      */

@@ -24,7 +24,14 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.coalescing import BATCH, WAITERS, CoalescingOptions, group_layouts, replica_layout
+from controller.coalescing import (
+    ALL_PORTS,
+    BATCH,
+    WAITERS,
+    CoalescingOptions,
+    group_layouts,
+    sized_group,
+)
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
@@ -50,7 +57,7 @@ GROUP = 7
 """The coalescing multicast group; any id the controller does not use otherwise."""
 LONG_TIMEOUT_US = 30_000_000
 """Long enough that no entry expires during a test, however slow the target."""
-ENTRIES = 1024
+ENTRIES = 4096
 """COALESCE_ENTRIES: pending entries, indexed by crc32(COALESCE_SALT ‖ key) mod ENTRIES."""
 SALT = 0x2545F491
 EVENTS = "MyIngress.coalesce_events"
@@ -219,22 +226,52 @@ def test_readers_of_a_pending_chunk_share_one_get(coal: CoalesceNet, readers: tu
     assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
 
 
-def test_readers_behind_one_port_use_that_ports_group(coal: CoalesceNet) -> None:
-    """A batch whose readers (and, first batch, the reply's own route) all sit behind one port is multicast
-    through that port's small group, not the all-ports one: shown by an all-ports group that lacks port 1."""
+def _break_group(coal: CoalesceNet, group: int) -> None:
+    """Replace `group` by one that serves nobody (a copy on port 2 with a rid no waiter has)."""
+    coal.target.mcast_group_set(group, [Replica(2, 100)])
+
+
+def test_a_batch_uses_the_group_sized_to_it(coal: CoalesceNet) -> None:
+    """Groups sized to a batch: readers behind one port use that port's group for their batch size, readers on
+    several ports the all-ports group of their batch size, never the full all-ports group. Shown by breaking
+    every group the batch must NOT use: each reader is still served exactly once."""
+    options = CoalescingOptions(mcast_group=GROUP)
     coal.configure()
-    coal.target.mcast_group_set(GROUP, [Replica(p, rid) for p, rid in replica_layout([2, 3, 4])])
-    readers = [A, A2, B] + [Reader(f"A{i}", A.ip, A.mac, A.port, 42000 + i) for i in range(BATCH + 2)]
+    base = options.port_group_base
+    # 1 + 3 readers behind port 1: only group (3 waiters, port 1) is needed
+    for group in group_layouts(options, PORTS):
+        if group != base + sized_group(3, A.port):
+            _break_group(coal, group)
+    one_port = {A: 1, A2: 2, B: 3, Reader("A3", A.ip, A.mac, A.port, 40099): 4}
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    for r, req in list(one_port.items())[1:]:
+        assert coal.get(r, req) == []
+    assert_each_reader_served_once(coal.reply(A, 1), one_port)
+    # readers on ports 1, 3, 4: only group (2 waiters, all ports) is needed
+    coal.configure()
+    for group in group_layouts(options, PORTS):
+        if group != base + sized_group(2, ALL_PORTS):
+            _break_group(coal, group)
+    assert gets_to_storage(coal.get(A, 11)) == 1
+    assert coal.get(C, 12) == [] and coal.get(D, 13) == []
+    assert_each_reader_served_once(coal.reply(A, 11), {A: 11, C: 12, D: 13})
+
+
+def test_full_batches_carry_on_through_the_full_sized_groups(coal: CoalesceNet) -> None:
+    """2 full batches + 1 behind port 1: groups (8, port 1) twice, then (1, port 1); nothing else."""
+    options = CoalescingOptions(mcast_group=GROUP)
+    coal.configure()
+    base = options.port_group_base
+    for group in group_layouts(options, PORTS):
+        if group not in (base + sized_group(BATCH, A.port), base + sized_group(1, A.port)):
+            _break_group(coal, group)
+    readers = [Reader(f"A{i}", A.ip, A.mac, A.port, 42000 + i) for i in range(2 * BATCH + 2)]
     req_ids = {r: 600 + i for i, r in enumerate(readers)}
     assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
     for r in readers[1:]:
         assert coal.get(r, req_ids[r]) == []
     assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]]), req_ids)
-    assert coal.event("CARRIED") == 1
-    # readers on two ports need the all-ports group (here without port 1: A's copies are never made)
-    assert gets_to_storage(coal.get(C, 700)) == 1
-    assert coal.get(A, 701) == []
-    assert_each_reader_served_once(coal.reply(C, 700), {C: 700})
+    assert coal.event("CARRIED") == 2
 
 
 def test_without_port_groups_every_batch_uses_the_all_ports_group(coal: CoalesceNet) -> None:
