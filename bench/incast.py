@@ -208,8 +208,9 @@ def _read_in_step(options, args: argparse.Namespace, chunks: int, digest: str) -
     by one selector loop, so no reader waits for the CPU behind the others (2 shared cores, N Python processes).
 
     What it models: N inference nodes, each on its own CPU, that start reading at one instant. The first
-    windows go out interleaved (every reader's GET for chunk j before anyone's for j + 1); after that each
-    reader sends its next GET as soon as one of its own replies is read, as `KVPClient.get_block` does. The
+    windows go out interleaved (every reader's GET for chunk j before anyone's for j + 1); after that the loop
+    takes one reply per reader in turn, and each reader sends its next GET as soon as one of its own replies is
+    read, as `KVPClient.get_block` does. The
     same checks as the client: KVP validity, req_id, key, checksum and reassembly (`kvpool.blocks`), and the
     block's SHA-256 per reader."""
     import selectors
@@ -250,13 +251,14 @@ def _read_in_step(options, args: argparse.Namespace, chunks: int, digest: str) -
     left = len(readers)
     deadline = start + READER_TIMEOUT * (READER_RETRIES + 1) * 4 + 60
     while left and time.monotonic() < deadline:
-        for key, _ in sel.select(timeout=0.05):
-            r = key.data
-            while True:
+        ready = [key.data for key, _ in sel.select(timeout=0.05)]
+        while ready:  # one reply per reader in turn, as N nodes would take theirs side by side
+            for r in list(ready):
                 try:
                     data = r["sock"].recv(65535)
                 except BlockingIOError:
-                    break
+                    ready.remove(r)
+                    continue
                 reply = Header.unpack(data)
                 item = r["flight"].pop(reply.req_id, None)
                 if item is None or check(data) is not None or reply.chunk_idx != item[0] \
@@ -275,7 +277,7 @@ def _read_in_step(options, args: argparse.Namespace, chunks: int, digest: str) -
                     r["time"] = time.monotonic() - start
                     left -= 1
                     sel.unregister(r["sock"])
-                    break
+                    ready.remove(r)
         now = time.monotonic()
         for r in readers:
             for req, (chunk, sent_at, attempts) in list(r["flight"].items()):
