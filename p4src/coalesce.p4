@@ -442,12 +442,18 @@ action coalesce_reply() {
         /* not the reply to a pending GET: forwarded as usual */
     } else if (server_port != (bit<16>)std_meta.ingress_port) {
         count_coalesce(coalesce_event_t.FOREIGN_REPLY);
-    } else if (!live) {
-        coalesce_epoch.write(meta.coal_index, 0);
-        count_coalesce(coalesce_event_t.EXPIRED);
     } else {
+        /* In time, or late but the entry was not reopened meanwhile (it  */
+        /* still names this GET): its waiters asked for exactly this      */
+        /* answer, so they get it either way (a waiter that already       */
+        /* retried gets a stray duplicate).  Expiry only lets new GETs    */
+        /* reopen the cell when a reply is lost.                          */
         coalesce_epoch.write(meta.coal_index, 0);
-        count_coalesce(coalesce_event_t.REPLIED);
+        if (live) {
+            count_coalesce(coalesce_event_t.REPLIED);
+        } else {
+            count_coalesce(coalesce_event_t.EXPIRED);
+        }
         if (waiters != 0) {
             /* the first batch; coalesce_copy carries the rest on */
             meta.coal_total = waiters;

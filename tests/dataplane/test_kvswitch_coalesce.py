@@ -339,6 +339,19 @@ def test_more_readers_than_one_batch_share_one_get(coal: CoalesceNet, n: int) ->
     assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
 
 
+def test_a_late_reply_still_serves_the_waiters_of_an_entry_nobody_reopened(coal: CoalesceNet) -> None:
+    """Expiry lets new GETs reopen the cell; a reply that comes late to an entry still holding its GET serves
+    that entry's waiters (they asked exactly this), counted EXPIRED."""
+    timeout_s = 0.3
+    coal.configure(timeout_us=int(timeout_s * 1e6))
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert coal.get(C, 2) == [] and coal.get(D, 3) == []
+    time.sleep(timeout_s * 2)
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
+    assert (coal.event("EXPIRED"), coal.event("REPLIED")) == (1, 0)
+    assert coal.replicated() == 2
+
+
 def test_full_entry_forwards_further_gets(coal: CoalesceNet) -> None:
     coal.configure()
     readers = many_readers(WAITERS + 2)
