@@ -3,27 +3,36 @@
 The bed is `kvtesting.vethnet.VethNet` (client and storage node in their own namespaces, `python -m softswitch`
 running kvswitch.p4 between them over veth, MTU raised to 9000 here so 8 KiB chunks fit). For every block size
 and N, a fresh block is written from the storage node's own namespace (not through the switch), then N
-readers (processes in the client namespace, one UDP socket and one `KVPClient` each, released at one instant)
-read it whole once, each verifying its bytes against the block's SHA-256. Measured per run:
+readers read it whole once, each verifying its bytes against the block's SHA-256, in two ways:
+
+* `processes`: one process per reader (one UDP socket and one `KVPClient` each), released at one instant;
+* `in-step`: the N readers in one process and one selector loop, each its own socket, request ids, window and
+  retry timers (`_read_in_step`): N readers that start together and never queue for a CPU behind each other.
+
+Measured per run:
 
 * the storage node's GETs for the block (the sum of its STAT counts over the block's chunks, asked from its own
   namespace) and the bytes it sent for them (GETs x message size);
 * every reader's completion time (p50, p99 over readers), and whether every reader's bytes were verified;
+* the switch's `coalesce_events` during the run (PENDING, COALESCED, REPLIED, EXPIRED, OVERFLOW, COLLISION,
+  RETRY, CARRIED, ...), the readers' start spread, and per chunk how far apart the readers sent their first GET
+  for it ("chunk spread", p50/p90): a GET joins a pending entry only if it reaches the switch within one storage
+  round trip of the first (a few ms here), so readers further apart each cost a GET (docs/dataplane.md,
+  "What it takes for readers to share a GET");
 * the baseline in the same run: coalescing OFF is the controller's configuration with coalescing disabled
   (`coalesce_config` default action `coalesce_off`, the switch's initial state); ON is `set_coalesce_config`
-  with a fresh epoch per run and the multicast group the controller builds (`controller.coalescing`).
+  with a fresh epoch per run and the multicast groups the controller builds (`controller.coalescing`).
 
 Chunks of 8 KiB are larger than a switch slot, so the switch never stores them: every block is cold for the
-switch, and what relieves the storage node is coalescing alone. A pending entry holds at most
-COALESCE_WAITERS (8) parked readers beside the one whose GET went on; a further reader of the same chunk is
-forwarded on its own (counted OVERFLOW, it opens no entry), so for N > 9 the storage node sees up to N - 8 GETs
-per chunk, not ceil(N / 9).
+switch, and what relieves the storage node is coalescing alone. A pending entry holds up to COALESCE_WAITERS
+(64) parked readers beside the one whose GET went on, served 8 per multicast (the rest by recirculated copies).
 
 Also: the same with 1% loss (each reader's transport drops 1% of its datagrams both ways,
 `kvpool.transport.LossyTransport`: this machine's kernel has no netem), every reader must still complete with
 verified bytes; and one client's block read rate (the N = 1 rows), the goal being >= 100 MB/s.
 
     sudo .venv/bin/python -m bench incast --out out/bench          (root: namespaces, veth, netem)
+    sudo .venv/bin/python -m bench.incast --rows '1:8,32' --modes in-step --trace-dir out/trace   (a quick look)
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 NAME = "incast"
 TENANT = 0
@@ -64,9 +74,15 @@ class Sizes:
     """Block size in MiB -> the Ns measured for it."""
     loss_readers: int
     loss_mib: int
+    modes: tuple[bool, ...] = (False, True)
+    """Reader modes per row: False = one process per reader (`_read_together`), True = in step (`_read_in_step`)."""
 
 
-FULL = Sizes((1, 16), {1: (1, 2, 4, 8, 16, 32), 16: (1, 4, 16)}, loss_readers=8, loss_mib=1)
+TRACE_DIR: Path | None = None
+"""When set (`--trace-dir`), every row writes its readers' GET and reply times there."""
+
+FULL = Sizes((1, 16, 64), {1: (1, 2, 4, 8, 16, 32), 16: (1, 2, 4, 8, 16, 32), 64: (1, 8, 32)},
+             loss_readers=8, loss_mib=1)
 QUICK = Sizes((1,), {1: (1, 4, 8)}, loss_readers=4, loss_mib=1)
 
 
@@ -87,6 +103,8 @@ def _agent(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--readers", type=int, default=1)
     parser.add_argument("--loss", type=float, default=0.0, help="fraction of datagrams each reader drops")
+    parser.add_argument("--in-step", action="store_true", help="the N readers in one event loop (see _read_in_step)")
+    parser.add_argument("--trace", type=Path, help="write every reader's GET and reply times here (JSON)")
     args = parser.parse_args(argv)
     options = ClientOptions(server=(args.server, 7420), tenant=TENANT, timeout=READER_TIMEOUT,
                             retries=READER_RETRIES, window=READER_WINDOW, chunk_size=CHUNK)
@@ -104,7 +122,8 @@ def _agent(argv: list[str]) -> int:
         return 0
     digest = hashlib.sha256(data).hexdigest()
     del data
-    print(json.dumps(_read_together(options, args, chunks, digest)))
+    read = _read_in_step if args.in_step else _read_together
+    print(json.dumps(read(options, args, chunks, digest)))
     return 0
 
 
@@ -121,15 +140,39 @@ def _read_together(options, args: argparse.Namespace, chunks: int, digest: str) 
 
     from kvpool.client import KVPClient
     from kvpool.transport import LossyTransport, UdpTransport
+    from kvpool.wire import HEADER, Header
 
     ctx = mp.get_context("fork")  # the agent imported everything already: a child is ready at once
     results = ctx.Queue()
     start_at = time.monotonic() + 0.3 + 0.01 * args.readers  # CLOCK_MONOTONIC is one clock for every process
 
+    class Traced:
+        """The reader's transport, noting (monotonic time, chunk) of every GET sent and reply received."""
+
+        def __init__(self, inner) -> None:
+            self.inner, self.peer = inner, inner.peer
+            self.sends: list[tuple[float, int]] = []
+            self.replies: list[tuple[float, int]] = []
+
+        def send(self, data: bytes) -> None:
+            self.sends.append((time.monotonic() - start_at, Header.unpack(data).chunk_idx))
+            self.inner.send(data)
+
+        def recv(self, timeout: float):
+            data = self.inner.recv(timeout)
+            if data is not None and len(data) >= HEADER.size:
+                self.replies.append((time.monotonic() - start_at, Header.unpack(data).chunk_idx))
+            return data
+
+        def close(self) -> None:
+            self.inner.close()
+
     def read(i: int) -> None:
-        client = KVPClient(options, LossyTransport(UdpTransport(options.server), args.loss, random.Random(i)))
+        transport = Traced(LossyTransport(UdpTransport(options.server), args.loss, random.Random(i)))
+        client = KVPClient(options, transport)
         out: dict = {"i": i, "time": None, "verified": False, "error": None}
         time.sleep(max(0.0, start_at - time.monotonic()))
+        out["woke"] = time.monotonic() - start_at  # this reader's start, late by its wake-up
         try:
             block = client.get_block(args.ph, chunks)
             out["time"] = time.monotonic() - start_at
@@ -137,6 +180,12 @@ def _read_together(options, args: argparse.Namespace, chunks: int, digest: str) 
         except Exception as exc:  # a reader's failure is a result to report, not a crash of the run
             out["error"] = f"reader {i}: {exc}"
         out["sent"] = client.sent
+        first: dict[int, float] = {}
+        for t, c in transport.sends:
+            first.setdefault(c, t)
+        out["first_sends"] = [first.get(c) for c in range(chunks)]
+        if args.trace:
+            out["trace"] = {"sends": transport.sends, "replies": transport.replies}
         client.close()
         results.put(out)
 
@@ -147,8 +196,120 @@ def _read_together(options, args: argparse.Namespace, chunks: int, digest: str) 
     for p in procs:
         p.join()
     got.sort(key=lambda r: r["i"])
+    if args.trace:
+        args.trace.write_text(json.dumps([r.pop("trace", None) for r in got]))
     return {"times": [r["time"] for r in got], "verified": [r["verified"] for r in got],
+            "woke": [r["woke"] for r in got], "chunk_spread_s": _chunk_spread([r["first_sends"] for r in got]),
             "errors": [r["error"] for r in got if r["error"]][:5], "client_sends": sum(r["sent"] for r in got)}
+
+
+def _read_in_step(options, args: argparse.Namespace, chunks: int, digest: str) -> dict:
+    """N readers in ONE process: each its own UDP socket, request ids, window of GETs and retry timers, driven
+    by one selector loop, so no reader waits for the CPU behind the others (2 shared cores, N Python processes).
+
+    What it models: N inference nodes, each on its own CPU, that start reading at one instant. The first
+    windows go out interleaved (every reader's GET for chunk j before anyone's for j + 1); after that the loop
+    takes one reply per reader in turn, and each reader sends its next GET as soon as one of its own replies is
+    read, as `KVPClient.get_block` does. The
+    same checks as the client: KVP validity, req_id, key, checksum and reassembly (`kvpool.blocks`), and the
+    block's SHA-256 per reader."""
+    import selectors
+    import socket
+
+    from kvpool.blocks import Reassembly
+    from kvpool.constants import Opcode
+    from kvpool.wire import Header, check, encode
+
+    rng = random.Random()
+    sel = selectors.DefaultSelector()
+    readers: list[dict[str, Any]] = []
+    for i in range(args.readers):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        sock.bind(("0.0.0.0", 0))
+        sock.setblocking(False)
+        r: dict[str, Any] = {"i": i, "sock": sock, "next": 0, "flight": {}, "assembly": Reassembly(), "done": 0, "time": None,
+             "req": rng.randrange(1 << 31), "sent": 0, "first": [None] * chunks, "error": None}
+        readers.append(r)
+        sel.register(sock, selectors.EVENT_READ, r)
+
+    def send(r: dict, chunk: int, attempts: int = 0) -> None:
+        r["req"] = (r["req"] + 1) & 0xFFFFFFFF
+        header = Header(Opcode.GET, tenant=TENANT, prefix_hash=args.ph, chunk_idx=chunk, chunk_count=chunks,
+                        req_id=r["req"], chunk_shift=7)
+        r["flight"][r["req"]] = (chunk, time.monotonic(), attempts + 1)
+        if r["first"][chunk] is None:
+            r["first"][chunk] = time.monotonic() - start
+        r["sock"].sendto(encode(header), options.server)
+        r["sent"] += 1
+
+    start = time.monotonic()
+    for j in range(min(options.window, chunks)):
+        for r in readers:
+            send(r, j)
+            r["next"] = j + 1
+    left = len(readers)
+    deadline = start + READER_TIMEOUT * (READER_RETRIES + 1) * 4 + 60
+    while left and time.monotonic() < deadline:
+        ready = [key.data for key, _ in sel.select(timeout=0.05)]
+        while ready:  # one reply per reader in turn, as N nodes would take theirs side by side
+            for r in list(ready):
+                try:
+                    data = r["sock"].recv(65535)
+                except BlockingIOError:
+                    ready.remove(r)
+                    continue
+                reply = Header.unpack(data)
+                item = r["flight"].pop(reply.req_id, None)
+                if item is None or check(data) is not None or reply.chunk_idx != item[0] \
+                        or reply.opcode != Opcode.GET_REPLY:
+                    continue
+                try:
+                    r["assembly"].add(reply.chunk_idx, reply.chunk_count, reply.value_len,
+                                      memoryview(data)[44:44 + reply.chunk_len], reply.version, reply.value_csum)
+                except Exception as exc:  # a reader's failure is a result to report
+                    r["error"] = f"reader {r['i']}: {exc}"
+                r["done"] += 1
+                if r["next"] < chunks:
+                    send(r, r["next"])
+                    r["next"] += 1
+                if r["done"] == chunks:
+                    r["time"] = time.monotonic() - start
+                    left -= 1
+                    sel.unregister(r["sock"])
+                    ready.remove(r)
+        now = time.monotonic()
+        for r in readers:
+            for req, (chunk, sent_at, attempts) in list(r["flight"].items()):
+                if now - sent_at >= READER_TIMEOUT and attempts <= READER_RETRIES:
+                    del r["flight"][req]
+                    send(r, chunk, attempts)
+    out: dict[str, Any] = {"times": [], "verified": [], "woke": [], "errors": [], "client_sends": 0}
+    for r in readers:
+        ok = r["time"] is not None and r["error"] is None
+        out["times"].append(r["time"])
+        out["verified"].append(ok and hashlib.sha256(r["assembly"].data()).hexdigest() == digest)
+        out["woke"].append(r["first"][0])
+        if r["error"] or r["time"] is None:
+            out["errors"].append(r["error"] or f"reader {r['i']}: timed out")
+        out["client_sends"] += r["sent"]
+        r["sock"].close()
+    out["errors"] = out["errors"][:5]
+    out["chunk_spread_s"] = _chunk_spread([r["first"] for r in readers])
+    return out
+
+
+def _chunk_spread(first_sends: list[list[float | None]]) -> list[float]:
+    """Per chunk, how far apart the readers sent their first GET for it (s): what coalescing must bridge.
+
+    A reader's GET joins a pending entry only if it reaches the switch before that entry's reply (one storage
+    round trip after the first GET): readers further apart than that each cost the storage node a GET."""
+    spreads = []
+    for sends in zip(*first_sends, strict=True):
+        known = [t for t in sends if t is not None]
+        if len(known) > 1:
+            spreads.append(max(known) - min(known))
+    return spreads
 
 
 # ---- the orchestrator (root) ------------------------------------------------------------------------------
@@ -163,7 +324,7 @@ class Bed:
     def __init__(self, workdir: Path) -> None:
         from kvtesting.vethnet import VethNet, VethNetOptions
 
-        self.net = VethNet(VethNetOptions(tag="inc", storage_args=("--capacity", str(1 << 30))), workdir)
+        self.net = VethNet(VethNetOptions(tag="inc", storage_args=("--capacity", str(4 << 30))), workdir)
         self.epoch = 0
 
     def __enter__(self) -> Bed:
@@ -171,14 +332,21 @@ class Bed:
         for host in self.net.hosts:
             _sh("ip", "link", "set", self.net.switch_if(host), "mtu", str(MTU))
             _sh("ip", "-n", self.net.netns(host), "link", "set", self.net.host_if(host), "mtu", str(MTU))
-        from controller.coalescing import replica_layout
+        from controller.coalescing import group_layouts
 
         sh = self.net.switch.sh  # type: ignore[union-attr]
-        group = sh.MulticastGroupEntry(GROUP)
-        for port, rid in replica_layout([h.port for h in self.net.hosts], 8):
-            group.add(port, rid)
-        group.insert()
+        for group_id, layout in group_layouts(self.options(), [h.port for h in self.net.hosts]).items():
+            group = sh.MulticastGroupEntry(group_id)
+            for port, rid in layout:
+                group.add(port, rid)
+            group.insert()
         return self
+
+    def options(self):
+        """The controller's coalescing options for this bed (its groups and `set_coalesce_config`'s params)."""
+        from controller.coalescing import CoalescingOptions
+
+        return CoalescingOptions(timeout_us=COALESCE_TIMEOUT_US, epoch=self.epoch or 1, mcast_group=GROUP)
 
     def __exit__(self, *exc: object) -> None:
         self.net.__exit__(*exc)
@@ -188,12 +356,25 @@ class Bed:
         if on:
             self.epoch += 1
             te = sh.TableEntry("MyIngress.coalesce_config")(action="MyIngress.set_coalesce_config", is_default=True)
-            te.action["timeout_us"] = str(COALESCE_TIMEOUT_US)
-            te.action["epoch"] = str(self.epoch)
-            te.action["mcast_group"] = str(GROUP)
+            for name, value in self.options().config_params().items():
+                te.action[name] = str(value)
         else:
             te = sh.TableEntry("MyIngress.coalesce_config")(action="MyIngress.coalesce_off", is_default=True)
         te.modify()
+
+    def events(self) -> dict[str, int]:
+        """`MyIngress.coalesce_events` now, by `coalesce_event_t` member (read from the program)."""
+        from kvtesting.vethnet import CONSTANTS
+        from p4rt.p4info import enum_from_source
+
+        sh = self.net.switch.sh  # type: ignore[union-attr]
+        names = enum_from_source(CONSTANTS.read_text(), "coalesce_event_t")
+        counts: dict[str, int] = {}
+        for name, index in names.items():
+            ce = sh.CounterEntry("MyIngress.coalesce_events")
+            ce.index = index
+            counts[name] = sum(e.data.packet_count for e in ce.read())
+        return counts
 
     def agent(self, where: str, *args: str, timeout: float = 600) -> dict:
         host = self.net.options.client if where == "client" else self.net.options.storage
@@ -211,32 +392,46 @@ def _percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def measure(bed: Bed, mib: int, readers: int, on: bool, ph: int, loss: float = 0.0) -> dict:
+def measure(bed: Bed, mib: int, readers: int, on: bool, ph: int, loss: float = 0.0, in_step: bool = False) -> dict:
     size = mib << 20
     chunks = -(-size // CHUNK)
     common = ("--ph", str(ph), "--size", str(size), "--seed", str(ph & 0xFFFF))
     bed.agent("storage", "--agent", "write", *common)
     bed.coalescing(on)
-    got = bed.agent("client", "--agent", "readers", "--readers", str(readers), "--loss", str(loss / 100), *common)
+    before = bed.events()
+    trace = () if TRACE_DIR is None else (
+        "--trace", str((TRACE_DIR / f"{mib}MiB-N{readers}-{'on' if on else 'off'}-loss{loss:g}.json").resolve()))
+    got = bed.agent("client", "--agent", "readers", "--readers", str(readers), "--loss", str(loss / 100), *common,
+                    *trace, *(("--in-step",) if in_step else ()))
     gets = bed.agent("storage", "--agent", "stat", *common)["gets"]
+    after = bed.events()
     times = [t for t in got["times"] if t is not None]
+    woke = [w for w in got["woke"] if w is not None]
     return {"block_mib": mib, "readers": readers, "coalescing": "on" if on else "off", "loss_percent": loss,
+            "reader_mode": "in-step" if in_step else "processes",
             "chunks": chunks, "storage_gets": gets, "storage_gets_per_chunk": gets / chunks,
             "storage_bytes": gets * (44 + CHUNK), "reader_sends": got["client_sends"],
             "completion_s": {"p50": _percentile(times, 50), "p99": _percentile(times, 99)},
             "all_verified": len(times) == readers and all(got["verified"]), "errors": got["errors"],
-            "read_MB_per_s_p50": size / 1e6 / _percentile(times, 50) if times else 0.0}
+            "read_MB_per_s_p50": size / 1e6 / _percentile(times, 50) if times else 0.0,
+            "start_spread_ms": (max(woke) - min(woke)) * 1e3 if woke else float("nan"),
+            "chunk_spread_ms": {"p50": _percentile(got["chunk_spread_s"], 50) * 1e3,
+                                "p90": _percentile(got["chunk_spread_s"], 90) * 1e3},
+            "coalesce_events": {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}}
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| block | N | coalescing | loss | storage GETs (per chunk) | storage MB sent | p50 s | p99 s | "
-             "all verified | MB/s per reader (p50) |", "|---|---:|---|---:|---:|---:|---:|---:|---|---:|"]
+    lines = ["| readers | block | N | coalescing | loss | storage GETs (per chunk) | storage MB sent | p50 s | p99 s | "
+             "all verified | MB/s per reader (p50) | start spread ms | chunk spread ms p50/p90 | coalesce_events |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
-        lines.append(f"| {r['block_mib']} MiB | {r['readers']} | {r['coalescing']} | {r['loss_percent']}% | "
+        lines.append(f"| {r.get('reader_mode', 'processes')} | {r['block_mib']} MiB | {r['readers']} | {r['coalescing']} | {r['loss_percent']}% | "
                      f"{r['storage_gets']} ({r['storage_gets_per_chunk']:.2f}) | {r['storage_bytes'] / 1e6:.1f} | "
                      f"{r['completion_s']['p50']:.2f} | {r['completion_s']['p99']:.2f} | "
                      f"{'yes' if r['all_verified'] else 'NO ' + '; '.join(r['errors'][:1])} | "
-                     f"{r['read_MB_per_s_p50']:.2f} |")
+                     f"{r['read_MB_per_s_p50']:.2f} | {r.get('start_spread_ms', float('nan')):.1f} | "
+                     f"{r['chunk_spread_ms']['p50']:.1f}/{r['chunk_spread_ms']['p90']:.1f} | "
+                     f"{' '.join(f'{k}={v}' for k, v in r.get('coalesce_events', {}).items())} |")
     return "\n".join(lines)
 
 
@@ -249,12 +444,17 @@ def plot(rows: list[dict], path: Path) -> None:
     sizes = sorted({r["block_mib"] for r in rows if r["loss_percent"] == 0})
     fig, axes = plt.subplots(len(sizes), 2, figsize=(10, 3.5 * len(sizes)), squeeze=False)
     for row_axes, mib in zip(axes, sizes, strict=True):
-        for mode, style in (("off", "o--"), ("on", "s-")):
-            pts = sorted((r["readers"], r) for r in rows
-                         if r["block_mib"] == mib and r["coalescing"] == mode and r["loss_percent"] == 0)
+        for (mode, reader_mode), style in ((("off", "processes"), "o--"), (("on", "processes"), "s-"),
+                                           (("off", "in-step"), "^:"), (("on", "in-step"), "d-.")):
+            pts = sorted(((r["readers"], r) for r in rows
+                          if r["block_mib"] == mib and r["coalescing"] == mode and r["loss_percent"] == 0
+                          and r.get("reader_mode", "processes") == reader_mode), key=lambda x: x[0])
+            if not pts:
+                continue
             ns = [n for n, _ in pts]
-            row_axes[0].plot(ns, [r["storage_gets_per_chunk"] for _, r in pts], style, label=f"coalescing {mode}")
-            row_axes[1].plot(ns, [r["completion_s"]["p99"] for _, r in pts], style, label=f"coalescing {mode}")
+            label = f"coalescing {mode}, readers {reader_mode}"
+            row_axes[0].plot(ns, [r["storage_gets_per_chunk"] for _, r in pts], style, label=label)
+            row_axes[1].plot(ns, [r["completion_s"]["p99"] for _, r in pts], style, label=label)
         row_axes[0].set(title=f"{mib} MiB block: storage-node GETs per chunk", xlabel="concurrent readers N",
                         xscale="log", yscale="log")
         row_axes[1].set(title=f"{mib} MiB block: readers' p99 completion", xlabel="concurrent readers N",
@@ -276,11 +476,12 @@ def run(out: Path, quick: bool = False, sizes: Sizes | None = None) -> dict:
     with Bed(out / "incast-bed") as bed:
         for mib in sizes.block_mib:
             for n in sizes.readers[mib]:
-                for on in (False, True):
-                    ph += 1
-                    rows.append(measure(bed, mib, n, on, ph))
-                    print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
-        for on in (False, True):
+                for in_step in sizes.modes:
+                    for on in (False, True):
+                        ph += 1
+                        rows.append(measure(bed, mib, n, on, ph, in_step=in_step))
+                        print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
+        for on in (False, True) if sizes.loss_readers else ():
             ph += 1
             rows.append(measure(bed, sizes.loss_mib, sizes.loss_readers, on, ph, loss=1.0))
             print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
@@ -299,5 +500,18 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.incast")
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rows", help="only these rows, no loss rows: 'MIB:N,N;MIB:N', e.g. '1:4,8;16:4'")
+    parser.add_argument("--modes", choices=("processes", "in-step", "both"), default="both",
+                        help="with --rows: which reader modes")
+    parser.add_argument("--trace-dir", type=Path, help="write each row's per-reader GET/reply times here")
     args = parser.parse_args()
-    run(args.out, args.quick)
+    if args.trace_dir:
+        args.trace_dir.mkdir(parents=True, exist_ok=True)
+        TRACE_DIR = args.trace_dir
+    only = None
+    if args.rows:
+        wanted = {int(m): tuple(int(n) for n in ns.split(",")) for m, ns in
+                  (part.split(":") for part in args.rows.split(";"))}
+        only = Sizes(tuple(wanted), wanted, loss_readers=0, loss_mib=1,
+                     modes={"processes": (False,), "in-step": (True,), "both": (False, True)}[args.modes])
+    run(args.out, args.quick, only)

@@ -11,7 +11,12 @@
  * back, it is multicast (group from coalesce_config) and egress turns copy
  * `egress_rid = i + 1` into waiter i's reply: its MAC, IPv4 address, UDP
  * port and request id.  Copy rid 0 is the reply itself, kept on the port
- * its own route chose.  docs/dataplane.md, "Coalescing", has the design.
+ * its own route chose.  One multicast serves a BATCH of 8 waiters; an
+ * entry parks up to 64, and a reply with more than 8 carries the rest on:
+ * its copy rid COALESCE_CARRY_RID is recirculated by egress with the
+ * entry, its generation and the next batch's first waiter, and the next
+ * ingress pass multicasts the next 8 (coalesce_carry).  docs/dataplane.md,
+ * "Coalescing", has the design.
  *
  * Bounded and fail-safe: a pending entry lives `timeout_us` (by
  * ingress_global_timestamp); a GET that finds its cell taken by another
@@ -49,6 +54,12 @@ register<bit<16>>(COALESCE_ENTRIES) coalesce_origin_udp_port;
 register<bit<32>>(COALESCE_ENTRIES) coalesce_origin_req_id;
 /* Waiters parked in the entry, <= COALESCE_WAITERS.                     */
 register<bit<8>>(COALESCE_ENTRIES) coalesce_waiter_count;
+/* Generation of the entry: a fresh number at every open (from           */
+/* coalesce_last_gen), stamped on its waiters and parked requests, so a  */
+/* carried batch or a retry check never mistakes a newer entry of the    */
+/* cell for the one it belongs to.                                        */
+register<bit<32>>(COALESCE_ENTRIES) coalesce_gen;
+register<bit<32>>(1) coalesce_last_gen;
 
 /* Waiter i of entry e lives in cell (e << COALESCE_WAITER_WIDTH) + i.  */
 register<bit<32>>(COALESCE_WAITER_CELLS) coalesce_waiter_ip;
@@ -56,6 +67,19 @@ register<bit<16>>(COALESCE_WAITER_CELLS) coalesce_waiter_udp_port;
 register<bit<32>>(COALESCE_WAITER_CELLS) coalesce_waiter_req_id;
 register<bit<48>>(COALESCE_WAITER_CELLS) coalesce_waiter_mac;
 register<bit<16>>(COALESCE_WAITER_CELLS) coalesce_waiter_port;
+/* The generation of the entry the waiter was parked in.                */
+register<bit<32>>(COALESCE_WAITER_CELLS) coalesce_waiter_gen;
+
+/* Parked requests (see COALESCE_PARKED_WIDTH): entry generation by a    */
+/* hash of the reader's (IPv4, UDP port, req_id).  A collision errs     */
+/* either way harmlessly: a GET taken for a retry (same cell, entry,    */
+/* UDP port and req_id: practically never) is forwarded, one extra GET; */
+/* a retry whose cell another parked request took parks again and is   */
+/* served by the reply, or retries after the entry expired.             */
+register<bit<32>>(COALESCE_PARKED_CELLS) coalesce_parked;
+/* ... and which request it is: UDP source port ++ req_id (a cell shared */
+/* by two waiters of one entry must not make the other one a retry).    */
+register<bit<48>>(COALESCE_PARKED_CELLS) coalesce_parked_who;
 
 /* What coalescing did, by coalesce_event_t (copies sent to waiters are */
 /* counted in egress: MyEgress.coalesce_replicated).                    */
@@ -70,12 +94,21 @@ action count_coalesce(in coalesce_event_t event) {
 /* timeout_us: lifetime of a pending entry, in us (keep it below the     */
 /* readers' retry timeout, so a retry never joins its own old entry);    */
 /* epoch: != 0, a new number frees every entry; mcast_group: the PRE     */
-/* group holding (port, rid) for every port and rid 0..COALESCE_WAITERS  */
-/* (controller/coalescing.py builds it).                                  */
-action set_coalesce_config(bit<32> timeout_us, bit<32> epoch, bit<16> mcast_group) {
+/* group holding (port, rid) for every port and rid 0..COALESCE_BATCH,   */
+/* and one (any port, COALESCE_CARRY_RID) (controller/coalescing.py).    */
+/* port_group_base: != 0 when the controller also installed the groups  */
+/* sized to a batch: for k = 1..COALESCE_BATCH waiters, group            */
+/* port_group_base + (k - 1) * 512 + p holding (p, rids 0..k) for every  */
+/* port p, and ... + 511 holding every port x rids 0..k; with            */
+/* (., COALESCE_CARRY_RID) when k = COALESCE_BATCH.  A batch of k        */
+/* waiters whose copies all leave through port p makes k + 1 (+ carry)  */
+/* copies; otherwise P x (k + 1) (+ carry), not P x 9 + 1.               */
+action set_coalesce_config(bit<32> timeout_us, bit<32> epoch, bit<16> mcast_group,
+                           bit<16> port_group_base) {
     meta.coal_timeout = (bit<48>)timeout_us;
     meta.coal_epoch = epoch;
     meta.coal_mcast_group = mcast_group;
+    meta.coal_port_group_base = port_group_base;
 }
 
 /* Coalescing off (the initial state): every GET miss is forwarded.     */
@@ -83,6 +116,7 @@ action coalesce_off() {
     meta.coal_timeout = 0;
     meta.coal_epoch = 0;
     meta.coal_mcast_group = 0;
+    meta.coal_port_group_base = 0;
 }
 
 /* Keyless: the controller sets only its default action. */
@@ -111,23 +145,11 @@ action coalesce_hash() {
          COALESCE_ENTRIES);
 }
 
-/* Whether the GET is the retransmission of a reader already parked in   */
-/* the entry (same IPv4 address, UDP port and request id as waiter i <   */
-/* waiters).  Such a reader waited a whole retry timeout: the reply it   */
-/* waits for is not coming through this entry (lost, or one that cannot  */
-/* replicate), so parking it again would strand it behind itself.        */
-/* (The softswitch takes no inout action parameters: the answer          */
-/* accumulates in meta.coal_parked.)                                      */
-action coalesce_match_waiter(in bit<32> cell, in bit<8> i, in bit<8> waiters) {
-    bit<32> ip;
-    bit<16> udp_port;
-    bit<32> req_id;
-    coalesce_waiter_ip.read(ip, cell);
-    coalesce_waiter_udp_port.read(udp_port, cell);
-    coalesce_waiter_req_id.read(req_id, cell);
-    meta.coal_parked = meta.coal_parked || (i < waiters && ip == hdr.ipv4.src_addr
-                                         && udp_port == hdr.udp.src_port
-                                         && req_id == hdr.kvp.req_id);
+/* The request's cell in coalesce_parked (its retry check). */
+action coalesce_parked_hash() {
+    hash(meta.coal_parked_cell, HashAlgorithm.crc32, 32w0,
+         { COALESCE_PARKED_SALT, hdr.ipv4.src_addr, hdr.udp.src_port, hdr.kvp.req_id },
+         COALESCE_PARKED_CELLS);
 }
 
 /* GET miss, already routed (egress_spec = its port towards the storage */
@@ -144,12 +166,22 @@ action coalesce_get() {
     bit<16> origin_udp_port;
     bit<32> origin_req_id;
     bit<8> waiters;
+    bit<32> gen;
+    bit<32> last_gen;
+    bit<32> parked_gen;
+    bit<48> parked_who;
     coalesce_epoch.read(epoch, meta.coal_index);
     coalesce_since.read(since, meta.coal_index);
     coalesce_tenant.read(tenant, meta.coal_index);
     coalesce_prefix_hash.read(prefix_hash, meta.coal_index);
     coalesce_chunk_idx.read(chunk_idx, meta.coal_index);
     coalesce_version.read(version, meta.coal_index);
+    coalesce_gen.read(gen, meta.coal_index);
+    coalesce_last_gen.read(last_gen, 0);
+    coalesce_parked_hash();
+    coalesce_parked.read(parked_gen, meta.coal_parked_cell);
+    coalesce_parked_who.read(parked_who, meta.coal_parked_cell);
+    bit<48> who = hdr.udp.src_port ++ hdr.kvp.req_id;
     coalesce_server.read(server, meta.coal_index);
     coalesce_origin_ip.read(origin_ip, meta.coal_index);
     coalesce_origin_udp_port.read(origin_udp_port, meta.coal_index);
@@ -166,16 +198,12 @@ action coalesce_get() {
     bool is_origin = origin_ip == hdr.ipv4.src_addr
                      && origin_udp_port == hdr.udp.src_port
                      && origin_req_id == hdr.kvp.req_id;
+    /* a waiter's own retransmission (same IPv4, UDP port, req_id as a     */
+    /* request parked in this entry): it waited a whole retry timeout, so  */
+    /* the reply it waits for is not coming through this entry (lost, or  */
+    /* one that cannot replicate); parking it again would strand it.      */
+    meta.coal_parked = parked_gen == gen && gen != 0 && parked_who == who;
     bit<32> base = meta.coal_index << COALESCE_WAITER_WIDTH;
-    meta.coal_parked = false;
-    coalesce_match_waiter(base + 0, 0, waiters);
-    coalesce_match_waiter(base + 1, 1, waiters);
-    coalesce_match_waiter(base + 2, 2, waiters);
-    coalesce_match_waiter(base + 3, 3, waiters);
-    coalesce_match_waiter(base + 4, 4, waiters);
-    coalesce_match_waiter(base + 5, 5, waiters);
-    coalesce_match_waiter(base + 6, 6, waiters);
-    coalesce_match_waiter(base + 7, 7, waiters);
     if (!live) {
         if (current) {
             count_coalesce(coalesce_event_t.EXPIRED);
@@ -192,6 +220,12 @@ action coalesce_get() {
         coalesce_origin_udp_port.write(meta.coal_index, hdr.udp.src_port);
         coalesce_origin_req_id.write(meta.coal_index, hdr.kvp.req_id);
         coalesce_waiter_count.write(meta.coal_index, 0);
+        bit<32> new_gen = last_gen + 1;
+        if (new_gen == 0) {
+            new_gen = 1;  /* 0 stamps nothing */
+        }
+        coalesce_last_gen.write(0, new_gen);
+        coalesce_gen.write(meta.coal_index, new_gen);
         count_coalesce(coalesce_event_t.PENDING);
     } else if (!same) {
         count_coalesce(coalesce_event_t.COLLISION);
@@ -209,9 +243,163 @@ action coalesce_get() {
         coalesce_waiter_req_id.write(cell, hdr.kvp.req_id);
         coalesce_waiter_mac.write(cell, meta.coal_sender_mac);
         coalesce_waiter_port.write(cell, (bit<16>)std_meta.ingress_port);
+        coalesce_waiter_gen.write(cell, gen);
+        coalesce_parked.write(meta.coal_parked_cell, gen);
+        coalesce_parked_who.write(meta.coal_parked_cell, who);
         coalesce_waiter_count.write(meta.coal_index, waiters + 1);
         count_coalesce(coalesce_event_t.COALESCED);
         mark_to_drop(std_meta);
+    }
+}
+
+/* Load the batch of waiters meta.coal_next .. + COALESCE_BATCH - 1 of   */
+/* entry meta.coal_index (generation meta.coal_gen, meta.coal_total      */
+/* waiters) into coal_w0..coal_w7 and multicast the reply to them.  A    */
+/* slot past the waiters, or whose waiter belongs to a newer entry of    */
+/* the cell (the entry was freed when its reply came; a carried batch    */
+/* may find a slot reused), gets COALESCE_NO_PORT: egress drops it.      */
+action coalesce_load_batch() {
+    bit<32> base = (meta.coal_index << COALESCE_WAITER_WIDTH) + (bit<32>)meta.coal_next;
+    bit<8> left = meta.coal_total - meta.coal_next;
+    bit<8> batch = left;
+    if (left > (bit<8>)COALESCE_BATCH) {
+        batch = (bit<8>)COALESCE_BATCH;
+    }
+    bit<32> cell;
+    bit<32> gen;
+    bool stale = false;
+    cell = base + 0;
+    coalesce_waiter_ip.read(meta.coal_w0.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal_w0.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal_w0.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal_w0.mac, cell);
+    coalesce_waiter_port.read(meta.coal_w0.port, cell);
+    coalesce_waiter_gen.read(gen, cell);
+    if ((bit<8>)0 >= batch) {
+        meta.coal_w0.port = COALESCE_NO_PORT;
+    } else if (gen != meta.coal_gen) {
+        meta.coal_w0.port = COALESCE_NO_PORT;
+        stale = true;
+    }
+    cell = base + 1;
+    coalesce_waiter_ip.read(meta.coal_w1.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal_w1.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal_w1.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal_w1.mac, cell);
+    coalesce_waiter_port.read(meta.coal_w1.port, cell);
+    coalesce_waiter_gen.read(gen, cell);
+    if ((bit<8>)1 >= batch) {
+        meta.coal_w1.port = COALESCE_NO_PORT;
+    } else if (gen != meta.coal_gen) {
+        meta.coal_w1.port = COALESCE_NO_PORT;
+        stale = true;
+    }
+    cell = base + 2;
+    coalesce_waiter_ip.read(meta.coal_w2.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal_w2.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal_w2.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal_w2.mac, cell);
+    coalesce_waiter_port.read(meta.coal_w2.port, cell);
+    coalesce_waiter_gen.read(gen, cell);
+    if ((bit<8>)2 >= batch) {
+        meta.coal_w2.port = COALESCE_NO_PORT;
+    } else if (gen != meta.coal_gen) {
+        meta.coal_w2.port = COALESCE_NO_PORT;
+        stale = true;
+    }
+    cell = base + 3;
+    coalesce_waiter_ip.read(meta.coal_w3.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal_w3.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal_w3.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal_w3.mac, cell);
+    coalesce_waiter_port.read(meta.coal_w3.port, cell);
+    coalesce_waiter_gen.read(gen, cell);
+    if ((bit<8>)3 >= batch) {
+        meta.coal_w3.port = COALESCE_NO_PORT;
+    } else if (gen != meta.coal_gen) {
+        meta.coal_w3.port = COALESCE_NO_PORT;
+        stale = true;
+    }
+    cell = base + 4;
+    coalesce_waiter_ip.read(meta.coal_w4.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal_w4.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal_w4.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal_w4.mac, cell);
+    coalesce_waiter_port.read(meta.coal_w4.port, cell);
+    coalesce_waiter_gen.read(gen, cell);
+    if ((bit<8>)4 >= batch) {
+        meta.coal_w4.port = COALESCE_NO_PORT;
+    } else if (gen != meta.coal_gen) {
+        meta.coal_w4.port = COALESCE_NO_PORT;
+        stale = true;
+    }
+    cell = base + 5;
+    coalesce_waiter_ip.read(meta.coal_w5.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal_w5.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal_w5.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal_w5.mac, cell);
+    coalesce_waiter_port.read(meta.coal_w5.port, cell);
+    coalesce_waiter_gen.read(gen, cell);
+    if ((bit<8>)5 >= batch) {
+        meta.coal_w5.port = COALESCE_NO_PORT;
+    } else if (gen != meta.coal_gen) {
+        meta.coal_w5.port = COALESCE_NO_PORT;
+        stale = true;
+    }
+    cell = base + 6;
+    coalesce_waiter_ip.read(meta.coal_w6.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal_w6.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal_w6.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal_w6.mac, cell);
+    coalesce_waiter_port.read(meta.coal_w6.port, cell);
+    coalesce_waiter_gen.read(gen, cell);
+    if ((bit<8>)6 >= batch) {
+        meta.coal_w6.port = COALESCE_NO_PORT;
+    } else if (gen != meta.coal_gen) {
+        meta.coal_w6.port = COALESCE_NO_PORT;
+        stale = true;
+    }
+    cell = base + 7;
+    coalesce_waiter_ip.read(meta.coal_w7.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal_w7.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal_w7.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal_w7.mac, cell);
+    coalesce_waiter_port.read(meta.coal_w7.port, cell);
+    coalesce_waiter_gen.read(gen, cell);
+    if ((bit<8>)7 >= batch) {
+        meta.coal_w7.port = COALESCE_NO_PORT;
+    } else if (gen != meta.coal_gen) {
+        meta.coal_w7.port = COALESCE_NO_PORT;
+        stale = true;
+    }
+    if (stale) {
+        count_coalesce(coalesce_event_t.STALE);
+    }
+    meta.coal_waiters = batch;
+    meta.coal_more = left > (bit<8>)COALESCE_BATCH;
+    meta.coal_replicate = true;
+    /* The group sized to the batch (k waiters: rids 0..k), of the one    */
+    /* port every copy leaves through (its waiters', and on the first     */
+    /* batch the reply's own route) or of all ports (code 511).           */
+    bit<16> p = meta.coal_w0.port;
+    bool one_port = meta.coal_port_group_base != 0 && p != COALESCE_NO_PORT
+        && (meta.coal_w1.port == p || meta.coal_w1.port == COALESCE_NO_PORT)
+        && (meta.coal_w2.port == p || meta.coal_w2.port == COALESCE_NO_PORT)
+        && (meta.coal_w3.port == p || meta.coal_w3.port == COALESCE_NO_PORT)
+        && (meta.coal_w4.port == p || meta.coal_w4.port == COALESCE_NO_PORT)
+        && (meta.coal_w5.port == p || meta.coal_w5.port == COALESCE_NO_PORT)
+        && (meta.coal_w6.port == p || meta.coal_w6.port == COALESCE_NO_PORT)
+        && (meta.coal_w7.port == p || meta.coal_w7.port == COALESCE_NO_PORT)
+        && (meta.coal_carry || (bit<16>)meta.coal_origin_port == p);
+    bit<16> code = COALESCE_ALL_PORTS;
+    if (one_port) {
+        code = p;
+    }
+    if (meta.coal_port_group_base != 0) {
+        std_meta.mcast_grp = meta.coal_port_group_base
+                             + (((bit<16>)batch - 1) << COALESCE_GROUP_SHIFT) + code;
+    } else {
+        std_meta.mcast_grp = meta.coal_carry_group;
     }
 }
 
@@ -234,6 +422,7 @@ action coalesce_reply() {
     coalesce_tenant.read(tenant, meta.coal_index);
     coalesce_prefix_hash.read(prefix_hash, meta.coal_index);
     coalesce_chunk_idx.read(chunk_idx, meta.coal_index);
+    coalesce_gen.read(meta.coal_gen, meta.coal_index);
     coalesce_server.read(server, meta.coal_index);
     coalesce_server_port.read(server_port, meta.coal_index);
     coalesce_origin_ip.read(origin_ip, meta.coal_index);
@@ -253,59 +442,25 @@ action coalesce_reply() {
         /* not the reply to a pending GET: forwarded as usual */
     } else if (server_port != (bit<16>)std_meta.ingress_port) {
         count_coalesce(coalesce_event_t.FOREIGN_REPLY);
-    } else if (!live) {
-        coalesce_epoch.write(meta.coal_index, 0);
-        count_coalesce(coalesce_event_t.EXPIRED);
     } else {
+        /* In time, or late but the entry was not reopened meanwhile (it  */
+        /* still names this GET): its waiters asked for exactly this      */
+        /* answer, so they get it either way (a waiter that already       */
+        /* retried gets a stray duplicate).  Expiry only lets new GETs    */
+        /* reopen the cell when a reply is lost.                          */
         coalesce_epoch.write(meta.coal_index, 0);
-        count_coalesce(coalesce_event_t.REPLIED);
+        if (live) {
+            count_coalesce(coalesce_event_t.REPLIED);
+        } else {
+            count_coalesce(coalesce_event_t.EXPIRED);
+        }
         if (waiters != 0) {
-            bit<32> base = meta.coal_index << COALESCE_WAITER_WIDTH;
-            /* every copy carries all waiters; egress picks its own by rid */
-            coalesce_waiter_ip.read(meta.coal_w0.ip, base + 0);
-            coalesce_waiter_udp_port.read(meta.coal_w0.udp_port, base + 0);
-            coalesce_waiter_req_id.read(meta.coal_w0.req_id, base + 0);
-            coalesce_waiter_mac.read(meta.coal_w0.mac, base + 0);
-            coalesce_waiter_port.read(meta.coal_w0.port, base + 0);
-            coalesce_waiter_ip.read(meta.coal_w1.ip, base + 1);
-            coalesce_waiter_udp_port.read(meta.coal_w1.udp_port, base + 1);
-            coalesce_waiter_req_id.read(meta.coal_w1.req_id, base + 1);
-            coalesce_waiter_mac.read(meta.coal_w1.mac, base + 1);
-            coalesce_waiter_port.read(meta.coal_w1.port, base + 1);
-            coalesce_waiter_ip.read(meta.coal_w2.ip, base + 2);
-            coalesce_waiter_udp_port.read(meta.coal_w2.udp_port, base + 2);
-            coalesce_waiter_req_id.read(meta.coal_w2.req_id, base + 2);
-            coalesce_waiter_mac.read(meta.coal_w2.mac, base + 2);
-            coalesce_waiter_port.read(meta.coal_w2.port, base + 2);
-            coalesce_waiter_ip.read(meta.coal_w3.ip, base + 3);
-            coalesce_waiter_udp_port.read(meta.coal_w3.udp_port, base + 3);
-            coalesce_waiter_req_id.read(meta.coal_w3.req_id, base + 3);
-            coalesce_waiter_mac.read(meta.coal_w3.mac, base + 3);
-            coalesce_waiter_port.read(meta.coal_w3.port, base + 3);
-            coalesce_waiter_ip.read(meta.coal_w4.ip, base + 4);
-            coalesce_waiter_udp_port.read(meta.coal_w4.udp_port, base + 4);
-            coalesce_waiter_req_id.read(meta.coal_w4.req_id, base + 4);
-            coalesce_waiter_mac.read(meta.coal_w4.mac, base + 4);
-            coalesce_waiter_port.read(meta.coal_w4.port, base + 4);
-            coalesce_waiter_ip.read(meta.coal_w5.ip, base + 5);
-            coalesce_waiter_udp_port.read(meta.coal_w5.udp_port, base + 5);
-            coalesce_waiter_req_id.read(meta.coal_w5.req_id, base + 5);
-            coalesce_waiter_mac.read(meta.coal_w5.mac, base + 5);
-            coalesce_waiter_port.read(meta.coal_w5.port, base + 5);
-            coalesce_waiter_ip.read(meta.coal_w6.ip, base + 6);
-            coalesce_waiter_udp_port.read(meta.coal_w6.udp_port, base + 6);
-            coalesce_waiter_req_id.read(meta.coal_w6.req_id, base + 6);
-            coalesce_waiter_mac.read(meta.coal_w6.mac, base + 6);
-            coalesce_waiter_port.read(meta.coal_w6.port, base + 6);
-            coalesce_waiter_ip.read(meta.coal_w7.ip, base + 7);
-            coalesce_waiter_udp_port.read(meta.coal_w7.udp_port, base + 7);
-            coalesce_waiter_req_id.read(meta.coal_w7.req_id, base + 7);
-            coalesce_waiter_mac.read(meta.coal_w7.mac, base + 7);
-            coalesce_waiter_port.read(meta.coal_w7.port, base + 7);
-            meta.coal_waiters = waiters;
+            /* the first batch; coalesce_copy carries the rest on */
+            meta.coal_total = waiters;
+            meta.coal_next = 0;
+            meta.coal_carry_group = meta.coal_mcast_group;
             meta.coal_origin_port = std_meta.egress_spec;
-            meta.coal_replicate = true;
-            std_meta.mcast_grp = meta.coal_mcast_group;
+            coalesce_load_batch();
         }
     }
 }
@@ -348,4 +503,13 @@ action coalesce() {
             coalesce_release();
         }
     }
+}
+
+/* A carried pass (egress recirculated the reply's carry copy with       */
+/* meta.coal_carry, coal_index, coal_gen, coal_total, coal_next and      */
+/* coal_carry_group): multicast the reply to the next batch of waiters.  */
+/* Nothing else in ingress looks at it: it was routed and counted once.  */
+action coalesce_carry() {
+    count_coalesce(coalesce_event_t.CARRIED);
+    coalesce_load_batch();
 }

@@ -4,13 +4,18 @@
  * MyEgress; the ingress side and the design are in coalesce.p4).
  *
  * A replicated reply reaches egress once per (port, rid) of the
- * coalescing multicast group: every port, rid 0..COALESCE_WAITERS.  Each
- * copy keeps itself only where it is wanted:
- *   rid 0      the reply itself, on the port its own route chose;
- *   rid i > 0  waiter i-1's copy, on the port that waiter's GET came in
- *              on, rewritten to that reader (MAC, IPv4 address, UDP port,
- *              request id; UDP checksum 0, as in every packet the switch
- *              rewrites past its IPv4 header).
+ * coalescing multicast group: every port, rid 0..COALESCE_BATCH, and one
+ * copy rid COALESCE_CARRY_RID.  Each copy keeps itself only where it is
+ * wanted:
+ *   rid 0      the reply itself, on the port its own route chose (first
+ *              batch only: a carried pass already served it);
+ *   rid i > 0  the batch's waiter i-1's copy, on the port that waiter's
+ *              GET came in on, rewritten to that reader (MAC, IPv4
+ *              address, UDP port, request id; UDP checksum 0, as in every
+ *              packet the switch rewrites past its IPv4 header);
+ *   carry      when the entry has waiters past this batch: recirculated
+ *              (never sent) with the next batch's first waiter, so the
+ *              next ingress pass serves the next batch (coalesce_carry).
  * Everything the copies need came with them in metadata (read in the
  * same ingress action that freed the entry), so a new pending entry in
  * the same cell can never leak into an old reply's copies.
@@ -38,8 +43,16 @@ action coalesce_copy_to(in ipv4_addr_t ip, in bit<16> udp_port, in bit<32> req_i
 /* One multicast copy of a replicated reply: which reader is it for?    */
 action coalesce_copy() {
     bit<16> rid = std_meta.egress_rid;
-    if (rid == 0) {
-        if (std_meta.egress_port != meta.coal_origin_port) {
+    if (rid == COALESCE_CARRY_RID) {
+        if (meta.coal_more) {
+            meta.coal_carry = true;
+            meta.coal_next = meta.coal_next + (bit<8>)COALESCE_BATCH;
+            recirculate_preserving_field_list(COALESCE_CARRY_FIELDS);
+        } else {
+            mark_to_drop(std_meta);
+        }
+    } else if (rid == 0) {
+        if (meta.coal_carry || std_meta.egress_port != meta.coal_origin_port) {
             mark_to_drop(std_meta);
         }
     } else if (rid > (bit<16>)meta.coal_waiters) {

@@ -44,6 +44,13 @@ control MyIngress(inout headers_t hdr,
 #include "steer.p4"               /* one pool address, several storage nodes */
 
     apply {
+        /* ---- request coalescing (coalesce.p4): a reply recirculated to   */
+        /* serve its next batch of waiters; nothing else applies to it      */
+        if (meta.coal_carry) {
+            coalesce_carry();
+            return;
+        }
+
         /* ---- what it is ---- */
         bool kvp_port = hdr.udp.isValid()
             && (hdr.udp.dst_port == KVP_UDP_PORT

@@ -232,17 +232,42 @@ enum bit<8> kvp_event_t {
  *  Request coalescing (coalesce.p4; docs/dataplane.md, "Coalescing")   *
  * ==================================================================== */
 
-/* Pending entries = 1 << COALESCE_INDEX_WIDTH (1,024), direct-mapped   */
+/* Pending entries = 1 << COALESCE_INDEX_WIDTH (4,096), direct-mapped   */
 /* by a salted crc32 of the block key.                                  */
-#define COALESCE_INDEX_WIDTH 10
+#define COALESCE_INDEX_WIDTH 12
 const bit<32> COALESCE_ENTRIES = 32w1 << COALESCE_INDEX_WIDTH;
 /* Readers parked per pending entry beside the one whose GET was        */
-/* forwarded = 1 << COALESCE_WAITER_WIDTH (8).  The metadata fields     */
-/* coal_w0..coal_w7 and coalesce_copy's chain list them one by one:     */
-/* change those three places together.                                  */
-#define COALESCE_WAITER_WIDTH 3
+/* forwarded = 1 << COALESCE_WAITER_WIDTH (64); a further reader is     */
+/* forwarded (OVERFLOW).  Waiter i of entry e is register cell          */
+/* (e << COALESCE_WAITER_WIDTH) + i.                                     */
+#define COALESCE_WAITER_WIDTH 6
 const bit<32> COALESCE_WAITERS = 32w1 << COALESCE_WAITER_WIDTH;
 const bit<32> COALESCE_WAITER_CELLS = 32w1 << (COALESCE_INDEX_WIDTH + COALESCE_WAITER_WIDTH);
+/* Waiters served per pipeline pass (a BATCH): copies rid 1..8 of one   */
+/* multicast.  A reply with more waiters carries the rest on in a copy  */
+/* with rid COALESCE_CARRY_RID that egress recirculates, one batch per  */
+/* pass.  The metadata fields coal_w0..coal_w7, coalesce_load_batch and */
+/* coalesce_copy's chain list the batch's waiters one by one: change    */
+/* those places together.                                                */
+const bit<32> COALESCE_BATCH = 8;
+const bit<16> COALESCE_CARRY_RID = 255;
+/* A waiter slot that is not to be served (past the entry's waiters, or */
+/* reused by a newer entry): no egress port equals it.                   */
+const bit<16> COALESCE_NO_PORT = 0xffff;
+/* Groups sized to a batch (set_coalesce_config's port_group_base):      */
+/* base + (k - 1) << COALESCE_GROUP_SHIFT + (port, or COALESCE_ALL_PORTS) */
+const bit<8> COALESCE_GROUP_SHIFT = 9;
+const bit<16> COALESCE_ALL_PORTS = 511;
+/* Field list the recirculated carry copy keeps (@field_list(2) in      */
+/* headers.p4 must name the same number).                               */
+const bit<8> COALESCE_CARRY_FIELDS = 2;
+/* Parked requests, by a hash of (reader IPv4, UDP port, req_id) mod    */
+/* COALESCE_PARKED_CELLS: the generation of the entry the request is    */
+/* parked in.  A GET that finds its own hash cell stamped with the      */
+/* live entry's generation is a waiter's retransmission (RETRY).        */
+#define COALESCE_PARKED_WIDTH 12
+const bit<32> COALESCE_PARKED_CELLS = 32w1 << COALESCE_PARKED_WIDTH;
+const bit<32> COALESCE_PARKED_SALT = 0x5a17c0de;
 /* Salt: makes the pending-entry hash independent of the sketch's row 0 */
 /* (also crc32 of the key); any constant other than the sketch's does.  */
 const bit<32> COALESCE_SALT = 0x2545f491;
@@ -268,7 +293,11 @@ enum bit<8> coalesce_event_t {
     FOREIGN_REPLY = 8,  /* a reply for a pending GET came in on another  */
                         /* port than the GET left through: not          */
                         /* replicated                                    */
-    RETRY         = 9   /* a parked waiter resent its GET: forwarded     */
+    RETRY         = 9,  /* a parked waiter resent its GET: forwarded     */
+    CARRIED       = 10, /* a recirculated reply served its next batch    */
+                        /* of up to COALESCE_BATCH waiters               */
+    STALE         = 11  /* a carried batch skipped a waiter slot a newer */
+                        /* entry of the cell reused (that waiter retries)*/
 }
 
 /* ==================================================================== *

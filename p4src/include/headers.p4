@@ -194,11 +194,29 @@ struct metadata_t {
     bit<48> coal_timeout;       /* coalesce_config: entry lifetime, in us */
     bit<16> coal_mcast_group;   /* coalesce_config: group of the copies  */
     mac_addr_t coal_sender_mac; /* source MAC as received (before lpm)   */
-    bit<32> coal_index;         /* pending entry of the key              */
     bool coal_replicate;        /* this reply is multicast to waiters    */
-    bit<8> coal_waiters;        /* waiters parked (copies rid 1..n)      */
+    bit<8> coal_waiters;        /* waiters in this batch (copies rid 1..n) */
+    bool coal_more;             /* waiters beyond this batch: carry on   */
     bool coal_parked;           /* this GET resends a parked waiter's    */
     bit<9> coal_origin_port;    /* the reply's own route (copy rid 0)    */
+    bit<32> coal_parked_cell;   /* coalesce_parked cell of this GET      */
+    /* Kept by the recirculated carry copy (COALESCE_CARRY_FIELDS):     */
+    /* which entry's waiters it serves next.                             */
+    @field_list(2)
+    bool coal_carry;            /* a carried pass: serve the next batch  */
+    @field_list(2)
+    bit<32> coal_index;         /* pending entry of the key              */
+    @field_list(2)
+    bit<32> coal_gen;           /* generation of the entry replied to    */
+    @field_list(2)
+    bit<8> coal_total;          /* waiters of that entry                 */
+    @field_list(2)
+    bit<8> coal_next;           /* first waiter of this batch            */
+    @field_list(2)
+    bit<16> coal_carry_group;   /* multicast group of the copies         */
+    @field_list(2)
+    bit<16> coal_port_group_base; /* coalesce_config: per-port groups    */
+                                /* at base + port; 0 = none              */
     coalesce_waiter_t coal_w0;  /* waiter i = copy with egress_rid i+1   */
     coalesce_waiter_t coal_w1;
     coalesce_waiter_t coal_w2;

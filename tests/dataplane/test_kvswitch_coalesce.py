@@ -24,7 +24,14 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.coalescing import CoalescingOptions, replica_layout
+from controller.coalescing import (
+    ALL_PORTS,
+    BATCH,
+    WAITERS,
+    CoalescingOptions,
+    group_layouts,
+    sized_group,
+)
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
@@ -48,11 +55,9 @@ PORTS = (1, 2, 3, 4)
 """Every port of the test switch (the process targets have veths on exactly these)."""
 GROUP = 7
 """The coalescing multicast group; any id the controller does not use otherwise."""
-WAITERS = 8
-"""COALESCE_WAITERS in p4src/include/constants.p4."""
 LONG_TIMEOUT_US = 30_000_000
 """Long enough that no entry expires during a test, however slow the target."""
-ENTRIES = 1024
+ENTRIES = 4096
 """COALESCE_ENTRIES: pending entries, indexed by crc32(COALESCE_SALT ‖ key) mod ENTRIES."""
 SALT = 0x2545F491
 EVENTS = "MyIngress.coalesce_events"
@@ -83,6 +88,17 @@ def coalesce_index(key: ChunkKey) -> int:
     return zlib.crc32(data) % ENTRIES
 
 
+PARKED_CELLS = 4096
+PARKED_SALT = 0x5A17C0DE
+
+
+def parked_cell(reader: Reader, req_id: int) -> int:
+    """A request's coalesce_parked cell, as the program computes it (crc32 over salt ‖ IPv4 ‖ UDP port ‖ req_id)."""
+    data = PARKED_SALT.to_bytes(4, "big") + bytes(int(b) for b in reader.ip.split(".")) \
+        + reader.udp_port.to_bytes(2, "big") + req_id.to_bytes(4, "big")
+    return zlib.crc32(data) % PARKED_CELLS
+
+
 @dataclass
 class CoalesceNet:
     """KvNet plus readers on several ports, coalescing configured as the controller does."""
@@ -91,9 +107,12 @@ class CoalesceNet:
     target: Target
     epoch: int
 
-    def configure(self, timeout_us: int = LONG_TIMEOUT_US) -> None:
-        options = CoalescingOptions(timeout_us=timeout_us, epoch=self.epoch, mcast_group=GROUP)
-        self.target.mcast_group_set(GROUP, [Replica(p, rid) for p, rid in replica_layout(PORTS, WAITERS)])
+    def configure(self, timeout_us: int = LONG_TIMEOUT_US, port_groups: bool = True) -> None:
+        """Coalescing on, with the controller's groups (`group_layouts`): all ports, and one per port."""
+        options = CoalescingOptions(timeout_us=timeout_us, epoch=self.epoch, mcast_group=GROUP,
+                                    port_groups=port_groups)
+        for group, layout in group_layouts(options, PORTS).items():
+            self.target.mcast_group_set(group, [Replica(p, rid) for p, rid in layout])
         self.target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
                                       options.config_params())
 
@@ -207,6 +226,64 @@ def test_readers_of_a_pending_chunk_share_one_get(coal: CoalesceNet, readers: tu
     assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
 
 
+def _break_group(coal: CoalesceNet, group: int) -> None:
+    """Replace `group` by one that serves nobody (a copy on port 2 with a rid no waiter has)."""
+    coal.target.mcast_group_set(group, [Replica(2, 100)])
+
+
+def test_a_batch_uses_the_group_sized_to_it(coal: CoalesceNet) -> None:
+    """Groups sized to a batch: readers behind one port use that port's group for their batch size, readers on
+    several ports the all-ports group of their batch size, never the full all-ports group. Shown by breaking
+    every group the batch must NOT use: each reader is still served exactly once."""
+    options = CoalescingOptions(mcast_group=GROUP)
+    coal.configure()
+    base = options.port_group_base
+    # 1 + 3 readers behind port 1: only group (3 waiters, port 1) is needed
+    for group in group_layouts(options, PORTS):
+        if group != base + sized_group(3, A.port):
+            _break_group(coal, group)
+    one_port = {A: 1, A2: 2, B: 3, Reader("A3", A.ip, A.mac, A.port, 40099): 4}
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    for r, req in list(one_port.items())[1:]:
+        assert coal.get(r, req) == []
+    assert_each_reader_served_once(coal.reply(A, 1), one_port)
+    # readers on ports 1, 3, 4: only group (2 waiters, all ports) is needed
+    coal.configure()
+    for group in group_layouts(options, PORTS):
+        if group != base + sized_group(2, ALL_PORTS):
+            _break_group(coal, group)
+    assert gets_to_storage(coal.get(A, 11)) == 1
+    assert coal.get(C, 12) == [] and coal.get(D, 13) == []
+    assert_each_reader_served_once(coal.reply(A, 11), {A: 11, C: 12, D: 13})
+
+
+def test_full_batches_carry_on_through_the_full_sized_groups(coal: CoalesceNet) -> None:
+    """2 full batches + 1 behind port 1: groups (8, port 1) twice, then (1, port 1); nothing else."""
+    options = CoalescingOptions(mcast_group=GROUP)
+    coal.configure()
+    base = options.port_group_base
+    for group in group_layouts(options, PORTS):
+        if group not in (base + sized_group(BATCH, A.port), base + sized_group(1, A.port)):
+            _break_group(coal, group)
+    readers = [Reader(f"A{i}", A.ip, A.mac, A.port, 42000 + i) for i in range(2 * BATCH + 2)]
+    req_ids = {r: 600 + i for i, r in enumerate(readers)}
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    for r in readers[1:]:
+        assert coal.get(r, req_ids[r]) == []
+    assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]]), req_ids)
+    assert coal.event("CARRIED") == 2
+
+
+def test_without_port_groups_every_batch_uses_the_all_ports_group(coal: CoalesceNet) -> None:
+    coal.configure(port_groups=False)
+    readers = [A, A2, B, C, D] + [Reader(f"A{i}", A.ip, A.mac, A.port, 42000 + i) for i in range(BATCH)]
+    req_ids = {r: 800 + i for i, r in enumerate(readers)}
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    for r in readers[1:]:
+        assert coal.get(r, req_ids[r]) == []
+    assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]]), req_ids)
+
+
 def test_coalescing_is_off_until_configured(coal: CoalesceNet) -> None:
     assert gets_to_storage(coal.get(A, 1)) == 1
     assert gets_to_storage(coal.get(C, 2)) == 1
@@ -236,9 +313,48 @@ def test_expired_entry_lets_the_next_get_through(coal: CoalesceNet) -> None:
     assert coal.replicated() == 0
 
 
+def many_readers(n: int) -> list[Reader]:
+    """`n` distinct readers spread over ports 1, 3 and 4 (several per address: their own UDP ports)."""
+    return [Reader(f"R{i}", r.ip, r.mac, r.port, 41000 + i) for i, r in zip(range(n), [A, C, D] * n, strict=False)]
+
+
+@pytest.mark.parametrize("n", [BATCH + 1, 20], ids=lambda n: f"{n} readers")
+def test_more_readers_than_one_batch_share_one_get(coal: CoalesceNet, n: int) -> None:
+    """Past one batch (8 waiters) the reply is recirculated to serve the next batch: still one GET, every
+    reader exactly one reply on its port, with its own addresses and request id."""
+    coal.configure()
+    readers = many_readers(n)
+    req_ids = {r: 300 + 7 * i for i, r in enumerate(readers)}
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    for r in readers[1:]:
+        assert coal.get(r, req_ids[r]) == [], f"{r.name}'s GET left the switch"
+    out = coal.reply(readers[0], req_ids[readers[0]])
+    assert_each_reader_served_once(out, req_ids)
+    batches = -(-(n - 1) // BATCH)
+    assert (coal.event("PENDING"), coal.event("COALESCED"), coal.event("REPLIED")) == (1, n - 1, 1)
+    assert (coal.event("CARRIED"), coal.event("STALE"), coal.event("OVERFLOW")) == (batches - 1, 0, 0)
+    assert coal.replicated() == n - 1
+    # the entry is free again, and no carried state lingers: the next reply goes to its reader only
+    assert gets_to_storage(coal.get(C, 900)) == 1
+    assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
+
+
+def test_a_late_reply_still_serves_the_waiters_of_an_entry_nobody_reopened(coal: CoalesceNet) -> None:
+    """Expiry lets new GETs reopen the cell; a reply that comes late to an entry still holding its GET serves
+    that entry's waiters (they asked exactly this), counted EXPIRED."""
+    timeout_s = 0.3
+    coal.configure(timeout_us=int(timeout_s * 1e6))
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert coal.get(C, 2) == [] and coal.get(D, 3) == []
+    time.sleep(timeout_s * 2)
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
+    assert (coal.event("EXPIRED"), coal.event("REPLIED")) == (1, 0)
+    assert coal.replicated() == 2
+
+
 def test_full_entry_forwards_further_gets(coal: CoalesceNet) -> None:
     coal.configure()
-    readers = [Reader(f"R{i}", r.ip, r.mac, r.port, 41000 + i) for i, r in enumerate([A, C, D] * 4)][: WAITERS + 2]
+    readers = many_readers(WAITERS + 2)
     req_ids = {r: 200 + i for i, r in enumerate(readers)}
     origin, waiters, late = readers[0], readers[1: WAITERS + 1], readers[WAITERS + 1]
     assert gets_to_storage(coal.get(origin, req_ids[origin])) == 1
@@ -249,6 +365,7 @@ def test_full_entry_forwards_further_gets(coal: CoalesceNet) -> None:
     out = coal.reply(origin, req_ids[origin])
     assert_each_reader_served_once(out, {r: req_ids[r] for r in [origin, *waiters]})
     assert coal.replicated() == WAITERS
+    assert coal.event("CARRIED") == WAITERS // BATCH - 1
     assert_each_reader_served_once(coal.reply(late, req_ids[late]), {late: req_ids[late]})
 
 
@@ -313,6 +430,38 @@ def test_a_waiters_retransmission_is_forwarded(coal: CoalesceNet) -> None:
     assert coal.get(D, 3) == []
     assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
     assert coal.replicated() == 2
+
+
+def test_a_waiter_sharing_a_parked_cell_with_another_is_not_a_retry(coal: CoalesceNet) -> None:
+    """Two waiters of one entry whose requests hash to the same coalesce_parked cell: the second is parked, not
+    taken for the first one's retransmission."""
+    coal.configure()
+    other = next(r for r in range(1, 1 << 20) if parked_cell(D, r) == parked_cell(C, 2))
+    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert coal.get(C, 2) == []
+    assert coal.get(D, other) == [], "a waiter sharing a parked cell was forwarded as a retry"
+    assert coal.event("RETRY") == 0
+    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: other})
+
+
+def test_a_retransmission_of_a_waiter_in_a_later_batch_is_forwarded(coal: CoalesceNet) -> None:
+    """The retry check covers every waiter of the entry, not only the first batch; a new request of a parked
+    reader (another req_id) is a new waiter."""
+    coal.configure()
+    readers = many_readers(2 * BATCH + 3)
+    req_ids = {r: 500 + i for i, r in enumerate(readers)}
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    for r in readers[1:]:
+        assert coal.get(r, req_ids[r]) == []
+    last = readers[-1]
+    assert gets_to_storage(coal.get(last, req_ids[last])) == 1, "a late-batch waiter's retry was parked again"
+    assert coal.event("RETRY") == 1
+    again = Reader("again", last.ip, last.mac, last.port, last.udp_port)
+    assert coal.get(again, 999) == [], "the same reader's next request was taken for a retry"
+    out = coal.reply(readers[0], req_ids[readers[0]])
+    # every waiter once; the retried waiter's copy still comes (a stray duplicate of the forwarded retry's)
+    served = [(Ether(d)[UDP].dport, Ether(d)[KVP].req_id) for _, d in out]
+    assert sorted(served) == sorted([(r.udp_port, req_ids[r]) for r in readers] + [(last.udp_port, 999)])
 
 
 def test_bypass_get_is_never_held(coal: CoalesceNet) -> None:

@@ -288,13 +288,12 @@ def test_lookup_meta_is_answered_without_a_pool_too(net: KvNet) -> None:
 def test_coalescing_keys_pool_gets_by_the_pool_not_the_node(pool: PoolNet, target: Target) -> None:
     """Two readers GET one cold chunk through the pool address: one GET reaches the node, its reply (renamed)
     is replicated to both, each in the pool's name."""
-    from controller.coalescing import CoalescingOptions, replica_layout
+    from controller.coalescing import CoalescingOptions, group_layouts
 
-    group = 7
-    target.mcast_group_set(group, [r for r in _replicas(replica_layout((1, 2, 3, 4), 8))])
-    target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
-                             CoalescingOptions(timeout_us=30_000_000, epoch=1 + getattr(target, "epoch_offset", 0),
-                                               mcast_group=group).config_params())
+    options = CoalescingOptions(timeout_us=30_000_000, epoch=1 + getattr(target, "epoch_offset", 0), mcast_group=7)
+    for group, layout in group_layouts(options, (1, 2, 3, 4)).items():
+        target.mcast_group_set(group, list(_replicas(layout)))
+    target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config", options.config_params())
     first = only(pool.request(Opcode.GET, KEY2, req_id=1, sport=40001), NODE2_PORT)
     assert first[IP].dst == NODE2_IP
     assert pool.request(Opcode.GET, KEY2, req_id=2, sport=40002) == [], "the second reader waits"
