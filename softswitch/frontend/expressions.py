@@ -282,6 +282,11 @@ class ExpressionChecker:
             raise P4Error(n.right.loc, f"shift amount must be bit<W>, not {b.type}")  # type: ignore[attr-defined]
         if isinstance(a, Constant) and isinstance(b, Constant):
             return fold_binary(n.op, a, b, a.type, n.loc)
+        if isinstance(b.type, BitType) and b.type.width > 8:
+            # p4c's BMv2 back end (--Werror=overlimit): a typed amount wider than 8 bits, constant or not; an
+            # untyped int literal is fine (what p4c folds), so `x << 3` passes and `x << 16w3` does not.
+            raise P4Error(n.loc, f"{n.op} by a bit<{b.type.width}> amount: shift amount limited to 8 bits on this "
+                                 f"target (cast it to bit<8>)")
         return ir.BinaryOp(n.op, a, b, a.type, n.loc)
 
     def _e_CastExpr(self, n: A.CastExpr, ctx: Context, expected: ir.Type | None) -> ir.Expr:
