@@ -29,7 +29,7 @@ TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOS
 	--metrics-base $(METRICS_PORT) --switch-log $(SWITCH_LOG) $(if $(filter 0,$(PCAP)),--no-pcap) \
 	$(if $(filter 1,$(RESUME)),--resume)
 
-.PHONY: help setup run stop demo test test-fast test-bmv2 bench eval check compile clean
+.PHONY: help setup run stop demo test test-fast test-bmv2 test-mooncake bench eval check compile clean
 
 help:  ## this menu
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ test-fast: setup  ## the suite without slow (process, veth, Mininet) tests
 
 test-bmv2: setup  ## every BMv2 case (needs p4c and simple_switch_grpc on PATH, root); a skip fails
 	$(PY) -m pytest -m bmv2 -p kvtesting.require_targets --require-target bmv2 $(PYTEST_ARGS)
+
+test-mooncake: setup  ## the Mininet coherence and hostile-host suites again, storage nodes over Mooncake Store
+	KVSWITCH_TEST_STORE=mooncake $(PY) -m pytest tests/topo/test_coherence.py tests/topo/test_hostile_hosts.py $(PYTEST_ARGS)
 
 bench: setup  ## benchmarks; JSON and tables under out/bench
 	$(PY) -m bench all --out out/bench
