@@ -10,6 +10,10 @@ decaying weights: the half-life is `half_life_capacities` × the capacity in ref
 The real pool follows the leader exactly: it admits what the leader admitted and evicts what the leader
 evicted, so between switches its contents *are* the leader's. A challenger takes the lead once its decayed
 hits exceed the leader's by `switch_margin_hits` (hysteresis in hits: a lead of less than one hit is noise).
+Until the pool first fills, LRU and ARC hold the same blocks and have the same record, so the first time
+they disagree nothing at full size says which to follow; the ensemble breaks such exact ties by the experts'
+record at half the capacity (miniature shadows, as in Waldspurger et al., ATC'17, dropped once no expert is tied):
+a smaller pool fills and disagrees earlier, so it has evidence when the full-size experts have none.
 On a switch the pool **adopts** the new leader's resident set at once (`adopt`): what the leader does not hold
 is evicted, what it holds and the pool lacks is prefetched from the storage node (the controller's fill path).
 The prefetches are the price of switching; the pool counts them (`Pool.stats["prefetched"]`) so a report can
@@ -49,10 +53,18 @@ class AdaptiveParams(Params):
     switch_margin_hits: float = 0.5
     """A challenger leads once its decayed hits exceed the leader's by this many (hysteresis in hits)."""
     initial_leader: str = "lru"
-    """Expert the pool follows before any has shown better (an expert's eviction name); the first hit on
-    which two experts differ is lost by whichever is not followed, so some trace always pays one or two hits."""
+    """Expert the pool follows before any has shown better (an expert's eviction name), unless the miniature
+    shadows of `tie_break_capacity` say otherwise first."""
     adopt: bool = True
     """On a switch, take over the new leader's contents at once (prefetching what it holds); else converge lazily."""
+    tie_break_capacity: float = 0.5
+    """While two experts have the same record at full size (identical hits so far: LRU and ARC hold the same
+    blocks until the pool first fills and their evictions differ), the tie is broken by their record at this
+    fraction of the capacity (miniature shadows, dropped once no expert is tied any more). A smaller pool
+    diverges earlier, so it is the only evidence there is when the full-size experts first disagree; the
+    first disagreement is otherwise a coin flip that costs one hit when it goes the wrong way, and that hit
+    cannot be recovered on a trace where the winning expert is already as good as MIN. 0 = off (the tie
+    stays with `initial_leader`)."""
     switch_cost: float = 0.0
     """Optionally make a switch pay for its prefetches: the challenger's decayed lead (≈ the hits it gained over
     the last window, so the hits it promises over the next one) must exceed this many × the blocks the pool
@@ -77,12 +89,20 @@ class Ensemble:
         evictions = [e for _, e in experts]
         if self.params.initial_leader not in evictions:
             raise ValueError(f"adaptive: initial_leader {self.params.initial_leader!r} is not one of {evictions}")
+        if not 0 <= self.params.tie_break_capacity < 1:
+            raise ValueError("adaptive: tie_break_capacity must be in [0, 1)")
         self.names = [f"{a}+{e}" for a, e in experts]
         # Shadows log their changes so that the real pool can evict exactly what the leader evicted.
         self.shadows: list[Pool] = [
             make_pool(capacity_blocks, a, e, "drop", tier=Tier.SWITCH, log_limit=None) for a, e in experts
         ]
         self.scores = [0.0] * len(experts)
+        mini = round(capacity_blocks * self.params.tie_break_capacity)
+        # Miniature shadows for breaking ties at full size (by expert index; dropped when no longer tied).
+        self._minis: dict[int, Pool] = (
+            {i: make_pool(mini, a, e, "drop", tier=Tier.SWITCH, log_limit=0) for i, (a, e) in enumerate(experts)}
+            if mini >= 1 else {})
+        self.mini_hits = [0] * len(experts)
         self.leader = evictions.index(self.params.initial_leader)
         self.switches = 0
         half_life = max(self.params.min_half_life, self.params.half_life_capacities * capacity_blocks)
@@ -119,15 +139,40 @@ class Ensemble:
         if self._weight > _RENORMALISE:
             self.scores = scores = [s / self._weight for s in scores]
             self._weight = 1.0
+        if self._minis:
+            self._feed_minis(block, now)
         best = max(range(len(scores)), key=scores.__getitem__)
         lead = (scores[best] - scores[leader]) / self._weight  # in (decayed) hits
         if best != leader and lead > self.params.switch_margin_hits and self._pays_for_prefetches(best, lead):
-            self.leader = best
-            self.switches += 1
-            self._adopt_pending = self.params.adopt
-            self._rebuild_suspects()
+            self._switch(best)
+        elif (self._minis and (winner := self._tie_winner()) is not None
+              and self._pays_for_prefetches(winner, self.mini_hits[winner] - self.mini_hits[leader])):
+            self._switch(winner)
         elif len(self._suspects) > self._limit:
             self._rebuild_suspects()
+
+    def _switch(self, to: int) -> None:
+        self.leader = to
+        self.switches += 1
+        self._adopt_pending = self.params.adopt
+        self._rebuild_suspects()
+
+    def _feed_minis(self, block: BlockInfo, now: float) -> None:
+        """One reference to the miniature shadows of the experts still tied at full size; drop the others'."""
+        scores, minis, mini_hits = self.scores, self._minis, self.mini_hits
+        for i, mini in minis.items():
+            if mini.access(block, now):
+                mini_hits[i] += 1
+        for i in [i for i in minis if not any(scores[i] == scores[j] for j in minis if j != i)]:
+            del minis[i]  # its full-size record is its own now: no tie left to break
+
+    def _tie_winner(self) -> int | None:
+        """The expert tied with the leader at full size whose miniature has hit strictly more, if any."""
+        leader, minis, mini_hits = self.leader, self._minis, self.mini_hits
+        if leader not in minis:
+            return None
+        best = max((i for i in minis if self.scores[i] == self.scores[leader]), key=mini_hits.__getitem__)
+        return best if mini_hits[best] > mini_hits[leader] else None
 
     def _pays_for_prefetches(self, challenger: int, lead: float) -> bool:
         """Is `lead` worth the prefetches of adopting `challenger`'s contents? (Counted at most once per
