@@ -273,7 +273,9 @@ def every_trace_section(studies: dict, block_bytes: int = 0) -> str:
         f"the pool is the leader's cache and, when another shadow leads by more than "
         f"{ADAPTIVE.switch_margin_hits:g} hit, adopts that shadow's contents (exact ties, as LRU's and ARC's before "
         f"they first disagree, go to the expert whose shadow at {ADAPTIVE.tie_break_capacity:g} × the pool size has hit more), "
-        "prefetching from the storage node what it lacks. Same parameters on every trace. Block-level hit "
+        "prefetching from the storage node what it lacks, unless its lead over the best single expert exceeds what "
+        "it would prefetch (then it converges lazily: at most one missed read per block it did not prefetch). "
+        "Same parameters on every trace. Block-level hit "
         "ratios; pool sizes as % of each trace's unique blocks; *prefetched*: the switches' extra storage reads, "
         "as a share of the references (a cost the hit ratio does not show).",
         "",

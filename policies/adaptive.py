@@ -17,8 +17,11 @@ a smaller pool fills and disagrees earlier, so it has evidence when the full-siz
 On a switch the pool **adopts** the new leader's resident set at once (`adopt`): what the leader does not hold
 is evicted, what it holds and the pool lacks is prefetched from the storage node (the controller's fill path).
 The prefetches are the price of switching; the pool counts them (`Pool.stats["prefetched"]`) so a report can
-charge them as extra storage reads (`switch_cost` can make every switch justify them). With `adopt` off the pool converges lazily instead (evicting first what the
-leader no longer holds), paying no prefetches but missing what the leader has and it has not.
+charge them as extra storage reads (`switch_cost` can make every switch justify them). A switch can instead be
+*lazy* (evict first what the leader no longer holds, admit what it holds when read): that costs at most one
+missed read per block an adoption would have prefetched, so the pool switches lazily whenever its lead over the
+best single expert (hits since the start) exceeds that count (`spend_lead`), and adopts otherwise. With `adopt`
+off every switch is lazy.
 
 This is the experts idea of ACME and of LeCaR/CACHEUS (follow the best expert measured on recent requests),
 with whole shadow caches instead of per-eviction weights: shadows are cheap (metadata only), so following the
@@ -31,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from policies.base import BlockInfo, CacheKey, Params, Tier, Victim
-from policies.pool import Pool
+from policies.pool import Adoption, Pool
 
 EXPERTS: tuple[tuple[str, str], ...] = (("always", "lru"), ("always", "arc"), ("conversation", "conversation"))
 """(admission, eviction) of each shadow: recency, ARC's recency/frequency balance, and the conversation-level
@@ -57,6 +60,12 @@ class AdaptiveParams(Params):
     shadows of `tie_break_capacity` say otherwise first."""
     adopt: bool = True
     """On a switch, take over the new leader's contents at once (prefetching what it holds); else converge lazily."""
+    spend_lead: bool = True
+    """With `adopt`: switch *lazily* (no prefetch) whenever the pool's lead over the best single expert, in hits
+    since the start, exceeds the blocks an adoption would prefetch. A lazy switch misses at most one read per
+    block the leader holds and the pool lacks (each such miss admits the block and evicts one the leader does not
+    hold, and nothing else can widen the gap), i.e. at most what adopting would have prefetched; so the pool
+    spends its lead on saved storage reads only when the lead can pay for the worst case, and adopts otherwise."""
     tie_break_capacity: float = 0.5
     """While two experts have the same record at full size (identical hits so far: LRU and ARC hold the same
     blocks until the pool first fills and their evictions differ), the tie is broken by their record at this
@@ -97,6 +106,9 @@ class Ensemble:
             make_pool(capacity_blocks, a, e, "drop", tier=Tier.SWITCH, log_limit=None) for a, e in experts
         ]
         self.scores = [0.0] * len(experts)
+        self.totals = [0] * len(experts)
+        """Each expert's hits since the start (undecayed), against which the pool's own lead is measured."""
+        self.real_hits = 0
         mini = round(capacity_blocks * self.params.tie_break_capacity)
         # Miniature shadows for breaking ties at full size (by expert index; dropped when no longer tied).
         self._minis: dict[int, Pool] = (
@@ -111,7 +123,9 @@ class Ensemble:
         self.real: set[CacheKey] = set()
         self._suspects: deque[CacheKey] = deque()
         self._limit = 4 * capacity_blocks + 16
-        self._adopt_pending = False
+        self._adoption: Adoption | None = None
+        self.lazy_switches = 0
+        """Switches made without prefetching because the pool's lead over the best expert covered them."""
         self._prefetches = 0  # blocks the last counted challenger holds and the pool lacks
         self._counted_for = -1
         self._count_due = 0
@@ -126,9 +140,11 @@ class Ensemble:
         scores = self.scores
         weight = self._weight
         leader = self.leader
+        totals = self.totals
         for i, shadow in enumerate(self.shadows):
             if shadow.access(block, now):
                 scores[i] += weight
+                totals[i] += 1
             events = shadow.events
             if i == leader:
                 for event in events:
@@ -154,8 +170,15 @@ class Ensemble:
     def _switch(self, to: int) -> None:
         self.leader = to
         self.switches += 1
-        self._adopt_pending = self.params.adopt
         self._rebuild_suspects()
+        if not self.params.adopt:
+            return
+        real = self.real
+        missing = [b for b in self.shadows[to].resident_blocks() if b.key not in real]
+        if self.params.spend_lead and len(missing) < self.real_hits - max(self.totals):
+            self.lazy_switches += 1  # the lead covers every read a lazy switch could lose: prefetch nothing
+            return
+        self._adoption = Adoption(list(self._suspects), missing)
 
     def _feed_minis(self, block: BlockInfo, now: float) -> None:
         """One reference to the miniature shadows of the experts still tied at full size; drop the others'."""
@@ -197,12 +220,10 @@ class Ensemble:
         """Does the leader hold `key` (after the current reference)?"""
         return key in self.shadows[self.leader]
 
-    def adoption(self) -> list[BlockInfo] | None:
-        """The leader's resident blocks if the pool should take them over now (once per switch), else None."""
-        if not self._adopt_pending:
-            return None
-        self._adopt_pending = False
-        return self.shadows[self.leader].resident_blocks()
+    def adoption(self) -> Adoption | None:
+        """What the pool should evict and prefetch now to take over the new leader's contents (once per switch)."""
+        adoption, self._adoption = self._adoption, None
+        return adoption
 
     def inserted(self, key: CacheKey) -> None:
         self.real.add(key)
@@ -272,12 +293,12 @@ class AdaptiveEviction:
         self.ensemble.inserted(block.key)
 
     def on_hit(self, block: BlockInfo, now: float) -> None:
-        pass
+        self.ensemble.real_hits += 1
 
     def on_remove(self, key: CacheKey) -> None:
         self.ensemble.real.discard(key)
 
-    def target(self) -> list[BlockInfo] | None:
+    def target(self) -> Adoption | None:
         """`policies.pool.Retargeting`: after a leader change, the contents the pool should adopt."""
         return self.ensemble.adoption()
 
