@@ -10,11 +10,18 @@ decaying weights: the half-life is `half_life_capacities` × the capacity in ref
 The real pool follows the leader exactly: it admits what the leader admitted and evicts what the leader
 evicted, so between switches its contents *are* the leader's. A challenger takes the lead once its decayed
 hits exceed the leader's by `switch_margin_hits` (hysteresis in hits: a lead of less than one hit is noise).
+Until the pool first fills, LRU and ARC hold the same blocks and have the same record, so the first time
+they disagree nothing at full size says which to follow; the ensemble breaks such exact ties by the experts'
+record at half the capacity (miniature shadows, as in Waldspurger et al., ATC'17, dropped once no expert is tied):
+a smaller pool fills and disagrees earlier, so it has evidence when the full-size experts have none.
 On a switch the pool **adopts** the new leader's resident set at once (`adopt`): what the leader does not hold
 is evicted, what it holds and the pool lacks is prefetched from the storage node (the controller's fill path).
 The prefetches are the price of switching; the pool counts them (`Pool.stats["prefetched"]`) so a report can
-charge them as extra storage reads (`switch_cost` can make every switch justify them). With `adopt` off the pool converges lazily instead (evicting first what the
-leader no longer holds), paying no prefetches but missing what the leader has and it has not.
+charge them as extra storage reads (`switch_cost` can make every switch justify them). A switch can instead be
+*lazy* (evict first what the leader no longer holds, admit what it holds when read): that costs at most one
+missed read per block an adoption would have prefetched, so the pool switches lazily whenever its lead over the
+best single expert (hits since the start) exceeds that count (`spend_lead`), and adopts otherwise. With `adopt`
+off every switch is lazy.
 
 This is the experts idea of ACME and of LeCaR/CACHEUS (follow the best expert measured on recent requests),
 with whole shadow caches instead of per-eviction weights: shadows are cheap (metadata only), so following the
@@ -27,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from policies.base import BlockInfo, CacheKey, Params, Tier, Victim
-from policies.pool import Pool
+from policies.pool import Adoption, Pool
 
 EXPERTS: tuple[tuple[str, str], ...] = (("always", "lru"), ("always", "arc"), ("conversation", "conversation"))
 """(admission, eviction) of each shadow: recency, ARC's recency/frequency balance, and the conversation-level
@@ -49,10 +56,24 @@ class AdaptiveParams(Params):
     switch_margin_hits: float = 0.5
     """A challenger leads once its decayed hits exceed the leader's by this many (hysteresis in hits)."""
     initial_leader: str = "lru"
-    """Expert the pool follows before any has shown better (an expert's eviction name); the first hit on
-    which two experts differ is lost by whichever is not followed, so some trace always pays one or two hits."""
+    """Expert the pool follows before any has shown better (an expert's eviction name), unless the miniature
+    shadows of `tie_break_capacity` say otherwise first."""
     adopt: bool = True
     """On a switch, take over the new leader's contents at once (prefetching what it holds); else converge lazily."""
+    spend_lead: bool = True
+    """With `adopt`: switch *lazily* (no prefetch) whenever the pool's lead over the best single expert, in hits
+    since the start, exceeds the blocks an adoption would prefetch. A lazy switch misses at most one read per
+    block the leader holds and the pool lacks (each such miss admits the block and evicts one the leader does not
+    hold, and nothing else can widen the gap), i.e. at most what adopting would have prefetched; so the pool
+    spends its lead on saved storage reads only when the lead can pay for the worst case, and adopts otherwise."""
+    tie_break_capacity: float = 0.5
+    """While two experts have the same record at full size (identical hits so far: LRU and ARC hold the same
+    blocks until the pool first fills and their evictions differ), the tie is broken by their record at this
+    fraction of the capacity (miniature shadows, dropped once no expert is tied any more). A smaller pool
+    diverges earlier, so it is the only evidence there is when the full-size experts first disagree; the
+    first disagreement is otherwise a coin flip that costs one hit when it goes the wrong way, and that hit
+    cannot be recovered on a trace where the winning expert is already as good as MIN. 0 = off (the tie
+    stays with `initial_leader`)."""
     switch_cost: float = 0.0
     """Optionally make a switch pay for its prefetches: the challenger's decayed lead (≈ the hits it gained over
     the last window, so the hits it promises over the next one) must exceed this many × the blocks the pool
@@ -77,12 +98,23 @@ class Ensemble:
         evictions = [e for _, e in experts]
         if self.params.initial_leader not in evictions:
             raise ValueError(f"adaptive: initial_leader {self.params.initial_leader!r} is not one of {evictions}")
+        if not 0 <= self.params.tie_break_capacity < 1:
+            raise ValueError("adaptive: tie_break_capacity must be in [0, 1)")
         self.names = [f"{a}+{e}" for a, e in experts]
         # Shadows log their changes so that the real pool can evict exactly what the leader evicted.
         self.shadows: list[Pool] = [
             make_pool(capacity_blocks, a, e, "drop", tier=Tier.SWITCH, log_limit=None) for a, e in experts
         ]
         self.scores = [0.0] * len(experts)
+        self.totals = [0] * len(experts)
+        """Each expert's hits since the start (undecayed), against which the pool's own lead is measured."""
+        self.real_hits = 0
+        mini = round(capacity_blocks * self.params.tie_break_capacity)
+        # Miniature shadows for breaking ties at full size (by expert index; dropped when no longer tied).
+        self._minis: dict[int, Pool] = (
+            {i: make_pool(mini, a, e, "drop", tier=Tier.SWITCH, log_limit=0) for i, (a, e) in enumerate(experts)}
+            if mini >= 1 else {})
+        self.mini_hits = [0] * len(experts)
         self.leader = evictions.index(self.params.initial_leader)
         self.switches = 0
         half_life = max(self.params.min_half_life, self.params.half_life_capacities * capacity_blocks)
@@ -91,7 +123,9 @@ class Ensemble:
         self.real: set[CacheKey] = set()
         self._suspects: deque[CacheKey] = deque()
         self._limit = 4 * capacity_blocks + 16
-        self._adopt_pending = False
+        self._adoption: Adoption | None = None
+        self.lazy_switches = 0
+        """Switches made without prefetching because the pool's lead over the best expert covered them."""
         self._prefetches = 0  # blocks the last counted challenger holds and the pool lacks
         self._counted_for = -1
         self._count_due = 0
@@ -106,9 +140,11 @@ class Ensemble:
         scores = self.scores
         weight = self._weight
         leader = self.leader
+        totals = self.totals
         for i, shadow in enumerate(self.shadows):
             if shadow.access(block, now):
                 scores[i] += weight
+                totals[i] += 1
             events = shadow.events
             if i == leader:
                 for event in events:
@@ -119,15 +155,47 @@ class Ensemble:
         if self._weight > _RENORMALISE:
             self.scores = scores = [s / self._weight for s in scores]
             self._weight = 1.0
+        if self._minis:
+            self._feed_minis(block, now)
         best = max(range(len(scores)), key=scores.__getitem__)
         lead = (scores[best] - scores[leader]) / self._weight  # in (decayed) hits
         if best != leader and lead > self.params.switch_margin_hits and self._pays_for_prefetches(best, lead):
-            self.leader = best
-            self.switches += 1
-            self._adopt_pending = self.params.adopt
-            self._rebuild_suspects()
+            self._switch(best)
+        elif (self._minis and (winner := self._tie_winner()) is not None
+              and self._pays_for_prefetches(winner, self.mini_hits[winner] - self.mini_hits[leader])):
+            self._switch(winner)
         elif len(self._suspects) > self._limit:
             self._rebuild_suspects()
+
+    def _switch(self, to: int) -> None:
+        self.leader = to
+        self.switches += 1
+        self._rebuild_suspects()
+        if not self.params.adopt:
+            return
+        real = self.real
+        missing = [b for b in self.shadows[to].resident_blocks() if b.key not in real]
+        if self.params.spend_lead and len(missing) < self.real_hits - max(self.totals):
+            self.lazy_switches += 1  # the lead covers every read a lazy switch could lose: prefetch nothing
+            return
+        self._adoption = Adoption(list(self._suspects), missing)
+
+    def _feed_minis(self, block: BlockInfo, now: float) -> None:
+        """One reference to the miniature shadows of the experts still tied at full size; drop the others'."""
+        scores, minis, mini_hits = self.scores, self._minis, self.mini_hits
+        for i, mini in minis.items():
+            if mini.access(block, now):
+                mini_hits[i] += 1
+        for i in [i for i in minis if not any(scores[i] == scores[j] for j in minis if j != i)]:
+            del minis[i]  # its full-size record is its own now: no tie left to break
+
+    def _tie_winner(self) -> int | None:
+        """The expert tied with the leader at full size whose miniature has hit strictly more, if any."""
+        leader, minis, mini_hits = self.leader, self._minis, self.mini_hits
+        if leader not in minis:
+            return None
+        best = max((i for i in minis if self.scores[i] == self.scores[leader]), key=mini_hits.__getitem__)
+        return best if mini_hits[best] > mini_hits[leader] else None
 
     def _pays_for_prefetches(self, challenger: int, lead: float) -> bool:
         """Is `lead` worth the prefetches of adopting `challenger`'s contents? (Counted at most once per
@@ -152,12 +220,10 @@ class Ensemble:
         """Does the leader hold `key` (after the current reference)?"""
         return key in self.shadows[self.leader]
 
-    def adoption(self) -> list[BlockInfo] | None:
-        """The leader's resident blocks if the pool should take them over now (once per switch), else None."""
-        if not self._adopt_pending:
-            return None
-        self._adopt_pending = False
-        return self.shadows[self.leader].resident_blocks()
+    def adoption(self) -> Adoption | None:
+        """What the pool should evict and prefetch now to take over the new leader's contents (once per switch)."""
+        adoption, self._adoption = self._adoption, None
+        return adoption
 
     def inserted(self, key: CacheKey) -> None:
         self.real.add(key)
@@ -227,12 +293,12 @@ class AdaptiveEviction:
         self.ensemble.inserted(block.key)
 
     def on_hit(self, block: BlockInfo, now: float) -> None:
-        pass
+        self.ensemble.real_hits += 1
 
     def on_remove(self, key: CacheKey) -> None:
         self.ensemble.real.discard(key)
 
-    def target(self) -> list[BlockInfo] | None:
+    def target(self) -> Adoption | None:
         """`policies.pool.Retargeting`: after a leader change, the contents the pool should adopt."""
         return self.ensemble.adoption()
 

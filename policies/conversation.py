@@ -310,10 +310,11 @@ class ReturnModel:
         survive = probability * math.exp(-rate * max(0.0, now - then))
         return survive / (survive + 1.0 - probability) * rate
 
-    def block_value(self, block: BlockInfo, unit: int, now: float) -> float:
+    def block_value(self, block: BlockInfo, unit: int, now: float, unit_value: float | None = None) -> float:
         """What keeping `block` (last read by `unit`) earns per slot-second from now on: its conversation's
-        hit density, plus what reads from elsewhere earn (its class's branch rate or its own cross rate)."""
-        value = self.unit_value(unit, now)
+        hit density, plus what reads from elsewhere earn (its class's branch rate or its own cross rate).
+        `unit_value`: `self.unit_value(unit, now)` when the caller has it already (one per unit, not per block)."""
+        value = self.unit_value(unit, now) if unit_value is None else unit_value
         if value == math.inf:
             return value
         if block.is_last and block.tokens < self.params.block_tokens:

@@ -52,16 +52,24 @@ class FastOrder(Protocol):
                                 Callable[[], tuple[CacheKey, object]]]: ...
 
 
+class Adoption(NamedTuple):
+    """A change of the resident set at once: evict `drop` (pinned blocks stay), then prefetch `fetch` while there
+    is room (what is already resident, and the block being read now, are skipped)."""
+
+    drop: list[CacheKey]
+    fetch: list[BlockInfo]
+
+
 @runtime_checkable
 class Retargeting(Protocol):
-    """Optional extra of an eviction policy that may ask the pool to take over a whole resident set at once.
+    """Optional extra of an eviction policy that may ask the pool to change its resident set at once.
 
-    `target()` is asked after every access is recorded; None means carry on, a list of blocks means: evict what
-    is not in it (pinned blocks stay) and fill what is missing, as prefetches from the storage node (counted in
-    `stats["prefetched"]`, logged as `prefetched` events). The adaptive pool uses it to adopt a new leader's cache.
+    `target()` is asked after every access is recorded; None means carry on, an `Adoption` means: evict its
+    `drop` keys and fill its `fetch` blocks as prefetches from the storage node (counted in `stats["prefetched"]`,
+    logged as `prefetched` events). The adaptive pool uses it to adopt (some of) a new leader's cache.
     """
 
-    def target(self) -> list[BlockInfo] | None: ...
+    def target(self) -> Adoption | None: ...
 
 
 def refusal(
@@ -270,14 +278,14 @@ class Pool:
         if self._log:
             self.events.append(PoolEvent("evicted", key, reason))
 
-    def _adopt(self, blocks: list[BlockInfo], now: float, current: CacheKey) -> None:
-        """Take over `blocks` as the resident set: evict the rest (but pins), prefetch what is missing except
-        `current`, the block being read now (a prefetch cannot serve the read that triggered it)."""
-        wanted = {b.key for b in blocks}
-        for key in [k for k in self._resident if k not in wanted and not self._pins.get(k)]:
-            self._remove(key, "not in the adopted set")
-            self.stats["dropped"] += 1
-        for block in blocks:
+    def _adopt(self, adoption: Adoption, now: float, current: CacheKey) -> None:
+        """Evict `adoption.drop` (but pins), prefetch `adoption.fetch` while there is room except `current`, the
+        block being read now (a prefetch cannot serve the read that triggered it)."""
+        for key in adoption.drop:
+            if key in self._resident and not self._pins.get(key):
+                self._remove(key, "not in the adopted set")
+                self.stats["dropped"] += 1
+        for block in adoption.fetch:
             if len(self._resident) >= self.capacity:
                 break
             if block.key not in self._resident and block.key != current:

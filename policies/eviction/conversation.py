@@ -119,12 +119,15 @@ class ConversationEviction:
         heap: list[tuple[float, int, int, CacheKey]] = []
         stamp = self._stamp
         sequence = self._sequence
+        resident = self._resident
+        block_value = model.block_value
         for unit, keys in self._members.items():
+            base = model.unit_value(unit, now)
             for key in keys:
-                block = self._resident[key][0]
+                block = resident[key][0]
                 sequence += 1
                 stamp[key] = sequence
-                heap.append((model.block_value(block, unit, now), -block.depth, sequence, key))
+                heap.append((block_value(block, unit, now, base), -block.depth, sequence, key))
         heapq.heapify(heap)
         self._heap = heap
         self._sequence = sequence

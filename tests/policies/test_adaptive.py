@@ -89,3 +89,28 @@ def test_only_switches_that_pay_for_their_prefetches_happen(synthetic_stream) ->
         costly.access(block, now)
     assert free.stats["prefetched"] >= 1
     assert costly.stats["prefetched"] == 0  # a switch that needs no prefetch may still happen
+
+
+def test_a_switch_whose_worst_case_the_lead_covers_prefetches_nothing(synthetic_stream) -> None:
+    """`spend_lead`: with a lead over every expert larger than any adoption, every switch is lazy; without a lead
+    (the fixture's pool at 8 blocks is never ahead of its best expert by more than it would prefetch) none is."""
+    rich, plain = (make_pool(8, "adaptive", "adaptive", "drop") for _ in range(2))
+    rich.admission.ensemble.real_hits = 10**6  # type: ignore[attr-defined]
+    for block, now in synthetic_stream:
+        rich.access(block, now)
+        plain.access(block, now)
+    ensembles = rich.admission.ensemble, plain.admission.ensemble  # type: ignore[attr-defined]
+    assert ensembles[0].switches >= 1 and ensembles[0].lazy_switches == ensembles[0].switches
+    assert rich.stats["prefetched"] == 0
+    assert ensembles[1].lazy_switches == 0 and plain.stats["prefetched"] >= 1
+
+
+def test_ties_at_full_size_follow_the_half_size_record(synthetic_stream) -> None:
+    pool = make_pool(32, "adaptive", "adaptive", "drop")
+    ensemble = pool.admission.ensemble  # type: ignore[attr-defined]
+    assert set(ensemble._minis) == {0, 1, 2}  # every expert tied at the start (no hits yet)
+    for block, now in synthetic_stream:
+        pool.access(block, now)
+    assert not ensemble._minis  # dropped once no expert's record equals another's
+    with pytest.raises(ValueError, match="tie_break_capacity"):
+        make_pool(8, "adaptive", "adaptive", "drop", eviction_params={"tie_break_capacity": "1"})
