@@ -191,6 +191,7 @@ def hot_to_first_hit(work: Path, keys: int, scapy_frames: bool = False) -> dict:
     hosts = work / "hosts.json"
     hosts.write_text(json.dumps([CLIENT, STORAGE]))
     switch = InProcessSwitch() if scapy_frames else _FastFramesSwitch()
+    variant = "scapy" if scapy_frames else "raw"  # each run its own controller state: keys are reused
     emitted: list[float] = []
     streamed: list[float] = []
     applied: list[float] = []
@@ -225,9 +226,9 @@ def hot_to_first_hit(work: Path, keys: int, scapy_frames: bool = False) -> dict:
     threshold = 3
     controller = subprocess.Popen(
         [sys.executable, "-m", "controller", "--api", api, "serve", "--switch", address, "--p4info", str(p4info),
-         "--device-config", str(config), "--state", str(work / "state.sqlite"), "--hosts-file", str(hosts),
-         "--hot-threshold", str(threshold), "--epoch-seconds", "3600", "--log-level", "WARNING"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(work / "controller.log", "w"),  # noqa: SIM115
+         "--device-config", str(config), "--state", str(work / f"state-{variant}.sqlite"), "--hosts-file",
+         str(hosts), "--hot-threshold", str(threshold), "--epoch-seconds", "3600", "--log-level", "WARNING"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(work / f"controller-{variant}.log", "w"),  # noqa: SIM115
     )
     samples, misses = [], 0
     per_key: list[dict[str, float]] = []
@@ -235,7 +236,7 @@ def hot_to_first_hit(work: Path, keys: int, scapy_frames: bool = False) -> dict:
     get_times: list[float] = []
     try:
         if not _wait(lambda: _api(api, "/status")["primary"], 60):
-            raise RuntimeError(f"controller did not come up; see {work / 'controller.log'}")
+            raise RuntimeError(f"controller did not come up; see {work / f'controller-{variant}.log'}")
         req_id = 0
         for index in tqdm(range(keys), desc="hot → first hit", unit="key"):
             prefix_hash = 0xB000_0000_0000_0000 + index
