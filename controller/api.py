@@ -10,6 +10,7 @@ The controller is the only P4Runtime primary; everything an operator does goes t
     POST   /evict     {key}        evict now (a block: every cached chunk)
     POST   /tiers     {key, tier}  storage node: move to "dram" or "disk" (TIER_MOVE)
     GET    /stats                  metrics snapshot
+    GET    /trace                  per-stage times of the recent hot-digest admissions (monotonic clock)
     GET    /decisions?limit=N      recent decisions with reasons
     GET    /policy                 policies in force
     POST   /policy    {kind, name, params}
@@ -104,6 +105,8 @@ def _routes(backend: Backend, method: str, path: str, query: dict[str, list[str]
             return backend.move_tier(_key(str(body.get("key", ""))), str(body.get("tier", "")))
         case "GET", ["stats"]:
             return backend.metrics.snapshot()
+        case "GET", ["trace"]:
+            return backend.metrics.traces()
         case "GET", ["decisions"]:
             return pool.recent_decisions(int(query.get("limit", ["50"])[0]))
         case "GET", ["policy"]:

@@ -60,6 +60,11 @@ class Metrics:
         """Seconds from a key's first digest to its index entry being written."""
         self.hot_to_first_hit: deque[float] = deque(maxlen=10_000)
         """Seconds from a key's first digest to the first switch hit the counters showed."""
+        self.admission_traces: deque[dict[str, object]] = deque(maxlen=1_000)
+        """Per hot-digest admission, the time.monotonic() of each stage in the controller (see `trace`):
+        received (the digest list off the stream), locked (pool lock held), write_sent / write_done (the Write
+        RPC that indexes the key), done (durable state and bookkeeping). CLOCK_MONOTONIC is system-wide, so a
+        benchmark on the same host can line these up with its own stamps."""
         self.occupancy = 0
         self.capacity = 0
         self.hits = HitCounts()
@@ -68,6 +73,14 @@ class Metrics:
     def count(self, family: str, label: str, n: int = 1) -> None:
         with self._lock:
             getattr(self, family)[label] += n
+
+    def trace(self, record: dict[str, object]) -> None:
+        with self._lock:
+            self.admission_traces.append(record)
+
+    def traces(self) -> list[dict[str, object]]:
+        with self._lock:
+            return list(self.admission_traces)
 
     def digest(self, now: float) -> None:
         with self._lock:

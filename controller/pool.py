@@ -179,6 +179,8 @@ class PoolManager:
         self.decisions: deque[Decision] = deque(maxlen=10_000)
         self.lock = threading.RLock()
         self.pending_first_hit: set[ChunkKey] = set()
+        self._trace: dict[str, object] | None = None
+        """Stage times of the hot-digest admission in progress (under the lock), see on_hot_key."""
         self.metrics.capacity = self.slotpool.capacity
 
     # ---- views of the slot pool --------------------------------------------------------------------------
@@ -338,26 +340,40 @@ class PoolManager:
 
     # ---- data-plane signals ------------------------------------------------------------------------------
 
-    def on_hot_key(self, key: ChunkKey, estimate: int = 1, now: float | None = None) -> int | None:
-        """A hot-key digest: the data plane saw `estimate` GET misses of `key` this epoch. Returns its slot if admitted."""
+    def on_hot_key(self, key: ChunkKey, estimate: int = 1, now: float | None = None,
+                   received: float | None = None) -> int | None:
+        """A hot-key digest: the data plane saw `estimate` GET misses of `key` this epoch. Returns its slot if admitted.
+
+        `received` (time.monotonic()) is when the digest came off the stream; an admission it causes is traced
+        stage by stage (`Metrics.admission_traces`)."""
         with self.lock:
-            now = self.clock() if now is None else now
-            self.metrics.digest(now)
-            entry = self.track(key, now)
-            if entry.first_digest_at is None:
-                entry.first_digest_at = now
-            entry.last_digest_at = now
-            self.access(entry, now, times=max(1, estimate))
-            if key in self.slots:
-                return self.slots.slot_of(key)
-            if not self.slots.full:
-                return self.admit_chain(key, now, f"hot digest (estimate {estimate}), free slot", "hot digest")
-            if self.slotpool.admission.admit(entry.info, now):
-                return self.admit_chain(key, now, f"hot digest (estimate {estimate}), admission policy", "hot digest")
-            self.metrics.count("refusals", "admission policy")
-            self.log_decision("refuse", key, f"admission policy declined (score {entry.score:.3f})", score=entry.score,
-                              now=now)
-            return None
+            self._trace = {"key": str(key), "received": received, "locked": time.monotonic()}
+            try:
+                return self._on_hot_key(key, estimate, now)
+            finally:
+                trace, self._trace = self._trace, None
+                if "write_done" in trace:
+                    trace["done"] = time.monotonic()
+                    self.metrics.trace(trace)
+
+    def _on_hot_key(self, key: ChunkKey, estimate: int, now: float | None) -> int | None:
+        now = self.clock() if now is None else now
+        self.metrics.digest(now)
+        entry = self.track(key, now)
+        if entry.first_digest_at is None:
+            entry.first_digest_at = now
+        entry.last_digest_at = now
+        self.access(entry, now, times=max(1, estimate))
+        if key in self.slots:
+            return self.slots.slot_of(key)
+        if not self.slots.full:
+            return self.admit_chain(key, now, f"hot digest (estimate {estimate}), free slot", "hot digest")
+        if self.slotpool.admission.admit(entry.info, now):
+            return self.admit_chain(key, now, f"hot digest (estimate {estimate}), admission policy", "hot digest")
+        self.metrics.count("refusals", "admission policy")
+        self.log_decision("refuse", key, f"admission policy declined (score {entry.score:.3f})", score=entry.score,
+                          now=now)
+        return None
 
     def poll_hits(self, now: float | None = None, only_pending: bool = False) -> int:
         """Read per-slot hit counters and feed the hits to the policies (controller.hitpoll)."""
@@ -414,8 +430,13 @@ class PoolManager:
                               if full_of_pins else placement.refused or "refused", score=entry.score, now=now)
             return None
         slot = placement.slot
+        trace = self._trace if self._trace is not None and self._trace["key"] == str(key) else None
+        if trace is not None:
+            trace["write_sent"] = time.monotonic()
         error, counter_reset = self._index(victim.key if victim is not None else None, key, slot, entry.version,
                                            placement.generation)
+        if trace is not None and error is None:
+            trace["write_done"] = time.monotonic()
         if error is not None:
             self.slotpool.cancel(key)
             self.metrics.count("refusals", "switch write failed")

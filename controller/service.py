@@ -254,13 +254,14 @@ class Controller:
         log.warning("packet-in with unknown reason %r ignored", reason)
 
     def _on_digest(self, digests: DigestList) -> None:
+        received = time.monotonic()
         for member in digests.members:
             try:
                 key = ChunkKey(member["tenant"], member["prefix_hash"], member["chunk_idx"])
             except (KeyError, ValueError) as exc:
                 log.warning("malformed digest %s: %s", member, exc)
                 continue
-            self.pool.on_hot_key(key, member.get("estimate", 1))
+            self.pool.on_hot_key(key, member.get("estimate", 1), received=received)
 
     # ---- periodic work -----------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import time
 from pathlib import Path
@@ -312,5 +313,35 @@ def test_a_failing_packet_in_handler_does_not_drop_the_stream(fake, p4info):
             server.servicer.push(response)
         assert wait_for(lambda: seen == [b"bad", b"good"])
         assert switch.connections == 1 and switch.is_primary
+    finally:
+        switch.close()
+
+
+@pytest.mark.parametrize("handler_fails", [False, True])
+def test_a_digest_list_is_acked_after_its_handler_ran_even_when_it_failed(fake, p4info, handler_fails):
+    server, address = fake
+    acked_before_handler = []
+
+    def handler(digests):
+        try:  # an ack sent before the handler ran would reach the switch meanwhile
+            acked_before_handler.append(server.servicer.acks.get(timeout=0.5))
+        except queue.Empty:
+            acked_before_handler.append(None)
+        if handler_fails:
+            raise RuntimeError("handler bug")
+
+    switch = connect(address, p4info, on_digest=handler)
+    try:
+        switch.configure_digest("hot_key_digest_t")
+        response = p4runtime_pb2.StreamMessageResponse()
+        response.digest.digest_id = p4info.digest_id("hot_key_digest_t")
+        response.digest.list_id = 7
+        member = response.digest.data.add().struct
+        for value, width in ((3, 16), (0xABC, 64), (0, 8), (4, 32)):
+            member.members.add().bitstring = encode(value, width)
+        server.servicer.push(response)
+        ack = server.servicer.acks.get(timeout=2)
+        assert (ack.digest_id, ack.list_id) == (response.digest.digest_id, 7)
+        assert acked_before_handler == [None]  # the handler ran first, and the ack came after it
     finally:
         switch.close()

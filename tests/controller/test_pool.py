@@ -297,3 +297,17 @@ def test_insert_announcing_a_newer_version_never_raises_min_version_by_itself():
     pool.offer(K[0], version=3)
     assert dp.writes == [(0, K[0], 3, b"v3")] and dp.min_versions[K[0]] == 3
     assert pool.describe(K[0])["version"] == 3
+
+
+def test_hot_digest_admission_is_traced_stage_by_stage_and_a_failed_one_is_not():
+    pool, dp, _ = make_pool()
+    dp.fail_install = True
+    assert pool.on_hot_key(K[0], received=1.0) is None
+    assert pool.metrics.traces() == []  # nothing installed: no trace
+    dp.fail_install = False
+    assert pool.on_hot_key(K[1], received=1.0) == 0
+    assert pool.on_hot_key(K[1], received=2.0) == 0  # already resident: no new admission, no trace
+    (trace,) = pool.metrics.traces()
+    assert trace["key"] == str(K[1]) and trace["received"] == 1.0
+    stamps = [trace[stage] for stage in ("locked", "write_sent", "write_done", "done")]
+    assert stamps == sorted(stamps)
