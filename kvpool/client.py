@@ -29,7 +29,8 @@ import argparse
 import itertools
 import random
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,12 +139,15 @@ def parse_address(text: str, default_port: int = KVP_UDP_PORT) -> tuple[str, int
 class KVPClient:
     """One transport to the pool (a UDP socket unless given); each call runs its own window of requests."""
 
-    def __init__(self, options: ClientOptions, transport: Transport | None = None) -> None:
+    def __init__(self, options: ClientOptions, transport: Transport | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        """`clock` times every window's retransmissions (seconds; a test passes a simulated one)."""
         if options.window < 1 or options.retries < 0 or options.timeout <= 0:
             raise ValueError("window must be >= 1, retries >= 0 and timeout > 0")
         self.options = options
         self.transport: Transport = transport if transport is not None else UdpTransport(options.server,
                                                                                           options.bind)
+        self.clock = clock
         self._req_ids = itertools.count(random.randrange(1 << 31))
         self.stray_replies = 0
         """Datagrams that answered nothing pending (late duplicates, wrong keys)."""
@@ -163,7 +167,7 @@ class KVPClient:
 
     def _window(self, size: int | None = None) -> Window:
         return Window(self.transport, size or self.options.window, self.options.timeout, self.options.retries + 1,
-                      lambda: next(self._req_ids))
+                      lambda: next(self._req_ids), clock=self.clock)
 
     def _done(self, window: Window) -> None:
         self.stray_replies += window.strays

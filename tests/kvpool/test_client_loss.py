@@ -22,7 +22,6 @@ from kvpool.client import ClientOptions, KVPClient, KVPError
 from kvpool.constants import CHUNK_SIZES, Opcode, Status
 from kvpool.server import StorageNode, StorageOptions
 from kvpool.transport import LocalTransport, LossyTransport
-from kvpool.window import Window
 from kvpool.wire import Header
 
 OPTIONS = ClientOptions(timeout=0.005, retries=30)
@@ -58,22 +57,10 @@ class SimTransport(LocalTransport):
         return None
 
 
-class SimClient(KVPClient):
-    """A client whose windows time requests on the transport's simulated clock."""
-
-    def __init__(self, options: ClientOptions, transport, clock: SimClock) -> None:
-        super().__init__(options, transport)
-        self.clock = clock
-
-    def _window(self, size: int | None = None) -> Window:
-        return Window(self.transport, size or self.options.window, self.options.timeout, self.options.retries + 1,
-                      lambda: next(self._req_ids), clock=self.clock)
-
-
 def local_client(n: StorageNode, loss: float = 0.0, seed: int = 0, drop=None, **options) -> KVPClient:
     clock = SimClock()
     transport = LossyTransport(SimTransport(n, clock), loss, random.Random(seed), drop)
-    return SimClient(dataclasses.replace(OPTIONS, **options), transport, clock)
+    return KVPClient(dataclasses.replace(OPTIONS, **options), transport, clock=clock)
 
 
 def is_ack(data: bytes, chunk: int) -> bool:
@@ -187,7 +174,7 @@ def test_a_read_keeps_a_window_of_requests_in_flight(window):
     with local_client(n) as writer:
         writer.put_block(1, bytes(100 * 128), version=1)
     transport = CountingTransport(n)
-    with SimClient(ClientOptions(window=window), transport, transport.clock) as client:
+    with KVPClient(ClientOptions(window=window), transport, clock=transport.clock) as client:
         client.get_block(1, chunks=100)
     assert transport.bursts[0] == window  # `window` GETs sent before the first reply is read
     assert transport.sends == 100  # and nothing sent twice without loss
