@@ -424,11 +424,18 @@ def open_store(options: MooncakeOptions, segment_bytes: int) -> StoreClient:
         except (OSError, ValueError) as exc:
             raise BackendUnavailable(f"Mooncake {what} at {address!r} does not answer ({exc}); start one with "
                                      "`python -m kvpool.mooncake_master`") from exc
-    # before setup: the transfer engine reads it when it starts (an address set by the user is kept)
-    os.environ.setdefault(BIND_ADDRESS_ENV, options.local_hostname)
-    client = _mooncake_store().MooncakeDistributedStore()
-    rc = client.setup(options.local_hostname, options.metadata, segment_bytes, options.buffer_bytes,
-                      options.protocol, "", options.master)
+    # The transfer engine reads it in setup. An address the user set is kept; ours is set for this setup only,
+    # so it never leaks into a later store of this process (another local_hostname) or into child processes
+    # (every storage node of a testbed started from one test process would publish the first one's address).
+    users = os.environ.get(BIND_ADDRESS_ENV)
+    os.environ[BIND_ADDRESS_ENV] = users or options.local_hostname
+    try:
+        client = _mooncake_store().MooncakeDistributedStore()
+        rc = client.setup(options.local_hostname, options.metadata, segment_bytes, options.buffer_bytes,
+                          options.protocol, "", options.master)
+    finally:
+        if not users:
+            os.environ.pop(BIND_ADDRESS_ENV, None)
     if rc != 0:
         raise BackendUnavailable(f"Mooncake client setup failed ({rc}): is mooncake_master running at "
                                  f"{options.master} with its metadata server at {options.metadata}?")

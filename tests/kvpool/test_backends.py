@@ -7,6 +7,7 @@ Most tests use the in-process `FakeStore`; the ones marked slow run a real `moon
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -68,7 +69,7 @@ def test_the_segment_is_published_at_the_nodes_own_address_not_its_first_interfa
     """Mooncake's transfer engine publishes MC_TCP_BIND_ADDRESS (else the first interface's address) as where
     other clients reach this node's segment; in the testbed that first interface is the management link, which
     the other storage nodes cannot reach (most PUTs of a pool refused). open_store sets it to local_hostname,
-    before setup, unless the user set it."""
+    for its setup only (no leak into later stores or child processes), unless the user set it."""
     import socketserver
     import threading
     import types
@@ -90,10 +91,14 @@ def test_the_segment_is_published_at_the_nodes_own_address_not_its_first_interfa
         monkeypatch.setenv(mooncake.BIND_ADDRESS_ENV, "")  # so that monkeypatch restores the caller's value
         monkeypatch.delenv(mooncake.BIND_ADDRESS_ENV)
         mooncake.open_store(options, 1 << 20)
+        # ours is not left behind: a second store (another address) and the processes this one starts get theirs
+        assert mooncake.BIND_ADDRESS_ENV not in os.environ
+        mooncake.open_store(dataclasses.replace(options, local_hostname="10.0.0.102"), 1 << 20)
         monkeypatch.setenv(mooncake.BIND_ADDRESS_ENV, "192.0.2.7")
         mooncake.open_store(options, 1 << 20)
+        assert os.environ[mooncake.BIND_ADDRESS_ENV] == "192.0.2.7"
         listener.shutdown()
-    assert seen == ["10.0.0.101", "192.0.2.7"]
+    assert seen == ["10.0.0.101", "10.0.0.102", "192.0.2.7"]
 
 
 def test_a_commit_is_one_object_per_version_plus_a_record_and_replaces_the_older_object():
