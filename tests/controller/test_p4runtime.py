@@ -117,6 +117,18 @@ def test_counters_give_slot_hits_and_get_outcomes(fake, p4info):
         switch.close()
 
 
+def hot_digest_list(p4info, list_id: int, tenant: int, prefix_hash: int, chunk_idx: int,
+                    estimate: int) -> p4runtime_pb2.StreamMessageResponse:
+    """A one-member hot_key_digest_t list as the switch streams it."""
+    response = p4runtime_pb2.StreamMessageResponse()
+    response.digest.digest_id = p4info.digest_id("hot_key_digest_t")
+    response.digest.list_id = list_id
+    member = response.digest.data.add().struct
+    for value, width in ((tenant, 16), (prefix_hash, 64), (chunk_idx, 8), (estimate, 32)):
+        member.members.add().bitstring = encode(value, width)
+    return response
+
+
 def test_digest_lists_are_acked_and_decoded(fake, p4info):
     server, address = fake
     got = []
@@ -124,12 +136,7 @@ def test_digest_lists_are_acked_and_decoded(fake, p4info):
     try:
         switch.configure_digest("hot_key_digest_t")
         switch.configure_digest("hot_key_digest_t")  # idempotent
-        response = p4runtime_pb2.StreamMessageResponse()
-        response.digest.digest_id = p4info.digest_id("hot_key_digest_t")
-        response.digest.list_id = 42
-        member = response.digest.data.add().struct
-        for value, width in ((3, 16), (0xABCDEF, 64), (1, 8), (9, 32)):
-            member.members.add().bitstring = encode(value, width)
+        response = hot_digest_list(p4info, 42, tenant=3, prefix_hash=0xABCDEF, chunk_idx=1, estimate=9)
         server.servicer.push(response)
         assert wait_for(lambda: got)
         assert got[0].members[0] == {"tenant": 3, "prefix_hash": 0xABCDEF, "chunk_idx": 1, "estimate": 9}
@@ -333,12 +340,7 @@ def test_a_digest_list_is_acked_after_its_handler_ran_even_when_it_failed(fake, 
     switch = connect(address, p4info, on_digest=handler)
     try:
         switch.configure_digest("hot_key_digest_t")
-        response = p4runtime_pb2.StreamMessageResponse()
-        response.digest.digest_id = p4info.digest_id("hot_key_digest_t")
-        response.digest.list_id = 7
-        member = response.digest.data.add().struct
-        for value, width in ((3, 16), (0xABC, 64), (0, 8), (4, 32)):
-            member.members.add().bitstring = encode(value, width)
+        response = hot_digest_list(p4info, 7, tenant=3, prefix_hash=0xABC, chunk_idx=0, estimate=4)
         server.servicer.push(response)
         ack = server.servicer.acks.get(timeout=2)
         assert (ack.digest_id, ack.list_id) == (response.digest.digest_id, 7)
