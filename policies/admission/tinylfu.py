@@ -74,7 +74,7 @@ class TinyLFUAdmission:
     def estimate(self, key: CacheKey) -> int:
         """Estimated recent reads of `key`."""
         index, a, b = self._slots(key)
-        sketch = min(row[i] for row, i in zip(self._rows, index, strict=True))
+        sketch = min(map(list.__getitem__, self._rows, index))
         door = self._door
         in_door = door[a >> 3] >> (a & 7) & 1 and door[b >> 3] >> (b & 7) & 1
         return sketch + (1 if in_door else 0)
