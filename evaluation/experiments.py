@@ -125,17 +125,22 @@ def q1_from(stream: BlockStream, options: EvalOptions, results: list) -> dict:
     }
 
 
-POLICY_COST = {"lru": 1.0, "arc": 10.0, "s3fifo": 11.0, "tinylfu": 18.0, "value": 27.0, "conversation": 30.0,
-               "adaptive": 80.0}
-"""CPU per block reference of each eviction (or costly admission) policy, relative to LRU, measured on the
-Mooncake conversation trace: only used to start the longest replays first (`evaluation.parallel`)."""
+POLICY_COST = {"lru": (1.0, 0.0), "arc": (10.0, 0.0), "s3fifo": (11.0, 0.0), "tinylfu": (18.0, 0.0),
+               "value": (25.0, 330.0), "conversation": (44.0, 1300.0), "adaptive": (82.0, 2000.0)}
+"""CPU per block reference of each eviction (or costly admission) policy, relative to LRU, as (a, b): a + b ×
+the pool's size as a fraction of the unique blocks (the value-ranking policies re-rank every resident block
+now and then), measured on the Mooncake conversation trace. Only used to start the longest replays first
+(`evaluation.parallel`); a wrong estimate costs time, never a result."""
 
 
-def policy_cost(spec: PolicySpec | str) -> float:
-    """Relative CPU per reference of a pool policy (the costliest of its admission and eviction)."""
+def policy_cost(spec: PolicySpec | str, fraction: float = 0.01) -> float:
+    """Relative CPU per reference of a pool policy (the costliest of its admission and eviction) at a pool
+    of `fraction` × the unique blocks."""
     if isinstance(spec, str):
         spec = PolicySpec.parse(spec)
-    return max(POLICY_COST.get(spec.eviction, 20.0), POLICY_COST.get(spec.admission, 0.0))
+    a, b = POLICY_COST.get(spec.eviction, (20.0, 0.0))
+    c, d = POLICY_COST.get(spec.admission, (0.0, 0.0))
+    return max(a + b * fraction, c + d * fraction)
 
 
 CLUSTER_COST = 25.0
@@ -146,13 +151,15 @@ def task_cost(streams: dict[str, BlockStream], task: tuple) -> float:
     """Estimated CPU of one `_replay` task (relative units), for `run_tasks(cost=...)`."""
     kind = task[0]
     if kind == "pool":
-        return len(streams["trace"]) * policy_cost(task[1])
+        return len(streams["trace"]) * policy_cost(task[1], task[2])
     if kind == "bounds":
         return len(streams["trace"]) * 2.5 * len(task[1])
     if kind == "cluster":
         config = task[2]
-        switch = policy_cost(config.switch_policy) if config.switch_blocks else 0.0
-        return len(streams[task[1]]) * (CLUSTER_COST + switch)
+        stream = streams[task[1]]
+        fraction = config.switch_blocks / max(1, stream.unique_blocks)
+        switch = policy_cost(config.switch_policy, fraction) if config.switch_blocks else 0.0
+        return len(stream) * (CLUSTER_COST + switch)
     return 0.0
 
 

@@ -97,9 +97,10 @@ def task_cost(streams: dict[str, BlockStream], task: tuple) -> float:
     """Estimated CPU of one study task (the units of `evaluation.experiments.task_cost`)."""
     from evaluation.experiments import policy_cost
 
-    kind, n = task[0], len(streams[task[1]])
+    kind, stream = task[0], streams[task[1]]
+    n = len(stream)
     if kind == "pool":
-        return n * policy_cost(task[2])
+        return n * policy_cost(task[2], task[3] / max(1, stream.unique_blocks))
     if kind == "min":
         return n * 2.5 * len(task[2])
     if kind == "lookahead":
