@@ -17,9 +17,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from evaluation import studies
 from evaluation.cluster import ClusterConfig
 from evaluation.costs import ControlCosts, Links, gpu_preset
-from evaluation.experiments import EvalOptions, run_all, scale_streams, work_units
+from evaluation.experiments import EvalOptions, SideTasks, run_all, scale_streams, work_units
 from evaluation.memory import COMPRESSIONS, MEMORIES
 from evaluation.model import MODELS, model_preset
 from evaluation.parallel import default_jobs
@@ -28,7 +29,6 @@ from evaluation.pools import parse_policies
 from evaluation.remote import REMOTE_TIERS, MooncakeEviction
 from evaluation.report import render
 from evaluation.stream import BlockStream
-from evaluation.studies import run_studies
 from evaluation.synthetic import INCAST_KINDS, generate_incast
 from evaluation.traces import TraceError, default_trace_path, load_trace
 from evaluation.ttft import CostModel
@@ -246,10 +246,19 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 1
     total = work_units(stream, options, streams) + sum(len(s) for s in studied.values()) * 14
     with tqdm(total=total, unit="ref", unit_scale=True, disable=args.no_progress, file=sys.stderr) as bar:
-        results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs)
-        bar.set_description("every trace, lookahead, calibration")
-        results["studies"] = run_studies(studied, trace_name(path), options.fractions, options.switch_fraction,
-                                         bar.update, args.jobs, results["q1"])
+        # The studies' replays do not depend on Q1's outcome: they run in Q1's batch, longest first, so both
+        # workers stay busy; the main trace's runs Q1 makes anyway are taken from Q1, not replayed again.
+        main = trace_name(path)
+        planned = studies.reusable_keys([s.name for s in options.policies], options.fractions, options.fractions)
+        side = SideTasks(studies.run_task, studied,
+                         studies.study_tasks(studied, main, options.fractions, options.switch_fraction, planned),
+                         lambda t: studies.task_cost(studied, t))
+        results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs, side)
+        reused = studies.reused_from_q1(results["q1"], options.fractions)
+        if set(reused) != planned:
+            raise AssertionError(f"studies planned to reuse {sorted(planned)} from Q1, found {sorted(reused)}")
+        results["studies"] = studies.studies_from(studied, main, options.fractions, options.switch_fraction,
+                                                  side.results, reused)
     cost = options.cost
     assert cost is not None  # options_from always sets it
     results["meta"] = {

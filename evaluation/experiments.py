@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -102,13 +103,18 @@ def _replay(streams: dict[str, BlockStream], task: tuple, progress: Progress) ->
 
 
 # -- Q1 ---------------------------------------------------------------------------------------------
-def q1_pool_sweep(stream: BlockStream, options: EvalOptions, progress: Progress | None = None,
-                  jobs: int = 1) -> dict:
-    """Hit ratios (block and prefix) per policy and pool size, with MIN and the ideal beside them."""
+def q1_tasks(stream: BlockStream, options: EvalOptions) -> list[tuple]:
+    """The replays of the Q1 sweep: MIN and the ideal at every size, then every policy at every size."""
     capacities = [stream.capacity(f) for f in options.fractions]
     tasks: list[tuple] = [("bounds", capacities)]
     tasks += [("pool", spec, f) for spec in options.policies for f in options.fractions]
-    (minimum, ideal), *runs = run_tasks(_replay, {"trace": stream}, tasks, jobs, progress)
+    return tasks
+
+
+def q1_from(stream: BlockStream, options: EvalOptions, results: list) -> dict:
+    """The Q1 section from the results of `q1_tasks`, in their order."""
+    capacities = [stream.capacity(f) for f in options.fractions]
+    (minimum, ideal), *runs = results
     return {
         "unique_blocks": stream.unique_blocks,
         "block_references": len(stream),
@@ -117,6 +123,53 @@ def q1_pool_sweep(stream: BlockStream, options: EvalOptions, progress: Progress 
         "min": {str(f): minimum[c].as_dict() for f, c in zip(options.fractions, capacities, strict=True)},
         "ideal": ideal.as_dict(),
     }
+
+
+POLICY_COST = {"lru": (1.0, 0.0), "arc": (10.0, 0.0), "s3fifo": (11.0, 0.0), "tinylfu": (18.0, 0.0),
+               "value": (25.0, 330.0), "conversation": (44.0, 1300.0), "adaptive": (82.0, 2000.0)}
+"""CPU per block reference of each eviction (or costly admission) policy, relative to LRU, as (a, b): a + b ×
+the pool's size as a fraction of the unique blocks (the value-ranking policies re-rank every resident block
+now and then), measured on the Mooncake conversation trace. Only used to start the longest replays first
+(`evaluation.parallel`); a wrong estimate costs time, never a result."""
+
+
+def policy_cost(spec: PolicySpec | str, fraction: float = 0.01) -> float:
+    """Relative CPU per reference of a pool policy (the costliest of its admission and eviction) at a pool
+    of `fraction` × the unique blocks."""
+    if isinstance(spec, str):
+        spec = PolicySpec.parse(spec)
+    a, b = POLICY_COST.get(spec.eviction, (20.0, 0.0))
+    c, d = POLICY_COST.get(spec.admission, (0.0, 0.0))
+    return max(a + b * fraction, c + d * fraction)
+
+
+CLUSTER_COST = 25.0
+"""Relative CPU per reference of a cluster replay without its switch pool (node tiers, routing, remote pool)."""
+
+
+def task_cost(streams: dict[str, BlockStream], task: tuple) -> float:
+    """Estimated CPU of one `_replay` task (relative units), for `run_tasks(cost=...)`."""
+    kind = task[0]
+    if kind == "pool":
+        return len(streams["trace"]) * policy_cost(task[1], task[2])
+    if kind == "bounds":
+        return len(streams["trace"]) * 2.5 * len(task[1])
+    if kind == "cluster":
+        config = task[2]
+        stream = streams[task[1]]
+        fraction = config.switch_blocks / max(1, stream.unique_blocks)
+        switch = policy_cost(config.switch_policy, fraction) if config.switch_blocks else 0.0
+        return len(stream) * (CLUSTER_COST + switch)
+    return 0.0
+
+
+def q1_pool_sweep(stream: BlockStream, options: EvalOptions, progress: Progress | None = None,
+                  jobs: int = 1) -> dict:
+    """Hit ratios (block and prefix) per policy and pool size, with MIN and the ideal beside them."""
+    shared = {"trace": stream}
+    tasks = q1_tasks(stream, options)
+    results = run_tasks(_replay, shared, tasks, jobs, progress, lambda t: task_cost(shared, t))
+    return q1_from(stream, options, results)
 
 
 def best_policy(q1: dict, options: EvalOptions) -> PolicySpec:
@@ -306,14 +359,50 @@ def q4_scale(streams: list[tuple[int, BlockStream]], results: list[ClusterResult
     return {"policy": spec.name, "rows": rows}
 
 
-# -- everything -------------------------------------------------------------------------------------
+# -- everything ---------------------------------------------------------------------------------------
+@dataclass
+class SideTasks:
+    """Replays independent of Q1's outcome (the studies) that `run_all` runs beside the Q1 sweep, so that both
+    workers stay busy until the cluster replays can start: `fn(shared, task, progress)` per task, `cost` as in
+    `run_tasks`; `results` is filled in task order."""
+
+    fn: Callable[[Any, tuple, Progress], object]
+    shared: Any
+    tasks: list[tuple]
+    cost: Callable[[tuple], float] | None = None
+    results: list = field(default_factory=list)
+
+
 def run_all(stream: BlockStream, options: EvalOptions, progress: Progress | None = None,
             stage: Callable[[str], None] | None = None,
-            streams: list[tuple[int, BlockStream]] | None = None, jobs: int = 1) -> dict:
-    """All four questions on `jobs` processes; `stage` is told which phase starts (for the progress display)."""
+            streams: list[tuple[int, BlockStream]] | None = None, jobs: int = 1,
+            side: SideTasks | None = None) -> dict:
+    """All four questions on `jobs` processes; `stage` is told which phase starts (for the progress display).
+
+    `side` tasks, if any, run in the same batch as the Q1 sweep (their results land in `side.results`)."""
     if stage:
         stage("Q1 pool policies")
-    q1 = q1_pool_sweep(stream, options, progress, jobs)
+    trace = {"trace": stream}
+    q1_list = q1_tasks(stream, options)
+    if side is None:
+        q1_results = run_tasks(_replay, trace, q1_list, jobs, progress, lambda t: task_cost(trace, t))
+    else:
+        extra = side
+
+        def both(shared: tuple, task: tuple, report: Progress) -> object:
+            which, inner = task
+            return _replay(shared[0], inner, report) if which == 0 else extra.fn(shared[1], inner, report)
+
+        def cost(task: tuple) -> float:
+            which, inner = task
+            if which == 0:
+                return task_cost(trace, inner)
+            return extra.cost(inner) if extra.cost is not None else 0.0
+
+        batch = [(0, t) for t in q1_list] + [(1, t) for t in side.tasks]
+        everything = run_tasks(both, (trace, side.shared), batch, jobs, progress, cost)
+        q1_results, side.results = everything[:len(q1_list)], everything[len(q1_list):]
+    q1 = q1_from(stream, options, q1_results)
     spec = best_policy(q1, options)
     streams = scale_streams(options) if streams is None else streams
     if stage:
@@ -324,7 +413,7 @@ def run_all(stream: BlockStream, options: EvalOptions, progress: Progress | None
     c4 = q4_configs(streams, options, spec)
     tasks = ([("cluster", "trace", c) for c in c2.values()] + [("cluster", "trace", c) for c in c3.values()]
              + [("cluster", name, c) for name, c in c4])
-    results = run_tasks(_replay, shared, tasks, jobs, progress)
+    results = run_tasks(_replay, shared, tasks, jobs, progress, lambda t: task_cost(shared, t))
     r2, r3, r4 = results[:len(c2)], results[len(c2):len(c2) + len(c3)], results[len(c2) + len(c3):]
     return {"best_policy": spec.name, "q1": q1, "q2": q2_tiers(c2, r2, options, spec),
             "q3": q3_recycling(c3, r3, options), "q4": q4_scale(streams, r4, options, spec)}

@@ -58,16 +58,28 @@ class WorkerError(RuntimeError):
     """A task failed in a worker process; the message holds the worker's traceback."""
 
 
+def longest_first(tasks: Sequence[Any], cost: Callable[[Any], float] | None) -> list[int]:
+    """Indices of `tasks` in the order workers should take them: by decreasing `cost` (ties and no `cost`:
+    as listed), so that no long replay starts last while the other worker idles."""
+    if cost is None:
+        return list(range(len(tasks)))
+    costs = [cost(t) for t in tasks]
+    return sorted(range(len(tasks)), key=lambda i: -costs[i])
+
+
 def run_tasks(fn: Callable[[Any, Any, Progress], Any], shared: Any, tasks: Sequence[Any], jobs: int,
-              progress: Progress | None = None) -> list[Any]:
-    """`[fn(shared, task, progress) for task in tasks]`, on `jobs` forked processes when jobs > 1."""
+              progress: Progress | None = None, cost: Callable[[Any], float] | None = None) -> list[Any]:
+    """`[fn(shared, task, progress) for task in tasks]`, on `jobs` forked processes when jobs > 1.
+
+    `cost` (an estimate of a task's CPU time, any unit) makes workers take the costliest tasks first; the
+    results are in task order either way."""
     report = progress or (lambda n: None)
     if jobs <= 1 or len(tasks) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [fn(shared, task, report) for task in tasks]
     context = multiprocessing.get_context("fork")
     task_queue, messages = context.Queue(), context.Queue()
-    for item in enumerate(tasks):
-        task_queue.put(item)
+    for index in longest_first(tasks, cost):
+        task_queue.put((index, tasks[index]))
     workers = [context.Process(target=_worker, args=(fn, shared, task_queue, messages), daemon=True)
                for _ in range(min(jobs, len(tasks)))]
     for _ in workers:

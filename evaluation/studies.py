@@ -33,7 +33,7 @@ about 50M nearly all of it."""
 CAPACITY_MODELS = ("llama-3-8b", "llama-3-70b", "deepseek-v3")
 
 
-def _task(streams: dict[str, BlockStream], task: tuple, progress: Progress) -> object:
+def run_task(streams: dict[str, BlockStream], task: tuple, progress: Progress) -> object:
     kind, name = task[0], task[1]
     stream = streams[name]
     if kind == "pool":
@@ -48,7 +48,7 @@ def _task(streams: dict[str, BlockStream], task: tuple, progress: Progress) -> o
     raise ValueError(f"unknown study task {kind!r}")
 
 
-def _reused(q1: dict | None, fractions: Sequence[float]) -> dict[tuple, object]:
+def reused_from_q1(q1: dict | None, fractions: Sequence[float]) -> dict[tuple, object]:
     """The main stream's results Q1 already has, keyed as the tasks that would recompute them."""
     if q1 is None:
         return {}
@@ -66,11 +66,20 @@ def _reused(q1: dict | None, fractions: Sequence[float]) -> dict[tuple, object]:
     return found
 
 
-def run_studies(streams: dict[str, BlockStream], main: str, fractions: Sequence[float], lookahead_fraction: float,
-                progress: Progress | None = None, jobs: int = 1, q1: dict | None = None) -> dict:
-    """Everything above but the boundary, as plain data; `main` names the stream whose Q1 ran already (its
-    runs of the every-trace policies and its MIN are taken from `q1` instead of replayed again)."""
-    reused = _reused(q1, fractions)
+def reusable_keys(q1_policies: Sequence[str], q1_fractions: Sequence[float],
+                  fractions: Sequence[float]) -> set[tuple]:
+    """The keys `_reused` will find in a Q1 of these policies (names) and sizes: known before Q1 has run, so
+    that the studies can be planned (and run beside Q1) without the tasks Q1 already covers."""
+    keys: set[tuple] = {("pool", p, str(f)) for p in CROSS_POLICIES if p in q1_policies
+                        for f in fractions if str(f) in {str(g) for g in q1_fractions}}
+    if all(str(f) in {str(g) for g in q1_fractions} for f in fractions):
+        keys.add(("min",))
+    return keys
+
+
+def study_tasks(streams: dict[str, BlockStream], main: str, fractions: Sequence[float],
+                lookahead_fraction: float, reused: set[tuple] | dict[tuple, object]) -> list[tuple]:
+    """The replays of the studies but those whose key is in `reused` (the main stream's, from Q1)."""
     tasks: list[tuple] = []
     for name, stream in streams.items():
         caps = [stream.capacity(f) for f in fractions]
@@ -79,35 +88,79 @@ def run_studies(streams: dict[str, BlockStream], main: str, fractions: Sequence[
         tasks += [("pool", name, p, c) for p in CROSS_POLICIES for c, f in zip(caps, fractions, strict=True)
                   if name != main or ("pool", p, str(f)) not in reused]
     tasks += [("lookahead", name, stream.capacity(lookahead_fraction)) for name, stream in streams.items()]
+    tasks += [("pool", n, "lru", c) for n, caps in _calibration(streams).items() for c in caps]
+    tasks += [("pool", main, "lru", c) for c in _byte_caps(streams[main])]
+    return tasks
+
+
+def task_cost(streams: dict[str, BlockStream], task: tuple) -> float:
+    """Estimated CPU of one study task (the units of `evaluation.experiments.task_cost`)."""
+    from evaluation.experiments import policy_cost
+
+    kind, stream = task[0], streams[task[1]]
+    n = len(stream)
+    if kind == "pool":
+        return n * policy_cost(task[2], task[3] / max(1, stream.unique_blocks))
+    if kind == "min":
+        return n * 2.5 * len(task[2])
+    if kind == "lookahead":
+        return n * LOOKAHEAD_COST * len(LOOKAHEAD_S)
+    return 0.0
+
+
+LOOKAHEAD_COST = 6.0
+"""Relative CPU per reference of one lookahead window (LRU = 1)."""
+
+
+def _calibration(streams: dict[str, BlockStream]) -> dict[str, list[int]]:
     mooncake = [n for n in streams if n.endswith("_trace")]
-    calibration = {n: [max(1, round(t / 512)) for t in CALIBRATION_TOKENS] for n in mooncake}
-    tasks += [("pool", n, "lru", c) for n, caps in calibration.items() for c in caps]
-    sizes = capacity_rows(streams[main].unique_blocks)
-    byte_caps = sorted({r["blocks"] for r in sizes})
-    tasks += [("pool", main, "lru", c) for c in byte_caps]
-    results = iter(run_tasks(_task, streams, tasks, jobs, progress))
+    return {n: [max(1, round(t / 512)) for t in CALIBRATION_TOKENS] for n in mooncake}
+
+
+def _byte_caps(stream: BlockStream) -> list[int]:
+    return sorted({r["blocks"] for r in capacity_rows(stream.unique_blocks)})
+
+
+def studies_from(streams: dict[str, BlockStream], main: str, fractions: Sequence[float],
+                 lookahead_fraction: float, results: list, reused: dict[tuple, object]) -> dict:
+    """The studies section from the results of `study_tasks` (in their order) and the `reused` Q1 results."""
+    done = iter(results)
     traces: dict[str, dict] = {}
     for name, stream in streams.items():
         caps = [stream.capacity(f) for f in fractions]
         here = reused if name == main else {}
-        minimum, ideal = here[("min",)] if ("min",) in here else next(results)  # type: ignore[misc]
-        runs = {p: {str(f): here.get(("pool", p, str(f))) or next(results) for f in fractions}
+        minimum, ideal = here[("min",)] if ("min",) in here else next(done)  # type: ignore[misc]
+        runs = {p: {str(f): here.get(("pool", p, str(f))) or next(done) for f in fractions}
                 for p in CROSS_POLICIES}
         runs["MIN"] = {str(f): minimum[str(c)] for f, c in zip(fractions, caps, strict=True)}
         traces[name] = {"references": len(stream), "unique_blocks": stream.unique_blocks,
                         "capacities": {str(f): c for f, c in zip(fractions, caps, strict=True)},
                         "runs": runs, "ideal": ideal, "lookahead": None}
     for name in streams:
-        traces[name]["lookahead"] = {"fraction": lookahead_fraction, "hits": next(results),
+        traces[name]["lookahead"] = {"fraction": lookahead_fraction, "hits": next(done),
                                      "min": traces[name]["runs"]["MIN"].get(str(lookahead_fraction))}
-    calib = {n: {"tokens": list(CALIBRATION_TOKENS), "lru": [next(results)["block_hit_ratio"] for _ in caps],
+    calibration = _calibration(streams)
+    calib = {n: {"tokens": list(CALIBRATION_TOKENS), "lru": [next(done)["block_hit_ratio"] for _ in caps],
                  "ideal": traces[n]["ideal"]["block_hit_ratio"]} for n, caps in calibration.items()}
-    lru_at = {c: next(results)["block_hit_ratio"] for c in byte_caps}
+    sizes = capacity_rows(streams[main].unique_blocks)
+    lru_at = {c: next(done)["block_hit_ratio"] for c in _byte_caps(streams[main])}
+    if next(done, None) is not None:
+        raise ValueError("studies: more results than tasks")
     for row in sizes:
         row["lru_hit_ratio"] = lru_at[row["blocks"]]
         row["byte_hit_ratio"] = row["lru_hit_ratio"] * row["share"]
     return {"default_policy": DEFAULT_POLICY, "traces": traces, "calibration": calib, "capacity": sizes,
             "boundary": boundary_study()}
+
+
+def run_studies(streams: dict[str, BlockStream], main: str, fractions: Sequence[float], lookahead_fraction: float,
+                progress: Progress | None = None, jobs: int = 1, q1: dict | None = None) -> dict:
+    """Everything above but the boundary, as plain data; `main` names the stream whose Q1 ran already (its
+    runs of the every-trace policies and its MIN are taken from `q1` instead of replayed again)."""
+    reused = reused_from_q1(q1, fractions)
+    tasks = study_tasks(streams, main, fractions, lookahead_fraction, reused)
+    results = run_tasks(run_task, streams, tasks, jobs, progress, lambda t: task_cost(streams, t))
+    return studies_from(streams, main, fractions, lookahead_fraction, results, reused)
 
 
 def capacity_rows(unique_blocks: int) -> list[dict]:

@@ -317,11 +317,27 @@ class ReturnModel:
         value = self.unit_value(unit, now) if unit_value is None else unit_value
         if value == math.inf:
             return value
-        if block.is_last and block.tokens < self.params.block_tokens:
+        params = self.params
+        if block.is_last and block.tokens < params.block_tokens:
             value *= self.tail_factor()
-        elsewhere = self.popularity(block.key, now)
-        if self.params.use_branches:
-            elsewhere = max(elsewhere, self.branch_rate(block.key, now))
+        # `popularity` and `branch_rate` inlined (the same arithmetic): this runs for every block the
+        # eviction ranks, the hottest code of a conversation replay.
+        key = block.key
+        reads = self._cross_reads.get(key, 0)
+        elsewhere = reads / (now - self._first_seen[key] + params.popularity_floor_s) if reads else 0.0
+        if params.use_branches:
+            found = self._read.get(key)
+            if found is None:
+                branched = 0.0
+            else:
+                fitted = self._branch_fit.get(found[0])
+                if fitted is None:
+                    branched = self.branch_rate(key, now)
+                else:
+                    probability, rate = fitted
+                    survive = probability * math.exp(-rate * max(0.0, now - found[1]))
+                    branched = survive / (survive + 1.0 - probability) * rate
+            elsewhere = max(elsewhere, branched)
         return value + elsewhere
 
 

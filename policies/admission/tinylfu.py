@@ -47,6 +47,8 @@ class TinyLFUAdmission:
         self._door = bytearray(p.doorkeeper_bits // 8 + 1)
         self._recorded = 0
         self._key = p.seed.to_bytes(8, "little", signed=True)
+        self._slots_of: dict[CacheKey, tuple[tuple[int, ...], int, int]] = {}
+        """Memo of `_slots` per key: hashing (blake2b of the key's repr) was most of a replay's time."""
 
     def _hashes(self, key: CacheKey) -> list[int]:
         digest = hashlib.blake2b(
@@ -58,23 +60,33 @@ class TinyLFUAdmission:
         bits = self.params.doorkeeper_bits
         return hashes[-2] % bits, hashes[-1] % bits
 
+    def _slots(self, key: CacheKey) -> tuple[tuple[int, ...], int, int]:
+        """(counter index in each sketch row, doorkeeper bit a, bit b) of `key`; computed once per key."""
+        found = self._slots_of.get(key)
+        if found is None:
+            hashes = self._hashes(key)
+            width = self.params.width
+            a, b = self._door_bits(hashes)
+            found = (tuple(h % width for h in hashes[: len(self._rows)]), a, b)
+            self._slots_of[key] = found
+        return found
+
     def estimate(self, key: CacheKey) -> int:
         """Estimated recent reads of `key`."""
-        hashes = self._hashes(key)
-        width = self.params.width
-        sketch = min(row[h % width] for row, h in zip(self._rows, hashes, strict=False))
-        a, b = self._door_bits(hashes)
-        in_door = self._door[a >> 3] >> (a & 7) & 1 and self._door[b >> 3] >> (b & 7) & 1
+        index, a, b = self._slots(key)
+        sketch = min(map(list.__getitem__, self._rows, index))
+        door = self._door
+        in_door = door[a >> 3] >> (a & 7) & 1 and door[b >> 3] >> (b & 7) & 1
         return sketch + (1 if in_door else 0)
 
     def record(self, block: BlockInfo, now: float) -> None:
-        hashes = self._hashes(block.key)
-        a, b = self._door_bits(hashes)
-        if self._door[a >> 3] >> (a & 7) & 1 and self._door[b >> 3] >> (b & 7) & 1:
-            width, ceiling = self.params.width, self.params.counter_max
-            for row, h in zip(self._rows, hashes, strict=False):
-                if row[h % width] < ceiling:
-                    row[h % width] += 1
+        index, a, b = self._slots(block.key)
+        door = self._door
+        if door[a >> 3] >> (a & 7) & 1 and door[b >> 3] >> (b & 7) & 1:
+            ceiling = self.params.counter_max
+            for row, i in zip(self._rows, index, strict=True):
+                if row[i] < ceiling:
+                    row[i] += 1
         else:
             self._door[a >> 3] |= 1 << (a & 7)
             self._door[b >> 3] |= 1 << (b & 7)

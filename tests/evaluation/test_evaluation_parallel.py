@@ -20,6 +20,15 @@ def test_workers_return_results_in_task_order_and_report_all_progress():
     assert run_tasks(scaled, {"factor": 3}, tasks, jobs=1) == [3 * t for t in tasks]
 
 
+def test_costliest_tasks_go_first_and_results_stay_in_task_order():
+    from evaluation.parallel import longest_first
+
+    tasks = [1, 5, 2, 5, 3]
+    assert longest_first(tasks, None) == [0, 1, 2, 3, 4]
+    assert longest_first(tasks, float) == [1, 3, 4, 2, 0]
+    assert run_tasks(scaled, {"factor": 2}, tasks, jobs=2, cost=float) == [2 * t for t in tasks]
+
+
 def test_a_failing_task_raises_with_the_worker_traceback():
     with pytest.raises(WorkerError, match="negative task"):
         run_tasks(scaled, {"factor": 1}, [1, -1, 2], jobs=2)

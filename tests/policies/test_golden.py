@@ -25,6 +25,9 @@ GOLDEN: dict[str, tuple[int, int, int]] = {
     "tinylfu+lru": (650, 660, 687),
     "value+value": (841, 875, 892),
     "value+kvcache_wild": (857, 882, 891),
+    "always+conversation": (836, 884, 887),
+    "conversation+conversation": (837, 884, 887),
+    "adaptive+adaptive": (834, 885, 892),
 }
 
 
