@@ -487,6 +487,17 @@ action coalesce_release() {
     }
 }
 
+/* A trusted INVALIDATE (fabric coherence: a write acknowledged at       */
+/* another switch) releases a pending GET for its key as a PUT_ACK OK     */
+/* does here: a reader that learnt of the write must not join a GET sent  */
+/* before it (its reply may carry the old version).                       */
+action coalesce_invalidate() {
+    if (meta.coal_epoch != 0 && meta.coal_mcast_group != 0) {
+        coalesce_hash();
+        coalesce_release();
+    }
+}
+
 /* The call site: a well-formed KVP message that ipv4_lpm routed (not   */
 /* answered, punted or dropped), after coalesce_config.apply().          */
 action coalesce() {

@@ -130,6 +130,9 @@ control MyIngress(inout headers_t hdr,
             || is_invalidate || is_lookup) {
             kv_index.apply();
         }
+        /* ---- request coalescing's configuration (coalesce.p4), once on */
+        /* every path: the INVALIDATE branch and the call site below use it */
+        coalesce_config.apply();
 
         /* ---- steering call site 2 (steer.p4): which node, which name ---- */
         bool member_reply = false;
@@ -198,6 +201,9 @@ control MyIngress(inout headers_t hdr,
             if (meta.indexed) {
                 bound_slot();
             }
+            /* a GET pending here may be answered with the value before   */
+            /* the write: nobody may join it any more (coalesce.p4)       */
+            coalesce_invalidate();
             count_event(kvp_event_t.FABRIC_INVALIDATE);
             if (hdr.kvp.aux > 0) {
                 meta.clone_ingress_port = std_meta.ingress_port;
@@ -281,7 +287,6 @@ control MyIngress(inout headers_t hdr,
         /* knows its port towards the storage node and a reply its reader's */
         if (meta.kvp_ok && meta.forward
             && std_meta.egress_spec != BMV2_DROP_PORT) {
-            coalesce_config.apply();
             coalesce();
         }
         /* ---- steering call site 7 (steer.p4): the node's address, after */

@@ -387,14 +387,18 @@ def test_different_version_or_storage_node_is_not_joined(coal: CoalesceNet) -> N
     assert coal.event("COLLISION") == 1
 
 
-@pytest.mark.parametrize("write", ["put", "put_ack"])
+@pytest.mark.parametrize("write", ["put", "put_ack", "invalidate"])
 def test_write_releases_the_pending_entry(coal: CoalesceNet, write: str) -> None:
-    """A waiter never gets a reply that may predate a write: the entry is freed, the waiter retries."""
+    """A waiter never gets a reply that may predate a write: the entry is freed, the waiter retries. In a fabric
+    the write may have been acknowledged at another switch: its INVALIDATE releases the entry too (a reader
+    told of the write must not join a GET sent before it; fails without that)."""
     coal.configure()
     assert gets_to_storage(coal.get(A, 1)) == 1
     assert coal.get(C, 2) == []
     if write == "put":
         assert [p for p, _ in coal.put(D)] == [STORAGE_PORT]
+    elif write == "invalidate":
+        assert coal.net.invalidate(KEY, version=4, hops=0, port=STORAGE_PORT) == []
     else:
         assert [p for p, _ in coal.reply(D, 77, opcode=Opcode.PUT_ACK, status=Status.OK, version=4)] == [D.port]
     assert coal.event("RELEASED") == 1
