@@ -130,9 +130,12 @@ control MyIngress(inout headers_t hdr,
             || is_invalidate || is_lookup) {
             kv_index.apply();
         }
-        /* ---- request coalescing's configuration (coalesce.p4), once on */
-        /* every path: the INVALIDATE branch and the call site below use it */
-        coalesce_config.apply();
+        /* ---- request coalescing's configuration (coalesce.p4), applied */
+        /* once: the INVALIDATE branch and the call site below use it, and */
+        /* both need a well-formed KVP message (no cost for other traffic) */
+        if (meta.kvp_ok) {
+            coalesce_config.apply();
+        }
 
         /* ---- steering call site 2 (steer.p4): which node, which name ---- */
         bool member_reply = false;
