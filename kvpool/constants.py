@@ -96,6 +96,9 @@ class Status(IntEnum):
     ERR_DENIED = 0x15
     ERR_CONFLICT = 0x16
     """A PUT of a version the storage node already holds, with different bytes (a retry must be identical)."""
+    BUSY = 0x17
+    """The storage node sheds this request: its queue is full. Nothing was done; the client backs off (its
+    congestion window is cut as for a loss) and asks again. Never a failure by itself."""
 
 
 class Flag(IntFlag):
@@ -107,11 +110,16 @@ class Flag(IntFlag):
     """The switch must not answer or fill from this message (F_BYPASS)."""
     PIN = 0x04
     """INSERT only: the client asks for a pin (F_PIN)."""
+    CONGESTED = 0x08
+    """Set by a switch on a reply whose egress queue towards the receiver was over the marking threshold when
+    the reply was queued (F_CONGESTED, as ECN's CE codepoint; the client reacts as DCTCP does). Ignored on
+    requests; a host that sets it gains nothing but a smaller window at its peer."""
 
 
 F_VALUE = Flag.VALUE
 F_BYPASS = Flag.BYPASS
 F_PIN = Flag.PIN
+F_CONGESTED = Flag.CONGESTED
 
 
 class Tier(IntEnum):

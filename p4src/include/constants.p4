@@ -84,6 +84,7 @@ const bit<16> UDP_HEADER_LEN = 8;
 /* an INSERT's pin request, punted unchanged; docs/protocol.md).        */
 const bit<8> F_VALUE = 0x01;   /* a kvp_value_h follows                 */
 const bit<8> F_BYPASS = 0x02;  /* the switch must not answer or fill    */
+const bit<8> F_CONGESTED = 0x08; /* egress queue over threshold (CE)    */
 
 /* Fabric invalidation (docs/dataplane.md, "Fabric coherence").  The    */
 /* clone session the controller configures with the switch's FABRIC    */
@@ -154,7 +155,8 @@ enum bit<8> kvp_status_t {
     ERR_STALE      = 0x13,
     ERR_UNKNOWN_OP = 0x14,
     ERR_DENIED     = 0x15,
-    ERR_CONFLICT   = 0x16    /* same version, different bytes (storage) */
+    ERR_CONFLICT   = 0x16,   /* same version, different bytes (storage) */
+    BUSY           = 0x17    /* storage node shed the request: back off */
 }
 
 /* Storage tiers (docs/protocol.md, "Tiers"); the data plane is SWITCH. */
