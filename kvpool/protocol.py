@@ -1,9 +1,11 @@
 """KVP, the KV-pool wire protocol of docs/protocol.md, as Scapy layers: `KVP` (kvp_h) and `KVPValue` (kvp_value_h).
 
 Build requests with `IP()/UDP()/KVP(opcode="GET", ...)`; lengths, flags and the value checksum default to None
-and are filled in `post_build` from the payload, as Scapy's own layers do. Dissection picks `KVP` for UDP port
-7420 in either direction (bindings at the bottom) and, when F_VALUE is set, `KVPValue` for a slot-sized chunk
-(`chunk_shift` 7, 128 bytes: what the switch parses and stores) or `Raw` for a larger chunk (up to 8 KiB).
+and are filled in `post_build` from the payload, as Scapy's own layers do. A field given by hand goes out as it
+is, even when it disagrees with the payload, so `fuzz(KVP()/KVPValue())` builds every packet it draws.
+Dissection picks `KVP` for UDP port 7420 (`KVP_UDP_PORT`) in either direction (bindings at the bottom) and, when
+F_VALUE is set, `KVPValue` for a slot-sized chunk (`chunk_shift` 7, 128 bytes: what the switch parses and stores)
+or `Raw` for a larger chunk (up to 8 KiB).
 
 The numbers live in `kvpool.constants`; the validity rules in `kvpool.wire.check`, re-exported here as `check`
 so the storage node (bytes) and the controller (dissected packets) share one implementation.
@@ -31,6 +33,8 @@ from kvpool import wire
 from kvpool.constants import (
     KVP_HEADER_LEN,
     KVP_MAGIC,
+    KVP_MAX_CHUNK_SHIFT,
+    KVP_MIN_CHUNK_SHIFT,
     KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
     KVP_VALUE_LEN,
@@ -101,17 +105,30 @@ class KVP(Packet):
     ]
 
     def post_build(self, pkt: bytes, pay: bytes) -> bytes:
+        """Fill the fields left None from the payload; every other field, and the payload, go out as they are.
+
+        Like Scapy's own layers, a set field is never corrected to match the payload: a `value_len`,
+        `chunk_shift` or `flags` that disagrees with it is sent as given, so `fuzz(KVP()/KVPValue())` builds.
+        """
         has_value = isinstance(self.payload, (KVPValue, Raw)) and len(pay) > 0
-        size = 1 << (self.chunk_shift if self.chunk_shift is not None else KVP_SLOT_SHIFT)
+        size = self._chunk_size(len(pay))
         head = bytearray(pkt)
         if self.flags is None:
             head[5] = Flag.VALUE if has_value else 0
         if self.value_len is None:
-            head[28:30] = (min(len(pay), size) if has_value else 0).to_bytes(2, "big")
+            head[28:30] = (min(len(pay), size, 0xFFFF) if has_value else 0).to_bytes(2, "big")
         if self.value_csum is None:
             csum = zlib.crc32(pay[:size].ljust(size, b"\0")) if has_value else 0
             head[36:40] = csum.to_bytes(4, "big")
         return bytes(head) + pay
+
+    def _chunk_size(self, payload_len: int) -> int:
+        """The chunk size the checksum covers: `1 << chunk_shift` for a legal shift (7..13, at most 8 KiB of
+        zero padding), else the payload as it is (a fuzzed shift of 40 must not allocate a terabyte)."""
+        shift = self.chunk_shift if self.chunk_shift is not None else KVP_SLOT_SHIFT
+        if KVP_MIN_CHUNK_SHIFT <= shift <= KVP_MAX_CHUNK_SHIFT:
+            return 1 << shift
+        return payload_len
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
         if self.flags is None or not int(self.flags) & Flag.VALUE:

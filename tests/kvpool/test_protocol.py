@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import random
 import zlib
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
-from scapy.packet import Raw
+from scapy.packet import Packet, Raw, fuzz
+from scapy.volatile import RandByte, RandInt, RandShort
 
-from kvpool.constants import KVP_UDP_PORT, REPLY_OF, Flag, Opcode, Status
+from kvpool.constants import (
+    KVP_MAX_CHUNK_SHIFT,
+    KVP_MIN_CHUNK_SHIFT,
+    KVP_UDP_PORT,
+    REPLY_OF,
+    Flag,
+    Opcode,
+    Status,
+)
 from kvpool.keys import BlockKey, ChunkKey
 from kvpool.protocol import KVP, KVPValue, Reason, check
 from kvpool.wire import Header, encode
@@ -127,6 +137,63 @@ def test_reply_with_another_req_id_key_or_opcode_does_not_answer(change):
 def test_summary_names_opcode_key_and_status():
     text = KVP(opcode="GET_REPLY", req_id=5, prefix_hash=0xFF, status="HIT_SWITCH").mysummary()
     assert "GET_REPLY" in text and "0x00000000000000ff" in text and "HIT_SWITCH" in text
+
+
+FUZZ_TRIES = 300
+"""Seeded tries per template; with the chunk padded to `1 << chunk_shift`, 176 in 200 of the slot-sized ones
+raised OverflowError or MemoryError."""
+
+FUZZ_TEMPLATES = {
+    "header only": lambda: KVP(),
+    "slot-sized value": lambda: KVP() / KVPValue(),
+    # fuzz() leaves fields whose default is None (filled in post_build) alone; draw them too.
+    "lengths and checksum random": lambda: KVP(flags=RandByte(), value_len=RandShort(), value_csum=RandInt())
+    / KVPValue(),
+    "1 KiB raw value": lambda: KVP() / Raw(bytes(range(256)) * 4),
+    "over IP and UDP": lambda: IP() / UDP(sport=40000) / KVP() / KVPValue(),
+}
+
+
+@pytest.fixture
+def seeded_random():
+    """Scapy's fuzz() draws from the `random` module: seed it, and give the rest of the run its state back."""
+    state = random.getstate()
+    yield random.seed
+    random.setstate(state)
+
+
+@pytest.mark.parametrize("template", list(FUZZ_TEMPLATES), ids=list(FUZZ_TEMPLATES))
+def test_every_fuzzed_packet_builds_dissects_back_and_gets_a_verdict(template, seeded_random):
+    seeded_random(20_21)
+    illegal_shifts = 0
+    for attempt in range(FUZZ_TRIES):
+        packet: Packet = fuzz(FUZZ_TEMPLATES[template]())
+        data = bytes(packet)
+        again = IP(data) if packet.haslayer(IP) else KVP(data)
+        assert bytes(again) == data, f"try {attempt}: {again!r}"
+        kvp = again[KVP] if again.haslayer(KVP) else None
+        if kvp is None:  # a fuzzed UDP port that is not 7420: plain UDP, as for any other port
+            assert again[UDP].sport != KVP_UDP_PORT and again[UDP].dport != KVP_UDP_PORT
+            continue
+        kvp.mysummary()
+        assert check(kvp) is None or isinstance(check(kvp), Reason)
+        illegal_shifts += not KVP_MIN_CHUNK_SHIFT <= kvp.chunk_shift <= KVP_MAX_CHUNK_SHIFT
+    assert illegal_shifts > FUZZ_TRIES // 2, "most fuzzed chunk_shift values should be outside 7..13"
+
+
+@pytest.mark.parametrize("chunk_shift", [0, 6, 14, 40, 255])
+def test_an_illegal_chunk_shift_is_sent_as_it_is_and_the_checksum_covers_the_payload(chunk_shift):
+    data = bytes(KVP(opcode="PUT", chunk_shift=chunk_shift) / Raw(b"abc"))
+    assert len(data) == 44 + 3 and data[30] == chunk_shift
+    assert Header.unpack(data).value_len == 3 and Header.unpack(data).value_csum == zlib.crc32(b"abc")
+    assert check(data) == Reason.BAD_CHUNK_SIZE
+
+
+def test_a_value_len_that_disagrees_with_the_value_is_sent_as_it_is():
+    data = bytes(KVP(opcode="PUT", value_len=0xFFFF, chunk_shift=13) / Raw(b"abc"))
+    assert len(data) == 44 + 3 and Header.unpack(data).value_len == 0xFFFF
+    assert Header.unpack(data).value_csum == zlib.crc32(b"abc".ljust(8192, b"\0"))
+    assert check(data) == Reason.VALUE_TRUNCATED
 
 
 GOOD_GET = Header(Opcode.GET, chunk_count=2, chunk_idx=1).pack()
