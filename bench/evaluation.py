@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 from evaluation.__main__ import main as evaluation_main
-from evaluation.pools import PolicySpec
 from evaluation.replay import replay_pool
 from evaluation.stream import BlockStream
 from evaluation.traces import default_trace_path, excerpt_path, load_trace
 from policies.reference import POLICIES as LIBCACHESIM_POLICIES
 from policies.reference import ReferenceTrace
+from policies.spec import PolicySpec
 
 POLICIES = ("lru", "s3fifo", "arc", "tinylfu+lru", "prefix_lru", "value+value+residual")
 FRACTION = 0.01

@@ -20,13 +20,12 @@ from tqdm import tqdm
 from evaluation import studies
 from evaluation.cluster import ClusterConfig
 from evaluation.costs import ControlCosts, Links, gpu_preset
-from evaluation.experiments import EvalOptions, SideTasks, run_all, scale_streams, work_units
+from evaluation.experiments import EvalOptions, SideTasks, parse_policies, run_all, scale_streams, work_units
 from evaluation.memory import COMPRESSIONS, MEMORIES
 from evaluation.model import MODELS, model_preset
 from evaluation.parallel import default_jobs
 from evaluation.plots import write_all
-from evaluation.pools import parse_policies
-from evaluation.remote import REMOTE_TIERS, MooncakeEviction
+from evaluation.remote_store import REMOTE_TIERS, MooncakeEviction
 from evaluation.report import render
 from evaluation.stream import BlockStream
 from evaluation.synthetic import INCAST_KINDS, generate_incast

@@ -7,7 +7,7 @@
     └─────┬──────┘
           │ storage NIC (shared: N-to-1 incast)
     storage nodes: remote DRAM pool (Mooncake store), every computed block is written there; it keeps
-                   everything, or evicts by LRU or as Mooncake Store's master does (`evaluation.remote`)
+                   everything, or evicts by LRU or as Mooncake Store's master does (`evaluation.remote_store`)
 
 A request goes to one node (round-robin, or prefix-aware: the node already holding the longest leading run,
 like NVIDIA Dynamo's KV-aware router, with a load penalty). Its blocks are looked up in order: HBM, node
@@ -21,10 +21,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evaluation.pools import PolicySpec, drain_events
-from evaluation.remote import REMOTE_TIERS, MooncakeEviction, RemoteStats, RemoteTier, build_remote
+from evaluation.remote_store import REMOTE_TIERS, MooncakeEviction, RemoteStats, RemoteTier, build_remote
 from evaluation.stream import BlockStream
 from policies.base import BlockInfo, Tier
+from policies.spec import PolicySpec
 
 NODE_TIER_POLICY = PolicySpec("always", "lru", "drop")
 """Node HBM and DRAM keep every block they see and forget the least recently used (vLLM's prefix cache)."""
@@ -47,7 +47,7 @@ class ClusterConfig:
     storage_blocks: int | None = None
     """Remote DRAM pool capacity; None keeps every block ever computed (Mooncake's design); 0 disables it."""
     remote_tier: str = "lru"
-    """How a bounded remote pool evicts: `mooncake` (as Mooncake Store's master, `evaluation.remote`), `lru`,
+    """How a bounded remote pool evicts: `mooncake` (as Mooncake Store's master, `evaluation.remote_store`), `lru`,
     or `infinite` (ignores the capacity)."""
     mooncake: MooncakeEviction = field(default_factory=MooncakeEviction)
     storage_nodes: int = 1
@@ -209,7 +209,9 @@ class Cluster:
             self.stats.hits += 1
         elif block.key in pool:
             self.stats.admissions += 1
-        for event in drain_events(pool):
+        events = list(pool.events)  # since the last request; emptied, as a controller reads its log
+        pool.events.clear()
+        for event in events:
             if event.kind == "evicted":
                 self.stats.evictions += 1
             elif event.kind == "demoted" and event.tier == Tier.STORAGE_DRAM and self.storage.enabled:

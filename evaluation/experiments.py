@@ -22,14 +22,25 @@ from evaluation.costs import GPU, ControlCosts, FetchPlan, Links, fetch_seconds,
 from evaluation.memory import block_bytes, compression_preset, memory_preset, plan
 from evaluation.model import ModelConfig
 from evaluation.parallel import run_tasks
-from evaluation.pools import PolicySpec
 from evaluation.replay import PoolRun, replay_pool
 from evaluation.stream import BlockStream
 from evaluation.synthetic import SyntheticOptions, generate
 from evaluation.ttft import CostModel, estimate
 from policies.base import Tier
+from policies.spec import PolicySpec
 
 Progress = Callable[[int], None]
+
+
+def parse_policies(text: str) -> list[PolicySpec]:
+    """A comma-separated list of policy specs (each `EVICTION`, `ADMISSION+EVICTION` or
+    `ADMISSION+EVICTION+RECYCLING`; a bare eviction name means always-admit and drop), each checked."""
+    specs = [PolicySpec.parse(item) for item in text.split(",") if item.strip()]
+    if not specs:
+        raise ValueError("no policy given")
+    for spec in specs:
+        spec.check()
+    return specs
 
 
 @dataclass(frozen=True)
@@ -46,7 +57,7 @@ class EvalOptions:
     recycling: tuple[str, ...] = ("drop", "demote", "residual")
     """Recycling policies compared in Q3 (registry names)."""
     remote_tier: str = "mooncake"
-    """How the remote DRAM pool of Q2 and Q3 evicts (`evaluation.remote`): `mooncake` as Mooncake Store's master,
+    """How the remote DRAM pool of Q2 and Q3 evicts (`evaluation.remote_store`): `mooncake` as Mooncake Store's master,
     `lru`, or `infinite` (Q2 keeps every block; Q3, which needs a bound for recycling to matter, uses LRU)."""
     remote_fraction: float = 0.05
     """Remote pool capacity in Q2 and Q3, as a fraction of unique blocks."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from evaluation.pools import PolicySpec
 from evaluation.prefix import HitCounter
 from evaluation.stream import BlockStream
+from policies.spec import PolicySpec
 
 
 @dataclass(frozen=True)

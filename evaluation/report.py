@@ -119,7 +119,7 @@ def q2_section(q2: dict) -> str:
 REMOTE_TIER_TEXT = {
     "mooncake": "evicting as Mooncake Store's master documents it (above a 95% high watermark, 5% of the objects "
                 "at a time, approximate LRU by lease timeout over 1,024 metadata shards; objects read in the last "
-                "5 s are leased and kept; soft-pinned ones go last; `evaluation.remote`)",
+                "5 s are leased and kept; soft-pinned ones go last; `evaluation.remote_store`)",
     "lru": "evicting the least recently used block",
     "infinite": "keeping every block ever computed",
 }

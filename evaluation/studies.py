@@ -18,9 +18,9 @@ from evaluation.lookahead import lookahead_curve
 from evaluation.memory import COMPRESSIONS, MEMORIES, block_bytes, plan
 from evaluation.model import MODELS
 from evaluation.parallel import run_tasks
-from evaluation.pools import PolicySpec
 from evaluation.replay import replay_pool
 from evaluation.stream import BlockStream
+from policies.spec import PolicySpec
 
 Progress = Callable[[int], None]
 CROSS_POLICIES = ("lru", "arc", "adaptive+adaptive")

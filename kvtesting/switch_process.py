@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from kvtesting.p4rt import P4InfoNames, P4RuntimeSession
-from kvtesting.remote import Quiescence, RemoteTarget
+from kvtesting.remote_target import Quiescence, RemoteTarget
 from kvtesting.veth import HostPorts, VethPairs
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

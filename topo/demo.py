@@ -3,7 +3,7 @@
 The excerpt is the first `requests` lines of a Mooncake-format JSONL trace (`timestamp` in ms, `hash_ids`
 of 512-token blocks, `input_length`). Block ids become prefix hashes with `kvpool.prefix_hash`; requests are
 dealt round-robin to h1..hN and keep their relative arrival times, squeezed into `duration` seconds. Each
-host runs `topo.replay`. The report gives the switch hit ratio, the storage node's own GET count for the
+host runs `topo.host_replay`. The report gives the switch hit ratio, the storage node's own GET count for the
 hottest blocks (STAT over the management link) against what the clients asked, and latency percentiles of
 chunks served by the switch vs the storage node; `demo.png` plots both.
 
@@ -255,7 +255,7 @@ def run_demo(testbed: TestbedOptions, options: DemoOptions) -> str:
             result_file = options.out / f"results-{name}.jsonl"
             result_file.write_text("")
             log = (options.out / f"replay-{name}.log").open("wb")
-            proc = bed.net[name].popen([sys.executable, "-m", "topo.replay", "--server", STORAGE_IP,
+            proc = bed.net[name].popen([sys.executable, "-m", "topo.host_replay", "--server", STORAGE_IP,
                                         "--work", str(work_file), "--out", str(result_file), "--host", name],
                                        stdout=log, stderr=log, cwd=str(REPO), env={"PYTHONPATH": str(REPO)})
             workers.append((name, proc, result_file, log))

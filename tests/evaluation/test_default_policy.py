@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from evaluation.experiments import EvalOptions
-from evaluation.pools import PolicySpec
 from evaluation.replay import replay_pool
 from evaluation.stream import BlockStream
 from evaluation.studies import DEFAULT_POLICY
 from evaluation.synthetic import INCAST_KINDS, SyntheticOptions, generate, generate_incast
 from evaluation.traces import load_trace
+from policies.spec import PolicySpec
 
 EXCERPT = Path(__file__).parents[2] / "data" / "traces" / "mooncake_conversation_excerpt.jsonl"
 FRACTIONS = EvalOptions(policies=()).fractions

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from evaluation.__main__ import main
-from evaluation.pools import PolicySpec
 from evaluation.replay import replay_pool
 from evaluation.stream import BlockStream
 from evaluation.traces import excerpt_path, load_trace
+from policies.spec import PolicySpec
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SMALL_RUN = ["--limit", "200", "--policies", "lru,s3fifo", "--pool-sizes", "1%,5%", "--nodes", "2",

@@ -1,10 +1,10 @@
 """The cluster model: prefix semantics across tiers, tier order, routing, recycling."""
 
 from evaluation.cluster import ClusterConfig, simulate
-from evaluation.pools import PolicySpec
 from evaluation.stream import BlockStream
 from evaluation.traces import Request, Trace
 from policies.base import Tier
+from policies.spec import PolicySpec
 
 
 def stream_of(*requests, times=None):

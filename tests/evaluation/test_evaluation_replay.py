@@ -3,11 +3,12 @@
 import pytest
 
 from evaluation.bounds import bound_counters
-from evaluation.pools import PolicySpec, parse_policies
+from evaluation.experiments import parse_policies
 from evaluation.replay import replay_pool, sweep
 from evaluation.stream import BlockStream
 from evaluation.synthetic import SyntheticOptions, generate
 from policies.reference import libcachesim_hit_count
+from policies.spec import PolicySpec
 
 SEEDED = SyntheticOptions(requests=600, sessions_per_s=3.0, system_prompts=10, templates_per_prompt=4)
 

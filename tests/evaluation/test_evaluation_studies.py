@@ -11,12 +11,12 @@ from evaluation.costs import GPU, Links
 from evaluation.lookahead import lookahead_curve
 from evaluation.memory import COMPRESSIONS, MEMORIES, block_bytes, plan
 from evaluation.model import MODELS
-from evaluation.pools import PolicySpec
 from evaluation.stream import BlockStream
 from evaluation.synthetic import INCAST_KINDS, IncastOptions, generate_incast
 from evaluation.traces import Request, Trace, load_trace
 from evaluation.ttft import CostModel, estimate
 from kvpool.constants import KVP_VALUE_LEN
+from policies.spec import PolicySpec
 
 MIB = 1 << 20
 
@@ -114,8 +114,7 @@ def test_incast_workloads_have_many_readers_of_one_block_per_second(kind: str) -
 
 
 def test_studies_take_the_main_streams_runs_from_q1_instead_of_replaying_them() -> None:
-    from evaluation.experiments import EvalOptions, q1_pool_sweep
-    from evaluation.pools import parse_policies
+    from evaluation.experiments import EvalOptions, parse_policies, q1_pool_sweep
     from evaluation.studies import CROSS_POLICIES, run_studies
 
     stream = BlockStream.from_trace(generate_incast("agent-fanout", IncastOptions(requests=300), seed=0))

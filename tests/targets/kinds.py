@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import pytest
 
 from kvtesting.kvnet import CPU_PORT, P4_MAIN
-from kvtesting.remote import Quiescence
+from kvtesting.remote_target import Quiescence
 from kvtesting.switch_process import (
     BMV2,
     KINDS,

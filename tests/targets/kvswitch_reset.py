@@ -23,7 +23,7 @@ from scapy.layers.l2 import Ether
 from kvpool.constants import Opcode, Status
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import CLIENT_PORT, STORAGE_IP, STORAGE_MAC, STORAGE_PORT, kvp_frame
-from kvtesting.remote import RemoteTarget
+from kvtesting.remote_target import RemoteTarget
 from softswitch.target import Exact, Lpm, TableEntry
 
 INDEX = "MyIngress.kv_index"

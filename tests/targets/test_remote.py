@@ -12,7 +12,7 @@ from kvpool.constants import Status
 from kvpool.protocol import KVPValue
 from kvtesting.kvnet import CLIENT_PORT, CPU_PORT, P4_MAIN, STORAGE_PORT, KvNet, chunk_key, value_chunk
 from kvtesting.p4rt import Field, pack_header, target_error, unpack_header
-from kvtesting.remote import Quiescence
+from kvtesting.remote_target import Quiescence
 from kvtesting.switch_process import BMV2, SOFTSWITCH, Compiled
 from kvtesting.veth import VethPairs
 from softswitch.target import Exact, Lpm, TableEntry, TargetError

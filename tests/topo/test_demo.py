@@ -12,7 +12,7 @@ import pytest
 from kvpool.prefix_hash import block_id_prefix_hashes
 from topo.cli import build_parser
 from topo.demo import DemoOptions, block_tokens, deal, load_excerpt, render, run_demo, summarise
-from topo.replay import block_data
+from topo.host_replay import block_data
 from topo.switches import TestbedError
 from topo.testbed import TestbedOptions, stop_recorded
 

@@ -1,6 +1,6 @@
 """A switch process whose ports are BMv2's nanomsg packet interface (`--packet-in ipc://...`), not veth.
 
-The same `RemoteTarget` (tests/targets/remote.py) drives it: `NanomsgHostPorts` gives it the shape of the
+The same `RemoteTarget` (kvtesting/remote_target.py) drives it: `NanomsgHostPorts` gives it the shape of the
 veth harness's `HostPorts` (a pollable per port, `send`, `receive_ready`) over one `PacketInjector`, so a
 scenario written for veth runs here unchanged. No veth pairs, so no root; both kinds:
 
@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 
 from kvtesting.p4rt import P4InfoNames, P4RuntimeSession
-from kvtesting.remote import Quiescence, RemoteTarget
+from kvtesting.remote_target import Quiescence, RemoteTarget
 from kvtesting.switch_process import (
     DEVICE_ID,
     REPO,

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from evaluation.cluster import ClusterConfig, simulate
-from evaluation.remote import InfiniteRemote, MooncakeEviction, MooncakeRemote, build_remote
+from evaluation.remote_store import InfiniteRemote, MooncakeEviction, MooncakeRemote, build_remote
 from evaluation.stream import BlockStream
 from evaluation.synthetic import SyntheticOptions, generate
 from policies.base import BlockInfo
@@ -133,7 +133,7 @@ def test_build_remote_picks_the_tier_and_the_cluster_reports_its_evictions() -> 
 
 def test_lru_remote_counts_one_eviction_per_put_into_a_full_pool() -> None:
     from evaluation.cluster import NODE_TIER_POLICY
-    from evaluation.remote import LruRemote
+    from evaluation.remote_store import LruRemote
     from policies.base import Tier
 
     pool = LruRemote(3, lambda c: NODE_TIER_POLICY.build(c, Tier.STORAGE_DRAM))

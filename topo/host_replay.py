@@ -1,6 +1,6 @@
 """One inference host's share of a trace replay, run inside its Mininet namespace by `topo.demo`.
 
-    python -m topo.replay --server 10.0.0.100 --work WORK.json --out RESULTS.jsonl
+    python -m topo.host_replay --server 10.0.0.100 --work WORK.json --out RESULTS.jsonl
 
 Each request looks up its prompt's blocks in prefix order, as a prefix cache does: GET block 0, 1, ... until
 the first miss; the blocks from there on are "computed" and stored (PUT, version 1; a concurrent writer's
@@ -74,7 +74,7 @@ def replay_request(client: KVPClient, request: dict, block_bytes: int, announce:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m topo.replay", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m topo.host_replay", description=__doc__.splitlines()[0])
     parser.add_argument("--server", required=True, help="storage node HOST[:PORT]")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
