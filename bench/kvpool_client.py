@@ -5,8 +5,9 @@
 The node runs as its own process (`python -m kvpool.server`), as in the testbed; the client is
 `kvpool.client.KVPClient`, what an inference node uses. A block of v1's largest size (255 chunks of 128 bytes,
 32,640 bytes: the client's default chunk size for blocks that small) is written and read back whole, one block
-operation at a time, every read verified against the written bytes. The figure that matters is the read rate of one client (issue 10 item 3): before windowing a
-read fetched its chunks one round at a time.
+operation at a time, every read verified against the written bytes. The figure that matters is the read rate of
+one client (the read window of docs/protocol.md, "Transport"): before windowing a read fetched its chunks one
+round at a time.
 """
 
 from __future__ import annotations
