@@ -142,7 +142,7 @@ class KVP(Packet):
         return struct.pack("!I", self.req_id)
 
     def answers(self, other: Packet) -> int:
-        """A reply answers a request: reply opcode of the request's, same req_id and block-chunk key."""
+        """A reply answers a request: reply opcode of the request's, same req_id and chunk key (`ChunkKey`)."""
         if not isinstance(other, KVP):
             return 0
         try:
