@@ -196,6 +196,19 @@ def test_a_value_len_that_disagrees_with_the_value_is_sent_as_it_is():
     assert check(data) == Reason.VALUE_TRUNCATED
 
 
+@given(payload=st.one_of(st.binary(max_size=300), st.binary(max_size=300).map(lambda b: b"KV\x02" + b),
+                         st.binary(min_size=41, max_size=300).map(lambda b: b"KV\x02\x03\x00\x01" + b)))
+def test_any_udp_payload_on_port_7420_dissects_and_rebuilds_the_same_bytes(payload):
+    frame = bytes(IP(src="10.0.0.1", dst="10.0.0.100") / UDP(sport=40000, dport=KVP_UDP_PORT) / Raw(payload))
+    again = IP(frame)
+    assert bytes(again) == frame
+    verdict = check(payload)
+    assert verdict is None or isinstance(verdict, Reason)
+    if again.haslayer(KVP):
+        again[KVP].mysummary()
+        assert check(again[KVP]) == verdict
+
+
 GOOD_GET = Header(Opcode.GET, chunk_count=2, chunk_idx=1).pack()
 GOOD_PUT = encode(Header(Opcode.PUT, version=1), b"x")
 
