@@ -6,7 +6,7 @@ import random
 import zlib
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Packet, Raw, fuzz
@@ -196,6 +196,7 @@ def test_a_value_len_that_disagrees_with_the_value_is_sent_as_it_is():
     assert check(data) == Reason.VALUE_TRUNCATED
 
 
+@settings(deadline=None)  # a loaded machine must not turn a slow example into a failure
 @given(payload=st.one_of(st.binary(max_size=300), st.binary(max_size=300).map(lambda b: b"KV\x02" + b),
                          st.binary(min_size=41, max_size=300).map(lambda b: b"KV\x02\x03\x00\x01" + b)))
 def test_any_udp_payload_on_port_7420_dissects_and_rebuilds_the_same_bytes(payload):
@@ -268,6 +269,7 @@ headers = st.builds(
 )
 
 
+@settings(deadline=None)  # a loaded machine must not turn a slow example into a failure
 @given(header=headers, value=st.one_of(st.none(), st.binary(max_size=128)))
 def test_struct_codec_and_scapy_layer_agree_byte_for_byte(header, value):
     data = encode(header, value)
@@ -303,6 +305,7 @@ def test_a_hand_built_header_out_of_range_has_no_key():
         _ = Header(Opcode.GET, tenant=1 << 16).key
 
 
+@settings(deadline=None)  # a loaded machine must not turn a slow example into a failure
 @given(st.integers(0, 0xFFFF), st.integers(0, (1 << 64) - 1), st.integers(0, (1 << 32) - 1))
 def test_the_unchecked_fast_path_makes_the_same_keys_as_the_constructor(tenant, prefix_hash, chunk):
     fast, checked = ChunkKey.from_wire(tenant, prefix_hash, chunk), ChunkKey(tenant, prefix_hash, chunk)
