@@ -75,7 +75,7 @@ def block_data(seed: int, size: int = BLOCK_BYTES) -> bytes:
 
 # -- agents: run inside a namespace, talk JSON lines over stdin / stdout ---------------------------------
 def _client(master: str, metadata: str, host: str, segment: int) -> Any:
-    from mooncake.store import MooncakeDistributedStore  # noqa: PLC0415 (only agents need the package)
+    from mooncake.store import MooncakeDistributedStore
 
     os.environ["MC_TCP_BIND_ADDRESS"] = host  # the address the transfer engine publishes (kvpool.backends.mooncake)
     client = MooncakeDistributedStore()
@@ -103,7 +103,7 @@ def _agent(argv: list[str]) -> int:
         sys.stdin.read()
         client.close()
         return 0
-    from mooncake.store import ReplicateConfig  # noqa: PLC0415
+    from mooncake.store import ReplicateConfig
 
     for line in sys.stdin:
         order = json.loads(line)
@@ -388,10 +388,10 @@ def table(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib  # noqa: PLC0415
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     groups: dict[tuple[str, int], list[dict]] = {}

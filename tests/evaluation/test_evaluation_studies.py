@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from evaluation import boundary
@@ -12,6 +14,7 @@ from evaluation.lookahead import lookahead_curve
 from evaluation.memory import COMPRESSIONS, MEMORIES, block_bytes, plan
 from evaluation.model import MODELS
 from evaluation.pools import PolicySpec
+from evaluation.sharing import Sharing
 from evaluation.stream import BlockStream
 from evaluation.synthetic import INCAST_KINDS, IncastOptions, generate_incast
 from evaluation.traces import Request, Trace, load_trace
@@ -54,13 +57,33 @@ def test_coalescing_counts_concurrent_reads_of_one_block_once_at_the_storage_nic
     stream = readers_of_one_block(4)
     config = ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0, routing="round-robin")
     result = simulate(stream, config)
-    plain, merged = estimate(result, COST), estimate(result, COST, coalesce=True)
+    window = dataclasses.replace(COST, sharing=Sharing("incast-window"))
+    plain, merged = estimate(result, window), estimate(result, window, coalesce=True)
     block = COST.block_bytes
     # The first reader computes and writes the prefix; the other three read it from storage.
     assert plain.link_bytes["storage_nic_sent"] == 3 * 2 * block
     assert merged.link_bytes["storage_nic_sent"] == 2 * block
     assert max(n for _, n in plain.fan_in) == 3 and max(n for _, n in merged.fan_in) == 1
     assert merged.mean_ttft_s < plain.mean_ttft_s
+
+
+def test_the_data_plane_as_built_merges_only_reads_within_one_round_trip() -> None:
+    # The three storage readers start 10 ms apart: more than a round trip (4 ms), so coalescing as built
+    # merges none of them; at 25 Gb/s a 64 MiB block streams for 21.5 ms, so a stream join takes the next two,
+    # each fetching the part it missed (10 / 21.5 and 20 / 21.5 of a block).
+    result = simulate(readers_of_one_block(4), ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0,
+                                                              routing="round-robin"))
+    block = COST.block_bytes
+    as_built = estimate(result, COST, coalesce=True)
+    assert as_built.link_bytes["storage_nic_sent"] == 3 * 2 * block
+    slow = Links(node_nic_gbps=25.0, storage_nic_gbps=25.0, switch_port_gbps=25.0)
+    join = dataclasses.replace(COST, links=slow, sharing=Sharing("stream-join"))
+    transfer = join.block_transfer_s
+    assert transfer == pytest.approx(block * 8 / 25e9)
+    sent = estimate(result, join, coalesce=True).link_bytes["storage_nic_sent"]
+    assert sent == pytest.approx(2 * block * (1 + 0.01 / transfer + 0.02 / transfer), rel=1e-6)
+    within = dataclasses.replace(COST, sharing=Sharing("round-trip", round_trip_s=0.025))
+    assert estimate(result, within, coalesce=True).link_bytes["storage_nic_sent"] == 2 * block
 
 
 def test_a_switch_holding_leading_chunks_leaves_the_rest_to_storage() -> None:
