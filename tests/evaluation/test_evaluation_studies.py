@@ -111,16 +111,34 @@ def test_lookahead_is_monotone_toward_min_on_the_excerpt() -> None:
 
 def test_boundary_has_regions_where_the_pool_does_and_does_not_pay() -> None:
     size = block_bytes(MODELS["llama-3-8b"], COMPRESSIONS["fp8"])
-    shared = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16))
+    # As built, 16 readers spread over 1 s (62.5 ms apart) share nothing: one round trip is 4 ms.
+    spread = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16))
+    assert spread.sends_per_reader == 1.0 and spread.net_benefit_s <= 0
+    # Readers within one round trip of each other share every send, and then it pays off.
+    lockstep = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16, window_s=0.001))
+    assert lockstep.sends_per_reader == pytest.approx(1 / 16) and lockstep.net_benefit_s > 0
+    # What the evaluator used to credit: every read in the same second merged.
+    credited = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16,
+                                                   sharing=Sharing("incast-window")))
+    assert credited.net_benefit_s == pytest.approx(lockstep.net_benefit_s)
     alone = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=1))
-    software = boundary.evaluate(boundary.Scenario(size, MEMORIES["softswitch"], software_target=True))
-    assert shared.net_benefit_s > 0
+    software = boundary.evaluate(boundary.Scenario(size, MEMORIES["softswitch"], software_target=True,
+                                                   window_s=0.001))
     assert alone.net_benefit_s <= 0
     assert software.net_benefit_s < 0
     # As built (one table entry per 128-byte chunk) the controller cannot install a block in time.
-    assert shared.installed_share == 0.0
+    assert spread.installed_share == 0.0
     per_block = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], chunk_index=False))
     assert per_block.installed_share > 0.5
+
+
+def test_boundary_group_sends_follow_the_mechanism() -> None:
+    rt = Sharing("round-trip", round_trip_s=0.004)
+    # 16 readers over 50 ms (3.125 ms apart): as built they pair up, each pair one send.
+    assert boundary.group_sends(16, 0.05, rt, 0.0054) == (8.0, 8)
+    join = Sharing("stream-join", round_trip_s=0.001)  # a joiner past one round trip patches what it missed
+    sends, merged = boundary.group_sends(16, 0.05, join, 0.0054)
+    assert merged == 8 and sends == pytest.approx(8 * (1 + 0.003125 / 0.0054))
 
 
 @pytest.mark.parametrize("kind", INCAST_KINDS)
