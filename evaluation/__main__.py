@@ -17,10 +17,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluation import studies
+from evaluation import arrivals, studies
 from evaluation.cluster import ClusterConfig
 from evaluation.costs import ControlCosts, Links, gpu_preset
-from evaluation.experiments import EvalOptions, SideTasks, run_all, scale_streams, work_units
+from evaluation.experiments import EvalOptions, SideTasks, run_all, scale_streams, sharings, work_units
 from evaluation.memory import COMPRESSIONS, MEMORIES
 from evaluation.model import MODELS, model_preset
 from evaluation.parallel import default_jobs
@@ -244,7 +244,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (TraceError, FileNotFoundError, UnicodeDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    total = work_units(stream, options, streams) + sum(len(s) for s in studied.values()) * 14
+    workloads = {name: s for name, s in studied.items() if name in INCAST_KINDS}
+    total = work_units(stream, options, streams, workloads) + sum(len(s) for s in studied.values()) * 14
     with tqdm(total=total, unit="ref", unit_scale=True, disable=args.no_progress, file=sys.stderr) as bar:
         # The studies' replays do not depend on Q1's outcome: they run in Q1's batch, longest first, so both
         # workers stay busy; the main trace's runs Q1 makes anyway are taken from Q1, not replayed again.
@@ -253,7 +254,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         side = SideTasks(studies.run_task, studied,
                          studies.study_tasks(studied, main, options.fractions, options.switch_fraction, planned),
                          lambda t: studies.task_cost(studied, t))
-        results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs, side)
+        results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs, side, workloads)
         reused = studies.reused_from_q1(results["q1"], options.fractions)
         if set(reused) != planned:
             raise AssertionError(f"studies planned to reuse {sorted(planned)} from Q1, found {sorted(reused)}")
@@ -261,6 +262,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                                                   side.results, reused)
     cost = options.cost
     assert cost is not None  # options_from always sets it
+    results["arrivals"] = arrivals.study(studied, cost.block_bytes, options.link_gbps, sharings(cost),
+                                         cost.links.storage_nic_gbps)
     results["meta"] = {
         "trace": str(path), "requests": len(trace.requests), "block_references": len(stream),
         "unique_blocks": stream.unique_blocks, "duration_s": trace.duration_s,

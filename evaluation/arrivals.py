@@ -107,3 +107,23 @@ def spread(name: str, stream: BlockStream, transfers_s: Mapping[str, float],
            mechanisms: Mapping[str, tuple[Sharing, float]], min_reads: int = 2) -> ArrivalSpread:
     """`measure` over the blocks of `stream` read by at least `min_reads` requests."""
     return measure(name, read_starts(stream, min_reads), transfers_s, mechanisms)
+
+
+TESTBED_BLOCK_BYTES = 16 << 20
+"""The block of `bench incast` and `bench mooncake_fanout`."""
+TESTBED_BYTES_PER_S = 118e6
+"""One client's block read rate through the softswitch (docs/status.md): how long a testbed stream lasts."""
+
+
+def study(streams: Mapping[str, BlockStream], block_bytes: int, links_gbps: tuple[float, ...],
+          mechanisms: Mapping[str, Sharing], stream_gbps: float) -> dict:
+    """The report's table: every stream's spread, overlap at each link speed for `block_bytes` and for the
+    testbed's 16 MiB block at its measured rate, and what each mechanism merges (a `stream-join` stream lasts
+    one block at `stream_gbps`)."""
+    transfers = {f"{g:g} Gb/s": block_bytes * 8 / (g * 1e9) for g in links_gbps}
+    transfers["testbed 16 MiB"] = TESTBED_BLOCK_BYTES / TESTBED_BYTES_PER_S
+    stream_s = block_bytes * 8 / (stream_gbps * 1e9)
+    priced = {name: (sharing, stream_s) for name, sharing in mechanisms.items()}
+    rows = [spread(name, stream, transfers, priced).as_dict() for name, stream in streams.items()]
+    return {"block_bytes": block_bytes, "transfer_s": transfers, "stream_gbps": stream_gbps,
+            "mechanisms": {name: sharing.label() for name, sharing in mechanisms.items()}, "rows": rows}

@@ -9,9 +9,10 @@ the mechanism, not on a window the evaluator picks:
   first share its sends; a later reader costs the node a whole block of its own. The default, 4 ms, is the
   round trip measured on the softswitch bed (`bench incast`); hardware switches have microseconds.
 * `stream-join` (a proposed mechanism): a reader whose GET finds the block being streamed to others joins the
-  stream (the switch replicates every later chunk reply to it) and fetches the chunks it missed itself. A
-  reader starting `d` after the stream's first reader, while that stream lasts (`transfer_s`, one block at the
-  link rate), costs the node `d / transfer_s` of a block; after it, a whole block and a stream of its own.
+  stream (the switch replicates every later chunk reply to it) and fetches the chunks it missed itself
+  ("patching"). A reader starting `d` after the stream's first reader, while that stream lasts (`transfer_s`,
+  one block at the link rate), needs the first `d / transfer_s` of the block; after it, a stream of its own.
+  Its patch GETs coalesce as above with other readers' GETs for the same chunks sent within one round trip.
 * `incast-window`: every read of a block from one node in the same aligned `incast_window_s` window merges
   into one send, whatever their distance. What the evaluator used to credit; kept as the upper bound that no
   built or proposed mechanism reaches.
@@ -43,19 +44,6 @@ class Sharing:
         if self.round_trip_s < 0 or self.incast_window_s <= 0:
             raise ValueError("sharing: round_trip_s >= 0 and incast_window_s > 0")
 
-    def joins(self, delay_s: float, lead_s: float, at_s: float, transfer_s: float) -> bool:
-        """Whether a read at `at_s`, `delay_s` after the first read of the current stream (at `lead_s`), merges."""
-        if self.mechanism == "incast-window":
-            return int(at_s // self.incast_window_s) == int(lead_s // self.incast_window_s)
-        window = self.round_trip_s if self.mechanism == "round-trip" else max(self.round_trip_s, transfer_s)
-        return delay_s < window
-
-    def joined_cost(self, delay_s: float, transfer_s: float) -> float:
-        """Blocks' worth the node still sends for a reader that merged `delay_s` after the stream's first."""
-        if self.mechanism != "stream-join" or delay_s <= self.round_trip_s:
-            return 0.0  # a GET that joins a pending entry gets every chunk's reply
-        return min(1.0, delay_s / transfer_s) if transfer_s > 0 else 1.0
-
     def label(self) -> str:
         if self.mechanism == "round-trip":
             return f"round-trip ({1000 * self.round_trip_s:g} ms)"
@@ -65,21 +53,64 @@ class Sharing:
 
 
 @dataclass
+class _Block:
+    """What one storage node has pending and streaming for one block."""
+
+    stream_start: float | None = None
+    """When the newest stream of the whole block (`stream-join`) or the newest aligned window started."""
+    pending: list[tuple[float, float, float]] = field(default_factory=list)
+    """(sent at, first, end) of chunk ranges whose GETs went to the node, as shares of the block."""
+
+
+@dataclass
 class SharedReads:
-    """Reads of blocks from storage nodes, fed in time order; prices each under one mechanism."""
+    """Reads of blocks from storage nodes, fed in time order; prices each under one mechanism.
+
+    Chunks are positions in [0, 1) of the block. A reader GETs a range of chunks (the whole block, or the part
+    a stream join missed); a GET for a chunk merges with one for the same chunk sent less than one round trip
+    before, as a reader that starts later by d asks for every chunk d later (readers fetch at one rate).
+    """
 
     sharing: Sharing
     transfer_s: float
     """One block's stream time at the link rate (how long a `stream-join` stream lasts)."""
-    _lead: dict[Hashable, float] = field(default_factory=dict)
+    _blocks: dict[Hashable, _Block] = field(default_factory=dict)
 
     def read(self, node: Hashable, key: Hashable, at_s: float) -> float:
-        """Blocks' worth `node` sends for this read of `key` starting at `at_s` (1.0: a send of its own)."""
-        lead = self._lead.get((node, key))
-        if lead is not None and self.sharing.joins(at_s - lead, lead, at_s, self.transfer_s):
-            return self.sharing.joined_cost(at_s - lead, self.transfer_s)
-        self._lead[node, key] = at_s
-        return 1.0
+        """Blocks' worth `node` sends for this read of `key` starting at `at_s` (1.0: every chunk its own)."""
+        block = self._blocks.setdefault((node, key), _Block())
+        sharing = self.sharing
+        if sharing.mechanism == "incast-window":
+            window = at_s // sharing.incast_window_s
+            if block.stream_start is not None and block.stream_start // sharing.incast_window_s == window:
+                return 0.0
+            block.stream_start = at_s
+            return 1.0
+        need = 1.0
+        if (sharing.mechanism == "stream-join" and block.stream_start is not None
+                and at_s - block.stream_start < self.transfer_s):
+            need = (at_s - block.stream_start) / self.transfer_s  # the stream brings the rest
+        else:
+            block.stream_start = at_s
+        block.pending = [p for p in block.pending if at_s - p[0] < sharing.round_trip_s]
+        own = _uncovered(need, [(lo, hi) for _, lo, hi in block.pending])
+        block.pending += [(at_s, lo, hi) for lo, hi in own]
+        return sum(hi - lo for lo, hi in own)
+
+
+def _uncovered(end: float, covered: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of [0, end) outside every range of `covered`."""
+    gaps = []
+    at = 0.0
+    for lo, hi in sorted(covered):
+        if lo > at:
+            gaps.append((at, min(lo, end)))
+        at = max(at, hi)
+        if at >= end:
+            break
+    if at < end:
+        gaps.append((at, end))
+    return [(lo, hi) for lo, hi in gaps if hi > lo]
 
 
 def sends_for(starts: Sequence[float], sharing: Sharing, transfer_s: float) -> float:
