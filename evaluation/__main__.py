@@ -28,6 +28,7 @@ from evaluation.plots import write_all
 from evaluation.pools import parse_policies
 from evaluation.remote import REMOTE_TIERS, MooncakeEviction
 from evaluation.report import render
+from evaluation.sharing import MECHANISMS, ROUND_TRIP_S, Sharing
 from evaluation.stream import BlockStream
 from evaluation.synthetic import INCAST_KINDS, generate_incast
 from evaluation.traces import TraceError, default_trace_path, load_trace
@@ -138,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gpu", choices=("a100", "h100"), default="a100")
     run.add_argument("--utilisation", type=float, default=0.5, help="achieved fraction of GPU peak")
     run.add_argument("--link-gbps", type=float, default=100.0, help="node, storage and switch port line rate")
+    run.add_argument("--sharing", choices=MECHANISMS, default="round-trip",
+                     help="which reads of one block coalescing merges (evaluation.sharing): round-trip (the data "
+                          "plane as built), stream-join (proposed) or incast-window (the old 1 s window); "
+                          "default %(default)s")
+    run.add_argument("--round-trip-ms", type=float, default=1000 * ROUND_TRIP_S,
+                     help="how long a first reader's GET stays pending at the switch (default %(default)g ms)")
     run.add_argument("--recycling", default="drop,demote,residual", help="recycling policies compared in Q3")
     run.add_argument("--scale-nodes", type=int_list, default=(2, 4, 8, 16, 32))
     run.add_argument("--link-speeds", type=float_list, default=(25.0, 100.0, 400.0), help="Gb/s, for Q4")
@@ -175,13 +182,14 @@ def options_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> E
         remote_blocks = args.storage_blocks if isinstance(args.storage_blocks, int) else None
         links = Links(node_nic_gbps=args.link_gbps, storage_nic_gbps=args.link_gbps,
                       switch_port_gbps=args.link_gbps)
+        sharing = Sharing(args.sharing, args.round_trip_ms / 1000, links.incast_window_s)
         recycling = tuple(r.strip() for r in args.recycling.split(",") if r.strip())
         for name in recycling:
             parse_policies(f"{specs[0].admission}+{specs[0].eviction}+{name}")
     except (ValueError, KeyError, LookupError) as exc:
         parser.error(str(exc))
     return EvalOptions(policies=specs, fractions=args.pool_sizes, cluster=cluster,
-                       cost=CostModel(model_preset(args.model), gpu, links, ControlCosts()),
+                       cost=CostModel(model_preset(args.model), gpu, links, ControlCosts(), sharing=sharing),
                        switch_fraction=args.switch_size[0], recycling=recycling,
                        scale_nodes=args.scale_nodes, link_gbps=args.link_speeds,
                        scale_requests=args.scale_requests, seed=args.seed,
