@@ -96,7 +96,7 @@ def _agent(argv: list[str]) -> int:
     """`python -m bench.mooncake_fanout _agent ROLE MASTER METADATA HOST [SEGMENT_BYTES]`.
 
     storage: contribute a segment, say ready, wait for end of input. writer: `{"put": key, "seed": s, "size": n}`
-    per line. reader: `{"get": key, "at": wall clock, "sha256": hex}` per line → start, end, bytes, ok."""
+    or `{"replicas": key}` (how many replicas the master lists) per line. reader: `{"get": key, "at": wall clock, "sha256": hex}` per line → start, end, bytes, ok."""
     role, master, metadata, host = argv[:4]
     segment = int(argv[4]) if len(argv) > 4 else 0
     client = _client(master, metadata, host, segment)
@@ -109,6 +109,9 @@ def _agent(argv: list[str]) -> int:
 
     for line in sys.stdin:
         order = json.loads(line)
+        if role == "writer" and "replicas" in order:
+            _say({"replicas": len(client.get_replica_desc(order["replicas"]))})
+            continue
         if role == "writer":
             config = ReplicateConfig()
             config.replica_num = 1
@@ -300,6 +303,12 @@ class Pool:
             raise RuntimeError(f"put {key} failed ({rc})")
         return hashlib.sha256(block_data(seed)).hexdigest()
 
+    def replicas(self, key: str) -> int:
+        """Replicas of `key` the master lists now (dynamic replication adds some)."""
+        assert self.writer is not None
+        self.writer.ask({"replicas": key})
+        return int(self.writer.answer()["replicas"])
+
     def read(self, key: str, digest: str, readers: int, spread_s: float) -> dict:
         """One row: `readers` readers of `key`, starts spread evenly over `spread_s`; per-node bytes sent."""
         bed = self.bed
@@ -318,7 +327,8 @@ class Pool:
                 "p50_s": _percentile(times, 50), "p99_s": _percentile(times, 99),
                 "verified": sum(1 for g in got if g["ok"]), "failed": sum(1 for g in got if not g["ok"]),
                 "errors": sorted({g["error"] for g in got if g["error"]}),
-                "start_spread_s": max(g["start"] for g in got) - min(g["start"] for g in got)}
+                "start_spread_s": max(g["start"] for g in got) - min(g["start"] for g in got),
+                "replicas_after": self.replicas(key)}
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -384,14 +394,15 @@ def _say_row(row: dict) -> None:
 
 def table(result: dict) -> str:
     lines = ["| dynamic replication | N | start spread | busiest node blocks / read | all nodes blocks / read | "
-             "bytes per node (MiB) | p50 s | p99 s | verified / failed |",
-             "|---|---:|---|---:|---:|---|---:|---:|---:|"]
+             "bytes per node (MiB) | replicas listed after | p50 s | p99 s | verified / failed |",
+             "|---|---:|---|---:|---:|---|---:|---:|---:|---:|"]
     for r in result["rows"]:
         spread = r["spread_label"] + (f" ({1000 * r['spread_s']:.0f} ms)" if r["spread_label"].startswith("lone")
                                       else "")
         nodes = " / ".join(f"{b / 2**20:.0f}" for b in r["node_bytes"])
         lines.append(f"| {r['replication']} | {r['readers']} | {spread} | {r['busiest_blocks_per_read']:.3f} | "
-                     f"{r['total_blocks_per_read']:.3f} | {nodes} | {r['p50_s']:.3f} | {r['p99_s']:.3f} | "
+                     f"{r['total_blocks_per_read']:.3f} | {nodes} | {r.get('replicas_after', '-')} | "
+                     f"{r['p50_s']:.3f} | {r['p99_s']:.3f} | "
                      f"{r['verified']} / {r['failed']} |")
     lone = ", ".join(f"{k}: {1000 * v:.0f} ms" for k, v in result["lone_block_time_s"].items())
     return "\n".join([f"{result['block_bytes'] >> 20} MiB key, {result['segments']} storage segments, "
