@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluation import arrivals, studies
+from evaluation import arrivals, studies, testbed
 from evaluation.cluster import ClusterConfig
 from evaluation.costs import ControlCosts, Links, gpu_preset
 from evaluation.experiments import EvalOptions, SideTasks, run_all, scale_streams, sharings, work_units
@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--switch-memory", choices=sorted(MEMORIES), default="switch+dram",
                      help="switch pool memory preset for Q2/Q3 (default %(default)s)")
     run.add_argument("--compression", choices=sorted(COMPRESSIONS), default="bf16")
+    run.add_argument("--bench-dir", type=Path, default=Path("out/bench"),
+                     help="benchmark results (incast.json, mooncake_fanout.json) for the model-versus-testbed "
+                          "table; left out when none is there (default %(default)s)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--out", type=Path, default=Path("out/eval"))
     run.add_argument("--jobs", type=positive_int, default=default_jobs(),
@@ -272,6 +275,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     assert cost is not None  # options_from always sets it
     results["arrivals"] = arrivals.study(studied, cost.block_bytes, options.link_gbps, sharings(cost),
                                          cost.links.storage_nic_gbps)
+    try:
+        measured = testbed.compare(args.bench_dir, cost.sharing)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"warning: model versus testbed left out: {args.bench_dir}: {exc!r}", file=sys.stderr)
+        measured = None
+    if measured is not None:
+        results["testbed"] = measured
     results["meta"] = {
         "trace": str(path), "requests": len(trace.requests), "block_references": len(stream),
         "unique_blocks": stream.unique_blocks, "duration_s": trace.duration_s,

@@ -205,6 +205,8 @@ def render(results: dict) -> str:
         "",
         sharing_section(results["sharing"]) if "sharing" in results else "",
         "",
+        testbed_section(results["testbed"]) if "testbed" in results else "",
+        "",
         q3_section(results["q3"]),
         "",
         q4_section(results["q4"]),
@@ -435,6 +437,24 @@ def sharing_section(sh: dict) -> str:
               ""]
     lines.append(pays_off_sentence(sh))
     return "\n".join(lines)
+
+
+def testbed_section(tb: dict) -> str:
+    """Predicted against measured busiest-node bytes and p99 for the benchmarks' N-reader rows."""
+    rows = [[r["bench"], r["setup"], str(r["readers"]), r["spread"], f"{r['busiest_predicted']:.3f}",
+             f"{r['busiest_measured']:.3f}", f"{r['busiest_error']:+.0%}", f"{r['p99_predicted_s']:.3f}",
+             f"{r['p99_measured_s']:.3f}", f"{r['p99_error']:+.0%}"] for r in tb["rows"]]
+    within = sum(1 for r in tb["rows"] if abs(r["busiest_error"]) <= 0.25)
+    p99_within = sum(1 for r in tb["rows"] if abs(r["p99_error"]) <= 0.25)
+    return "\n".join([
+        "## Model versus testbed", "",
+        f"The benchmarks' N-reader rows ({tb['bench_dir']}) against `evaluation.testbed`: the storage node sends "
+        f"what the switch's mechanism (`{tb['sharing']}`) leaves it, at the rate one lone reader gets on the same "
+        "bed, shared fairly by its streams. Busiest node: blocks it sent per block read.", "",
+        _table(["bench", "setup", "N", "start spread", "busiest predicted", "measured", "error", "p99 s predicted",
+                "measured", "error"], rows), "",
+        f"Busiest-node bytes within 25% on {within} of {len(rows)} rows; p99 within 25% on {p99_within}.",
+    ])
 
 
 def pays_off_sentence(sh: dict) -> str:
