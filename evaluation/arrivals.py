@@ -58,29 +58,50 @@ class ArrivalSpread:
 
 def read_starts(stream: BlockStream, min_reads: int = 2) -> list[np.ndarray]:
     """Sorted start times of the reads of each block read by at least `min_reads` requests."""
+    times, first = _flat_starts(stream, min_reads)
+    return np.split(times, np.flatnonzero(first)[1:]) if times.size else []
+
+
+def _flat_starts(stream: BlockStream, min_reads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every block's sorted read starts one after another, and where each block's first read is."""
     keys: dict[object, int] = {}
-    ids: list[int] = []
-    times: list[float] = []
-    for now, first, end in stream.request_slices():
-        for info in stream.blocks[first:end]:
-            ids.append(keys.setdefault(info.key, len(keys)))
-            times.append(now)
-    if not ids:
-        return []
-    block = np.asarray(ids)
-    at = np.asarray(times, dtype=float)
-    order = np.lexsort((at, block))
-    block, at = block[order], at[order]
-    cuts = np.flatnonzero(np.diff(block)) + 1
-    return [group for group in np.split(at, cuts) if group.size >= min_reads]
+    ids = np.fromiter((keys.setdefault(info.key, len(keys)) for info in stream.blocks), dtype=np.int64,
+                      count=len(stream.blocks))
+    per_request = np.diff(np.asarray(stream.starts))
+    at = np.repeat(np.asarray(stream.times, dtype=float), per_request)
+    if not ids.size:
+        return np.empty(0), np.empty(0, dtype=bool)
+    order = np.lexsort((at, ids))
+    ids, at = ids[order], at[order]
+    counts = np.bincount(ids)
+    keep = counts[ids] >= min_reads
+    ids, at = ids[keep], at[keep]
+    first = np.ones(ids.size, dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return at, first
+
+
+def _flatten(starts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    if not starts:
+        return np.empty(0), np.empty(0, dtype=bool)
+    times = np.concatenate(starts)
+    first = np.zeros(times.size, dtype=bool)
+    first[np.cumsum([0] + [s.size for s in starts[:-1]])] = True
+    return times, first
 
 
 def measure(name: str, starts: list[np.ndarray], transfers_s: Mapping[str, float],
             mechanisms: Mapping[str, tuple[Sharing, float]]) -> ArrivalSpread:
     """The spread of `starts` (one sorted array per block); `transfers_s`: link label → one block's transfer
     time; `mechanisms`: label → (sharing, the block's transfer time it sees)."""
-    reads = sum(int(s.size) for s in starts)
-    gaps = np.concatenate([np.diff(s) for s in starts]) if starts else np.empty(0)
+    return _measure(name, *_flatten(starts), transfers_s, mechanisms)
+
+
+def _measure(name: str, times: np.ndarray, first: np.ndarray, transfers_s: Mapping[str, float],
+             mechanisms: Mapping[str, tuple[Sharing, float]]) -> ArrivalSpread:
+    reads = int(times.size)
+    blocks = int(np.count_nonzero(first))
+    gaps = np.diff(times)[~first[1:]] if reads else np.empty(0)
     repeat = max(1, gaps.size)
 
     def pct(q: float) -> float:
@@ -90,23 +111,49 @@ def measure(name: str, starts: list[np.ndarray], transfers_s: Mapping[str, float
     merged: dict[str, float] = {}
     sends: dict[str, float] = {}
     for label, (sharing, transfer) in mechanisms.items():
-        own = 0
-        blocks_sent = 0.0
-        for block, times in enumerate(starts):
-            shared = SharedReads(sharing, transfer)
-            for t in times.tolist():
-                cost = shared.read(0, block, t)
-                blocks_sent += cost
-                own += cost == 1.0
+        own, blocks_sent = _block_sends(times, first, sharing, transfer)
         merged[label] = (reads - own) / repeat
         sends[label] = blocks_sent / max(1, reads)
-    return ArrivalSpread(name, len(starts), reads, pct(50), pct(90), pct(99), overlap, merged, sends)
+    return ArrivalSpread(name, blocks, reads, pct(50), pct(90), pct(99), overlap, merged, sends)
+
+
+def block_sends(starts: list[np.ndarray], sharing: Sharing, transfer_s: float) -> tuple[int, float]:
+    """(reads that cost a whole block, blocks' worth sent) over every block's sorted read starts; the same as
+    feeding them to `SharedReads`, with quicker paths for the mechanisms that merge whole reads only."""
+    return _block_sends(*_flatten(starts), sharing, transfer_s)
+
+
+def _block_sends(times: np.ndarray, first: np.ndarray, sharing: Sharing, transfer_s: float) -> tuple[int, float]:
+    if sharing.mechanism == "incast-window":
+        windows = np.floor_divide(times, sharing.incast_window_s)
+        new = first.copy()
+        new[1:] |= windows[1:] != windows[:-1]
+        streams = int(np.count_nonzero(new))
+        return streams, float(streams)
+    own = 0
+    if sharing.mechanism == "round-trip":
+        window = sharing.round_trip_s
+        lead = 0.0
+        for t, starts_block in zip(times.tolist(), first.tolist(), strict=True):
+            if starts_block or t - lead >= window:
+                lead = t
+                own += 1
+        return own, float(own)
+    sent = 0.0
+    shared = SharedReads(sharing, transfer_s)
+    block = -1
+    for t, starts_block in zip(times.tolist(), first.tolist(), strict=True):
+        block += starts_block
+        cost = shared.read(0, block, t)
+        sent += cost
+        own += cost == 1.0
+    return own, sent
 
 
 def spread(name: str, stream: BlockStream, transfers_s: Mapping[str, float],
            mechanisms: Mapping[str, tuple[Sharing, float]], min_reads: int = 2) -> ArrivalSpread:
     """`measure` over the blocks of `stream` read by at least `min_reads` requests."""
-    return measure(name, read_starts(stream, min_reads), transfers_s, mechanisms)
+    return _measure(name, *_flat_starts(stream, min_reads), transfers_s, mechanisms)
 
 
 TESTBED_BLOCK_BYTES = 16 << 20

@@ -70,3 +70,22 @@ def test_unknown_mechanism_is_refused() -> None:
         Sharing("multicast-magic")
     with pytest.raises(ValueError):
         Sharing("round-trip", round_trip_s=-1.0)
+
+
+@pytest.mark.parametrize("mechanism", ["round-trip", "incast-window", "stream-join"])
+def test_block_sends_quick_paths_agree_with_shared_reads(mechanism: str) -> None:
+    from evaluation.arrivals import block_sends
+    from evaluation.sharing import SharedReads
+
+    rng = np.random.default_rng(5)
+    starts = [np.sort(rng.exponential(0.01, size=n).cumsum()) for n in (2, 5, 30, 200)]
+    sharing = Sharing(mechanism, round_trip_s=0.004, incast_window_s=0.05)
+    own = 0
+    sent = 0.0
+    for times in starts:
+        shared = SharedReads(sharing, 0.02)
+        for t in times.tolist():
+            cost = shared.read(0, 0, t)
+            sent += cost
+            own += cost == 1.0
+    assert block_sends(starts, sharing, 0.02) == (own, pytest.approx(sent))
