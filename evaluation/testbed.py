@@ -5,8 +5,10 @@ releases them; `bench incast`'s measured start spread otherwise). The model, the
 
 * the storage node holding the block sends, per read, what the switch's sharing mechanism leaves it
   (`evaluation.sharing`; no switch function, or Mooncake Store reading one replica: a whole block per read);
-* the node's sends share its rate fairly (processor sharing), the rate being what one lone reader gets on the
-  same bed (block bytes / the lone reader's block time, measured by the benchmark itself); a reader the switch
+* the node's sends share its rate fairly (processor sharing), no stream faster than one lone reader on the same
+  bed (block bytes / the lone reader's block time, measured by the benchmark itself); the node's rate is
+  fitted on one row per set-up (the most readers, the narrowest spread, no merging: N blocks / its p99),
+  since on a bed of shared cores N readers together get more than one lone reader does; a reader the switch
   merged ends when the stream it joined ends.
 
 Reported per row: predicted and measured bytes the busiest storage node sent per block read, and p99
@@ -28,8 +30,9 @@ def starts_over(readers: int, spread_s: float) -> list[float]:
     return [spread_s * i / (readers - 1) if readers > 1 else 0.0 for i in range(readers)]
 
 
-def processor_sharing(starts: list[float], sizes: list[float], rate: float) -> list[float]:
-    """Finish time of each job (start, size in blocks) when `rate` blocks/s is shared equally by the active."""
+def processor_sharing(starts: list[float], sizes: list[float], rate: float, cap: float | None = None) -> list[float]:
+    """Finish time of each job (start, size in blocks) when `rate` blocks/s is shared equally by the active,
+    none faster than `cap` blocks/s."""
     order = sorted(range(len(starts)), key=lambda i: starts[i])
     left = {i: sizes[i] for i in order}
     finish = [0.0] * len(starts)
@@ -46,7 +49,7 @@ def processor_sharing(starts: list[float], sizes: list[float], rate: float) -> l
         if not active:
             now = starts[pending[0]]
             continue
-        share = rate / len(active)
+        share = rate / len(active) if cap is None else min(cap, rate / len(active))
         first_done = min(left[j] for j in active) / share
         step = min(first_done, starts[pending[0]] - now) if pending else first_done
         for j in active:
@@ -58,15 +61,17 @@ def processor_sharing(starts: list[float], sizes: list[float], rate: float) -> l
     return finish
 
 
-def predict(readers: int, spread_s: float, lone_s: float, sharing: Sharing | None) -> dict:
-    """Busiest node's blocks per read and p50 / p99 completion for one row (`sharing` None: no merging)."""
+def predict(readers: int, spread_s: float, lone_s: float, sharing: Sharing | None,
+            node_blocks_per_s: float | None = None) -> dict:
+    """Busiest node's blocks per read and p50 / p99 completion for one row (`sharing` None: no merging);
+    the node sends `node_blocks_per_s` (default: a lone reader's rate), no stream faster than a lone reader."""
     starts = starts_over(readers, spread_s)
     if sharing is None:
         costs = [1.0] * readers
     else:
         shared = SharedReads(sharing, lone_s)
         costs = [shared.read(0, 0, t) for t in starts]
-    finish = processor_sharing(starts, costs, 1.0 / lone_s)
+    finish = processor_sharing(starts, costs, node_blocks_per_s or 1.0 / lone_s, 1.0 / lone_s)
     done = []
     stream_end = 0.0
     for cost, start, end in zip(costs, starts, finish, strict=True):
@@ -81,17 +86,30 @@ def _error(predicted: float, measured: float) -> float:
     return (predicted - measured) / measured if measured else float("inf")
 
 
+def fit_row(rows: list[dict]) -> dict | None:
+    """The row the node's rate is fitted on: the most readers, the narrowest spread (`readers`, `spread_s`)."""
+    return max(rows, key=lambda r: (r["readers"], -r["spread_s"])) if rows else None
+
+
+def fitted_rate(row: dict | None, p99_s: float) -> float | None:
+    """Blocks/s of the node that sends `row`'s N blocks by its p99."""
+    return row["readers"] / p99_s if row is not None and p99_s > 0 else None
+
+
 def mooncake_rows(result: dict) -> list[dict]:
     """`bench mooncake_fanout`'s rows against the model (one replica serves every read, as measured)."""
     rows = []
+    fits = {mode: fit_row([r for r in result["rows"] if r["replication"] == mode])
+            for mode in result["lone_block_time_s"]}
+    rates = {mode: fitted_rate(row, row["p99_s"]) if row else None for mode, row in fits.items()}
     for r in result["rows"]:
         lone = result["lone_block_time_s"][r["replication"]]
-        p = predict(r["readers"], r["spread_s"], lone, None)
+        p = predict(r["readers"], r["spread_s"], lone, None, rates.get(r["replication"]))
         rows.append({"bench": "mooncake_fanout", "setup": f"Mooncake, dynamic replication {r['replication']}",
                      "readers": r["readers"], "spread": r["spread_label"],
                      "busiest_predicted": p["busiest_blocks_per_read"],
                      "busiest_measured": r["busiest_blocks_per_read"], "p99_predicted_s": p["p99_s"],
-                     "p99_measured_s": r["p99_s"]})
+                     "p99_measured_s": r["p99_s"], "fitted": r is fits.get(r["replication"])})
     return rows
 
 
@@ -100,18 +118,26 @@ def incast_rows(result: dict, sharing: Sharing) -> list[dict]:
     the row's measured start spread; the lone block time is the N = 1 row's p50 at that block size."""
     rows = []
     lone = {r["block_mib"]: r["completion_s"]["p50"] for r in result["rows"] if r["readers"] == 1}
+
+    def spread_of(r: dict) -> float:
+        spread = r.get("start_spread_ms", 0.0) / 1000
+        return 0.0 if spread != spread else spread  # NaN: no start times recorded
+
+    fits = {mib: fit_row([{**r, "spread_s": spread_of(r)} for r in result["rows"] if r["block_mib"] == mib
+                          and r["coalescing"] == "off" and not r.get("loss_percent", 0)]) for mib in lone}
+    rates = {mib: fitted_rate(row, row["completion_s"]["p99"]) if row else None for mib, row in fits.items()}
     for r in result["rows"]:
         if r["readers"] < 2 or r["block_mib"] not in lone or r.get("loss_percent", 0):
             continue
-        spread = r.get("start_spread_ms", 0.0) / 1000
-        spread = 0.0 if spread != spread else spread  # NaN: no start times recorded
+        spread = spread_of(r)
         on = r["coalescing"] == "on"
-        p = predict(r["readers"], spread, lone[r["block_mib"]], sharing if on else None)
+        p = predict(r["readers"], spread, lone[r["block_mib"]], sharing if on else None, rates[r["block_mib"]])
         rows.append({"bench": "incast", "setup": f"kvswitch {r['reader_mode']}, coalescing {r['coalescing']}, "
                      f"{r['block_mib']} MiB", "readers": r["readers"], "spread": f"{1000 * spread:.0f} ms (measured)",
                      "busiest_predicted": p["busiest_blocks_per_read"],
                      "busiest_measured": r["storage_gets_per_chunk"] / r["readers"],
-                     "p99_predicted_s": p["p99_s"], "p99_measured_s": r["completion_s"]["p99"]})
+                     "p99_predicted_s": p["p99_s"], "p99_measured_s": r["completion_s"]["p99"],
+                     "fitted": fits[r["block_mib"]] is not None and {**r, "spread_s": spread} == fits[r["block_mib"]]})
     return rows
 
 

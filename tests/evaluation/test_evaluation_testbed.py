@@ -17,6 +17,8 @@ def test_processor_sharing_splits_the_rate_among_active_jobs() -> None:
     # One block alone for 0.5 s, then shared: the first ends at 1.5 s, the second at 2 s.
     assert processor_sharing([0.0, 0.5], [1.0, 1.0], 1.0) == pytest.approx([1.5, 2.0])
     assert processor_sharing([0.0, 0.1], [1.0, 0.0], 1.0) == pytest.approx([1.0, 0.1])
+    # A node of 4 blocks/s, no stream above 1 block/s: two blocks together take 1 s, not 0.5 s.
+    assert processor_sharing([0.0, 0.0], [1.0, 1.0], 4.0, cap=1.0) == pytest.approx([1.0, 1.0])
 
 
 def test_without_merging_every_read_costs_a_block_and_readers_queue() -> None:
@@ -40,7 +42,9 @@ def test_compare_reads_the_benchmarks_json(tmp_path: Path) -> None:
     assert compare(tmp_path, Sharing()) is None
     mooncake = {"lone_block_time_s": {"off": 0.1}, "rows": [
         {"replication": "off", "readers": 4, "spread_s": 0.0, "spread_label": "0 ms",
-         "busiest_blocks_per_read": 1.0, "p99_s": 0.5}]}
+         "busiest_blocks_per_read": 1.0, "p99_s": 0.5},
+        {"replication": "off", "readers": 2, "spread_s": 0.3, "spread_label": "300 ms",
+         "busiest_blocks_per_read": 1.0, "p99_s": 0.1}]}
     incast = {"rows": [
         {"block_mib": 16, "readers": 1, "coalescing": "off", "reader_mode": "processes",
          "completion_s": {"p50": 0.1, "p99": 0.1}, "storage_gets_per_chunk": 1.0, "start_spread_ms": 0.0},
@@ -49,6 +53,10 @@ def test_compare_reads_the_benchmarks_json(tmp_path: Path) -> None:
     (tmp_path / "mooncake_fanout.json").write_text(json.dumps(mooncake))
     (tmp_path / "incast.json").write_text(json.dumps(incast))
     rows = compare(tmp_path, Sharing("round-trip", round_trip_s=0.004))["rows"]  # type: ignore[index]
-    assert [r["bench"] for r in rows] == ["mooncake_fanout", "incast"]
-    assert rows[0]["p99_error"] == pytest.approx((0.4 - 0.5) / 0.5)
-    assert rows[1]["busiest_predicted"] == pytest.approx(1 / 8) and rows[1]["busiest_error"] == pytest.approx(0.0)
+    assert [r["bench"] for r in rows] == ["mooncake_fanout", "mooncake_fanout", "incast"]
+    # The node's rate is fitted on the 4-reader row (4 blocks by 0.5 s: 8 blocks/s), so that row fits exactly;
+    # the two readers 300 ms apart each get 8 blocks/s alone (below a lone reader's 10): 0.125 s.
+    assert rows[0]["fitted"] and rows[0]["p99_error"] == pytest.approx(0.0)
+    assert not rows[1]["fitted"] and rows[1]["p99_predicted_s"] == pytest.approx(0.125)
+    assert rows[1]["p99_error"] == pytest.approx(0.25)
+    assert rows[2]["busiest_predicted"] == pytest.approx(1 / 8) and rows[2]["busiest_error"] == pytest.approx(0.0)
