@@ -451,8 +451,8 @@ def testbed_section(tb: dict) -> str:
         "## Model versus testbed", "",
         f"The benchmarks' N-reader rows ({tb['bench_dir']}) against `evaluation.testbed`: the storage node sends "
         f"what the switch's mechanism (`{tb['sharing']}`) leaves it, shared fairly by its streams, none faster "
-        "than one lone reader on the same bed; the node's rate is fitted on one row per set-up (*rate fitted*: "
-        "the most readers, the narrowest spread), every other row is predicted. Busiest node: blocks it sent per "
+        "than one lone reader on the same bed; the node's rate is fitted on one row per set-up and N (*rate "
+        "fitted*: the narrowest spread, no merging), every other row is predicted. Busiest node: blocks it sent per "
         "block read.", "",
         _table(["bench", "setup", "N", "start spread", "busiest predicted", "measured", "error", "p99 s predicted",
                 "measured", "error"], rows), "",

@@ -7,9 +7,9 @@ releases them; `bench incast`'s measured start spread otherwise). The model, the
   (`evaluation.sharing`; no switch function, or Mooncake Store reading one replica: a whole block per read);
 * the node's sends share its rate fairly (processor sharing), no stream faster than one lone reader on the same
   bed (block bytes / the lone reader's block time, measured by the benchmark itself); the node's rate is
-  fitted on one row per set-up (the most readers, the narrowest spread, no merging: N blocks / its p99),
-  since on a bed of shared cores N readers together get more than one lone reader does; a reader the switch
-  merged ends when the stream it joined ends.
+  fitted on one row per set-up and N (the narrowest spread, no merging: N blocks / its p99), since on a bed
+  of two shared cores N reader processes together get more than one lone reader does, and less per reader the
+  more of them there are; a reader the switch merged ends when the stream it joined ends.
 
 Reported per row: predicted and measured bytes the busiest storage node sent per block read, and p99
 completion, with the error of each.
@@ -87,8 +87,8 @@ def _error(predicted: float, measured: float) -> float:
 
 
 def fit_row(rows: list[dict]) -> dict | None:
-    """The row the node's rate is fitted on: the most readers, the narrowest spread (`readers`, `spread_s`)."""
-    return max(rows, key=lambda r: (r["readers"], -r["spread_s"])) if rows else None
+    """The row the node's rate is fitted on: the narrowest spread (`spread_s`)."""
+    return min(rows, key=lambda r: r["spread_s"]) if rows else None
 
 
 def fitted_rate(row: dict | None, p99_s: float) -> float | None:
@@ -99,17 +99,17 @@ def fitted_rate(row: dict | None, p99_s: float) -> float | None:
 def mooncake_rows(result: dict) -> list[dict]:
     """`bench mooncake_fanout`'s rows against the model (one replica serves every read, as measured)."""
     rows = []
-    fits = {mode: fit_row([r for r in result["rows"] if r["replication"] == mode])
-            for mode in result["lone_block_time_s"]}
-    rates = {mode: fitted_rate(row, row["p99_s"]) if row else None for mode, row in fits.items()}
+    fits = {(r["replication"], r["readers"]): fit_row([q for q in result["rows"] if q["replication"] == r["replication"]
+                                                       and q["readers"] == r["readers"]]) for r in result["rows"]}
+    rates = {key: fitted_rate(row, row["p99_s"]) if row else None for key, row in fits.items()}
     for r in result["rows"]:
         lone = result["lone_block_time_s"][r["replication"]]
-        p = predict(r["readers"], r["spread_s"], lone, None, rates.get(r["replication"]))
+        p = predict(r["readers"], r["spread_s"], lone, None, rates[r["replication"], r["readers"]])
         rows.append({"bench": "mooncake_fanout", "setup": f"Mooncake, dynamic replication {r['replication']}",
                      "readers": r["readers"], "spread": r["spread_label"],
                      "busiest_predicted": p["busiest_blocks_per_read"],
                      "busiest_measured": r["busiest_blocks_per_read"], "p99_predicted_s": p["p99_s"],
-                     "p99_measured_s": r["p99_s"], "fitted": r is fits.get(r["replication"])})
+                     "p99_measured_s": r["p99_s"], "fitted": r is fits[r["replication"], r["readers"]]})
     return rows
 
 
@@ -123,21 +123,24 @@ def incast_rows(result: dict, sharing: Sharing) -> list[dict]:
         spread = r.get("start_spread_ms", 0.0) / 1000
         return 0.0 if spread != spread else spread  # NaN: no start times recorded
 
-    fits = {mib: fit_row([{**r, "spread_s": spread_of(r)} for r in result["rows"] if r["block_mib"] == mib
-                          and r["coalescing"] == "off" and not r.get("loss_percent", 0)]) for mib in lone}
-    rates = {mib: fitted_rate(row, row["completion_s"]["p99"]) if row else None for mib, row in fits.items()}
+    fits = {(r["block_mib"], r["readers"]): fit_row([{**q, "spread_s": spread_of(q)} for q in result["rows"]
+                                                     if q["block_mib"] == r["block_mib"] and q["readers"] == r["readers"]
+                                                     and q["coalescing"] == "off" and not q.get("loss_percent", 0)])
+            for r in result["rows"]}
+    rates = {key: fitted_rate(row, row["completion_s"]["p99"]) if row else None for key, row in fits.items()}
     for r in result["rows"]:
         if r["readers"] < 2 or r["block_mib"] not in lone or r.get("loss_percent", 0):
             continue
         spread = spread_of(r)
         on = r["coalescing"] == "on"
-        p = predict(r["readers"], spread, lone[r["block_mib"]], sharing if on else None, rates[r["block_mib"]])
+        key = (r["block_mib"], r["readers"])
+        p = predict(r["readers"], spread, lone[r["block_mib"]], sharing if on else None, rates[key])
         rows.append({"bench": "incast", "setup": f"kvswitch {r['reader_mode']}, coalescing {r['coalescing']}, "
                      f"{r['block_mib']} MiB", "readers": r["readers"], "spread": f"{1000 * spread:.0f} ms (measured)",
                      "busiest_predicted": p["busiest_blocks_per_read"],
                      "busiest_measured": r["storage_gets_per_chunk"] / r["readers"],
                      "p99_predicted_s": p["p99_s"], "p99_measured_s": r["completion_s"]["p99"],
-                     "fitted": fits[r["block_mib"]] is not None and {**r, "spread_s": spread} == fits[r["block_mib"]]})
+                     "fitted": fits[key] is not None and {**r, "spread_s": spread} == fits[key]})
     return rows
 
 

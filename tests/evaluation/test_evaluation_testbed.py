@@ -43,7 +43,7 @@ def test_compare_reads_the_benchmarks_json(tmp_path: Path) -> None:
     mooncake = {"lone_block_time_s": {"off": 0.1}, "rows": [
         {"replication": "off", "readers": 4, "spread_s": 0.0, "spread_label": "0 ms",
          "busiest_blocks_per_read": 1.0, "p99_s": 0.5},
-        {"replication": "off", "readers": 2, "spread_s": 0.3, "spread_label": "300 ms",
+        {"replication": "off", "readers": 4, "spread_s": 0.6, "spread_label": "600 ms",
          "busiest_blocks_per_read": 1.0, "p99_s": 0.1}]}
     incast = {"rows": [
         {"block_mib": 16, "readers": 1, "coalescing": "off", "reader_mode": "processes",
@@ -54,8 +54,8 @@ def test_compare_reads_the_benchmarks_json(tmp_path: Path) -> None:
     (tmp_path / "incast.json").write_text(json.dumps(incast))
     rows = compare(tmp_path, Sharing("round-trip", round_trip_s=0.004))["rows"]  # type: ignore[index]
     assert [r["bench"] for r in rows] == ["mooncake_fanout", "mooncake_fanout", "incast"]
-    # The node's rate is fitted on the 4-reader row (4 blocks by 0.5 s: 8 blocks/s), so that row fits exactly;
-    # the two readers 300 ms apart each get 8 blocks/s alone (below a lone reader's 10): 0.125 s.
+    # The node's rate is fitted on the narrowest 4-reader row (4 blocks by 0.5 s: 8 blocks/s), so that row fits
+    # exactly; four readers 200 ms apart each get 8 blocks/s alone (below a lone reader's 10): 0.125 s.
     assert rows[0]["fitted"] and rows[0]["p99_error"] == pytest.approx(0.0)
     assert not rows[1]["fitted"] and rows[1]["p99_predicted_s"] == pytest.approx(0.125)
     assert rows[1]["p99_error"] == pytest.approx(0.25)
