@@ -89,3 +89,17 @@ def test_block_sends_quick_paths_agree_with_shared_reads(mechanism: str) -> None
             sent += cost
             own += cost == 1.0
     assert block_sends(starts, sharing, 0.02) == (own, pytest.approx(sent))
+
+
+def test_study_gives_a_row_per_trace_and_threshold_with_every_link_and_mechanism() -> None:
+    from evaluation.arrivals import study
+
+    hot = tuple((0.001 * i, 9) for i in range(8))  # block 9: eight reads 1 ms apart
+    got = study({"known": stream_of(READS + hot)}, 16 << 20, (100.0,), {"rt": Sharing("round-trip")}, 100.0)
+    assert [(r["trace"], r["min_reads"], r["blocks"]) for r in got["rows"]] == [("known", 2, 3), ("known", 8, 1)]
+    assert set(got["transfer_s"]) == {"100 Gb/s", "testbed 16 MiB"}
+    assert got["transfer_s"]["100 Gb/s"] == pytest.approx((16 << 20) * 8 / 100e9)
+    hot_row = got["rows"][1]
+    # 1 ms apart against a 4 ms round trip: reads 1-3 join the first, 4 starts a stream, 5-7 join it.
+    assert hot_row["merged"]["rt"] == pytest.approx(6 / 7)
+    assert hot_row["overlap"]["testbed 16 MiB"] == 1.0
