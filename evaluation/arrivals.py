@@ -13,11 +13,16 @@ in order; measured over all such blocks:
 A read here is a request whose prompt holds the block, whichever tier would serve it: the spread of demand,
 before caches. Blocks of one request are taken to start together; a later block of two requests starts as far
 apart as their first.
+
+A trace may stamp arrivals coarsely: Mooncake's conversation trace has about ten requests per timestamp, in
+3 s steps. Requests stamped together then look simultaneous, and every mechanism seems to merge them. For such
+a trace (`STAMPED` requests or more per distinct timestamp) the study adds rows with each stamp's requests
+spread evenly over the step to the next stamp (`spread_stamps`), the other reading of the same data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,13 +67,42 @@ def read_starts(stream: BlockStream, min_reads: int = 2) -> list[np.ndarray]:
     return np.split(times, np.flatnonzero(first)[1:]) if times.size else []
 
 
-def _flat_starts(stream: BlockStream, min_reads: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every block's sorted read starts one after another, and where each block's first read is."""
+STAMPED = 2.0
+"""Requests per distinct timestamp from which a trace's stamps are taken to hide its spread."""
+
+
+def stamps(times: Sequence[float]) -> tuple[float, float]:
+    """(requests per distinct timestamp, median step between consecutive distinct timestamps in s)."""
+    distinct = np.unique(np.asarray(times, dtype=float))
+    if not distinct.size:
+        return 0.0, 0.0
+    steps = np.diff(distinct)
+    return len(times) / distinct.size, float(np.median(steps)) if steps.size else 0.0
+
+
+def spread_stamps(times: Sequence[float]) -> np.ndarray:
+    """Arrival times (in order) with the requests of each timestamp spread evenly over the step to the next
+    distinct timestamp (the last stamp's over the median step), in their trace order."""
+    at = np.asarray(times, dtype=float)
+    distinct, first, counts = np.unique(at, return_index=True, return_counts=True)
+    if not at.size:
+        return at
+    steps = np.diff(distinct)
+    step = np.append(steps, np.median(steps) if steps.size else 0.0)
+    rank = np.arange(at.size) - np.repeat(first, counts)  # position within its stamp (the trace is in order)
+    stamp = np.searchsorted(distinct, at)
+    return at + rank * step[stamp] / counts[stamp]
+
+
+def _flat_starts(stream: BlockStream, min_reads: int,
+                 times: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every block's sorted read starts one after another, and where each block's first read is (the requests'
+    arrival `times`, default the stream's own)."""
     keys: dict[object, int] = {}
     ids = np.fromiter((keys.setdefault(info.key, len(keys)) for info in stream.blocks), dtype=np.int64,
                       count=len(stream.blocks))
     per_request = np.diff(np.asarray(stream.starts))
-    at = np.repeat(np.asarray(stream.times, dtype=float), per_request)
+    at = np.repeat(np.asarray(stream.times if times is None else times, dtype=float), per_request)
     if not ids.size:
         return np.empty(0), np.empty(0, dtype=bool)
     order = np.lexsort((at, ids))
@@ -151,9 +185,11 @@ def _block_sends(times: np.ndarray, first: np.ndarray, sharing: Sharing, transfe
 
 
 def spread(name: str, stream: BlockStream, transfers_s: Mapping[str, float],
-           mechanisms: Mapping[str, tuple[Sharing, float]], min_reads: int = 2) -> ArrivalSpread:
-    """`measure` over the blocks of `stream` read by at least `min_reads` requests."""
-    return _measure(name, *_flat_starts(stream, min_reads), transfers_s, mechanisms)
+           mechanisms: Mapping[str, tuple[Sharing, float]], min_reads: int = 2,
+           times: np.ndarray | None = None) -> ArrivalSpread:
+    """`measure` over the blocks of `stream` read by at least `min_reads` requests (arriving at `times`,
+    default the stream's own)."""
+    return _measure(name, *_flat_starts(stream, min_reads, times), transfers_s, mechanisms)
 
 
 TESTBED_BLOCK_BYTES = 16 << 20
@@ -177,8 +213,13 @@ def study(streams: Mapping[str, BlockStream], block_bytes: int, links_gbps: tupl
     priced = {name: (sharing, stream_s) for name, sharing in mechanisms.items()}
     rows = []
     for name, stream in streams.items():
-        for least in min_reads:
-            row = spread(name, stream, transfers, priced, least).as_dict()
-            rows.append({**row, "min_reads": least})
+        per_stamp, step = stamps(stream.times)
+        readings: list[tuple[str, np.ndarray | None]] = [(name, None)]
+        if per_stamp >= STAMPED:
+            readings.append((f"{name}, stamps spread over {step:g} s", spread_stamps(stream.times)))
+        for label, times in readings:
+            for least in min_reads:
+                row = spread(label, stream, transfers, priced, least, times).as_dict()
+                rows.append({**row, "min_reads": least, "requests_per_stamp": per_stamp, "stamp_step_s": step})
     return {"block_bytes": block_bytes, "transfer_s": transfers, "stream_gbps": stream_gbps,
             "mechanisms": {name: sharing.label() for name, sharing in mechanisms.items()}, "rows": rows}

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluation.arrivals import STAMPED, spread_stamps, stamps
 from evaluation.bounds import bound_counters
 from evaluation.cluster import SOURCES, ClusterConfig, ClusterResult, simulate
 from evaluation.costs import GPU, ControlCosts, FetchPlan, Links, fetch_seconds, prefill_seconds
@@ -424,6 +425,12 @@ def pays_off(without: ClusterResult, everything: ClusterResult, options: EvalOpt
     return rows
 
 
+def retimed(result: ClusterResult, times: np.ndarray) -> ClusterResult:
+    """`result` with each request arriving at `times[request index]` instead (same tiers, same reads)."""
+    outcomes = [dataclasses.replace(o, arrival_s=float(times[o.index])) for o in result.outcomes]
+    return dataclasses.replace(result, outcomes=outcomes)
+
+
 def sharing_study(named: dict[str, tuple[ClusterResult, ClusterResult]], options: EvalOptions) -> dict:
     """Per workload ((without switch pool, all tiers) replays): measured fan-in, switch functions, pays off."""
     assert options.cost is not None
@@ -502,6 +509,11 @@ def run_all(stream: BlockStream, options: EvalOptions, progress: Progress | None
     r2, r3, r4, rw = results[:len(c2)], results[len(c2):at], results[at:at + len(c4)], results[at + len(c4):]
     named = dict(zip(c2, r2, strict=True))
     pairs = {"main trace": (named["without switch pool"], named["all tiers"])}
+    per_stamp, step = stamps(stream.times)
+    if per_stamp >= STAMPED:  # its requests stamped together look simultaneous: price the other reading too
+        spread = spread_stamps(stream.times)
+        pairs[f"main trace, stamps spread over {step:g} s"] = (retimed(named["without switch pool"], spread),
+                                                               retimed(named["all tiers"], spread))
     for i, name in enumerate(workloads):
         everything, without = rw[2 * i], rw[2 * i + 1]
         pairs[name] = (without, everything)

@@ -103,3 +103,26 @@ def test_study_gives_a_row_per_trace_and_threshold_with_every_link_and_mechanism
     # 1 ms apart against a 4 ms round trip: reads 1-3 join the first, 4 starts a stream, 5-7 join it.
     assert hot_row["merged"]["rt"] == pytest.approx(6 / 7)
     assert hot_row["overlap"]["testbed 16 MiB"] == 1.0
+
+
+def test_coarse_stamps_are_counted_and_spread_over_the_step() -> None:
+    from evaluation.arrivals import spread_stamps, stamps
+
+    times = [0.0, 0.0, 0.0, 3.0, 3.0, 6.0]
+    assert stamps(times) == (2.0, 3.0)
+    assert spread_stamps(times).tolist() == pytest.approx([0.0, 1.0, 2.0, 3.0, 4.5, 6.0])
+    assert stamps([0.0, 0.5, 2.0]) == (1.0, pytest.approx(1.0))
+    assert spread_stamps([0.0, 0.5, 2.0]).tolist() == [0.0, 0.5, 2.0]
+
+
+def test_study_adds_spread_stamp_rows_for_a_coarsely_stamped_trace() -> None:
+    from evaluation.arrivals import study
+
+    # Ten readers of block 5 stamped together at 0 s, the next stamp 3 s later: as stamped, 9 of 9 repeat reads
+    # merge within one round trip; spread over the 3 s step (300 ms apart), none does.
+    reads = tuple((0.0, 5) for _ in range(10)) + ((3.0, 6),) * 10
+    got = study({"coarse": stream_of(reads)}, 16 << 20, (100.0,), {"rt": Sharing("round-trip")}, 100.0, (8,))
+    names = [r["trace"] for r in got["rows"]]
+    assert names == ["coarse", "coarse, stamps spread over 3 s"]
+    assert got["rows"][0]["merged"]["rt"] == 1.0 and got["rows"][1]["merged"]["rt"] == 0.0
+    assert got["rows"][0]["requests_per_stamp"] == 10.0

@@ -201,3 +201,20 @@ def test_the_every_trace_verdict_names_the_cells_whose_lead_needs_prefetch() -> 
     text = every_trace_section(studies, block_bytes=2**20)
     assert "in 1 of 2 cells" in text and "(a at 1%)" in text  # a: 15% − 5% net < 12%; b: 14% net ≥ 12%
     assert "50 extra block reads" in text
+
+
+def test_a_coarsely_stamped_trace_is_priced_as_stamped_and_with_its_stamps_spread() -> None:
+    from evaluation.arrivals import spread_stamps
+    from evaluation.experiments import retimed
+
+    # Four requests of one 2-block prefix stamped together at 0 s, the next stamp at 3 s: as stamped, the
+    # three storage readers look simultaneous and coalescing as built merges them; spread over the 3 s step
+    # (0.75 s apart) it merges none.
+    trace = Trace("stamped", (*(Request(0.0, 1024, 1, (7, 8)) for _ in range(4)), Request(3.0, 1024, 1, (9, 10))))
+    stream = BlockStream.from_trace(trace)
+    result = simulate(stream, ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0, routing="round-robin"))
+    block = COST.block_bytes
+    assert estimate(result, COST, coalesce=True).link_bytes["storage_nic_sent"] == 2 * block
+    spread = retimed(result, spread_stamps(stream.times))
+    assert [o.arrival_s for o in spread.outcomes] == [0.0, 0.75, 1.5, 2.25, 3.0]
+    assert estimate(spread, COST, coalesce=True).link_bytes["storage_nic_sent"] == 3 * 2 * block
