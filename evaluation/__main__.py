@@ -13,6 +13,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tqdm import tqdm
@@ -234,6 +235,24 @@ def study_streams(main: Path, stream: BlockStream, args: argparse.Namespace) -> 
     return streams
 
 
+ARRIVALS_COST = 4.0
+"""Relative CPU per block reference of the arrival-spread study (units of `studies.task_cost`)."""
+
+
+def side_task(shared: tuple[dict[str, BlockStream], tuple], task: tuple, progress: Callable[[int], None]) -> object:
+    """A task run beside Q1: a study replay, or (`("arrivals",)`) the arrival spread of every stream."""
+    streams, arrival_args = shared
+    if task[0] == "arrivals":
+        return arrivals.study(streams, *arrival_args)
+    return studies.run_task(streams, task, progress)
+
+
+def side_cost(streams: dict[str, BlockStream], task: tuple) -> float:
+    if task[0] == "arrivals":
+        return ARRIVALS_COST * sum(len(s) for s in streams.values())
+    return studies.task_cost(streams, task)
+
+
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     options = options_from(args, parser)
     path = args.trace or default_trace_path()
@@ -262,19 +281,21 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         # workers stay busy; the main trace's runs Q1 makes anyway are taken from Q1, not replayed again.
         main = trace_name(path)
         planned = studies.reusable_keys([s.name for s in options.policies], options.fractions, options.fractions)
-        side = SideTasks(studies.run_task, studied,
-                         studies.study_tasks(studied, main, options.fractions, options.switch_fraction, planned),
-                         lambda t: studies.task_cost(studied, t))
+        cost = options.cost
+        assert cost is not None  # options_from always sets it
+        # The arrival spread needs no replay either: one more side task (the last).
+        arrival_args = (cost.block_bytes, options.link_gbps, sharings(cost), cost.links.storage_nic_gbps)
+        side = SideTasks(side_task, (studied, arrival_args),
+                         [*studies.study_tasks(studied, main, options.fractions, options.switch_fraction, planned),
+                          ("arrivals",)],
+                         lambda t: side_cost(studied, t))
         results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs, side, workloads)
         reused = studies.reused_from_q1(results["q1"], options.fractions)
         if set(reused) != planned:
             raise AssertionError(f"studies planned to reuse {sorted(planned)} from Q1, found {sorted(reused)}")
+        results["arrivals"] = side.results.pop()
         results["studies"] = studies.studies_from(studied, main, options.fractions, options.switch_fraction,
                                                   side.results, reused)
-    cost = options.cost
-    assert cost is not None  # options_from always sets it
-    results["arrivals"] = arrivals.study(studied, cost.block_bytes, options.link_gbps, sharings(cost),
-                                         cost.links.storage_nic_gbps)
     try:
         measured = testbed.compare(args.bench_dir, cost.sharing)
     except (OSError, ValueError, KeyError, TypeError) as exc:
