@@ -13,20 +13,30 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluation import studies
+from evaluation import arrivals, studies, testbed
 from evaluation.cluster import ClusterConfig
 from evaluation.costs import ControlCosts, Links, gpu_preset
-from evaluation.experiments import EvalOptions, SideTasks, parse_policies, run_all, scale_streams, work_units
+from evaluation.experiments import (
+    EvalOptions,
+    SideTasks,
+    parse_policies,
+    run_all,
+    scale_streams,
+    sharings,
+    work_units,
+)
 from evaluation.memory import COMPRESSIONS, MEMORIES
 from evaluation.model import MODELS, model_preset
 from evaluation.parallel import default_jobs
 from evaluation.plots import write_all
 from evaluation.remote_store import REMOTE_TIERS, MooncakeEviction
 from evaluation.report import render
+from evaluation.sharing import MECHANISMS, ROUND_TRIP_S, Sharing
 from evaluation.stream import BlockStream
 from evaluation.synthetic import INCAST_KINDS, generate_incast
 from evaluation.traces import TraceError, default_trace_path, load_trace
@@ -137,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gpu", choices=("a100", "h100"), default="a100")
     run.add_argument("--utilisation", type=float, default=0.5, help="achieved fraction of GPU peak")
     run.add_argument("--link-gbps", type=float, default=100.0, help="node, storage and switch port line rate")
+    run.add_argument("--sharing", choices=MECHANISMS, default="round-trip",
+                     help="which reads of one block coalescing merges (evaluation.sharing): round-trip (the data "
+                          "plane as built), stream-join (proposed) or incast-window (the old 1 s window); "
+                          "default %(default)s")
+    run.add_argument("--round-trip-ms", type=float, default=1000 * ROUND_TRIP_S,
+                     help="how long a first reader's GET stays pending at the switch (default %(default)g ms)")
     run.add_argument("--recycling", default="drop,demote,residual", help="recycling policies compared in Q3")
     run.add_argument("--scale-nodes", type=int_list, default=(2, 4, 8, 16, 32))
     run.add_argument("--link-speeds", type=float_list, default=(25.0, 100.0, 400.0), help="Gb/s, for Q4")
@@ -148,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--switch-memory", choices=sorted(MEMORIES), default="switch+dram",
                      help="switch pool memory preset for Q2/Q3 (default %(default)s)")
     run.add_argument("--compression", choices=sorted(COMPRESSIONS), default="bf16")
+    run.add_argument("--bench-dir", type=Path, default=Path("out/bench"),
+                     help="benchmark results (incast.json, mooncake_fanout.json) for the model-versus-testbed "
+                          "table; left out when none is there (default %(default)s)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--out", type=Path, default=Path("out/eval"))
     run.add_argument("--jobs", type=positive_int, default=default_jobs(),
@@ -174,13 +193,14 @@ def options_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> E
         remote_blocks = args.storage_blocks if isinstance(args.storage_blocks, int) else None
         links = Links(node_nic_gbps=args.link_gbps, storage_nic_gbps=args.link_gbps,
                       switch_port_gbps=args.link_gbps)
+        sharing = Sharing(args.sharing, args.round_trip_ms / 1000, links.incast_window_s)
         recycling = tuple(r.strip() for r in args.recycling.split(",") if r.strip())
         for name in recycling:
             parse_policies(f"{specs[0].admission}+{specs[0].eviction}+{name}")
     except (ValueError, KeyError, LookupError) as exc:
         parser.error(str(exc))
     return EvalOptions(policies=specs, fractions=args.pool_sizes, cluster=cluster,
-                       cost=CostModel(model_preset(args.model), gpu, links, ControlCosts()),
+                       cost=CostModel(model_preset(args.model), gpu, links, ControlCosts(), sharing=sharing),
                        switch_fraction=args.switch_size[0], recycling=recycling,
                        scale_nodes=args.scale_nodes, link_gbps=args.link_speeds,
                        scale_requests=args.scale_requests, seed=args.seed,
@@ -222,6 +242,24 @@ def study_streams(main: Path, stream: BlockStream, args: argparse.Namespace) -> 
     return streams
 
 
+ARRIVALS_COST = 4.0
+"""Relative CPU per block reference of the arrival-spread study (units of `studies.task_cost`)."""
+
+
+def side_task(shared: tuple[dict[str, BlockStream], tuple], task: tuple, progress: Callable[[int], None]) -> object:
+    """A task run beside Q1: a study replay, or (`("arrivals",)`) the arrival spread of every stream."""
+    streams, arrival_args = shared
+    if task[0] == "arrivals":
+        return arrivals.study(streams, *arrival_args)
+    return studies.run_task(streams, task, progress)
+
+
+def side_cost(streams: dict[str, BlockStream], task: tuple) -> float:
+    if task[0] == "arrivals":
+        return ARRIVALS_COST * sum(len(s) for s in streams.values())
+    return studies.task_cost(streams, task)
+
+
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     options = options_from(args, parser)
     path = args.trace or default_trace_path()
@@ -243,23 +281,35 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (TraceError, FileNotFoundError, UnicodeDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    total = work_units(stream, options, streams) + sum(len(s) for s in studied.values()) * 14
+    workloads = {name: s for name, s in studied.items() if name in INCAST_KINDS}
+    total = work_units(stream, options, streams, workloads) + sum(len(s) for s in studied.values()) * 14
     with tqdm(total=total, unit="ref", unit_scale=True, disable=args.no_progress, file=sys.stderr) as bar:
         # The studies' replays do not depend on Q1's outcome: they run in Q1's batch, longest first, so both
         # workers stay busy; the main trace's runs Q1 makes anyway are taken from Q1, not replayed again.
         main = trace_name(path)
         planned = studies.reusable_keys([s.name for s in options.policies], options.fractions, options.fractions)
-        side = SideTasks(studies.run_task, studied,
-                         studies.study_tasks(studied, main, options.fractions, options.switch_fraction, planned),
-                         lambda t: studies.task_cost(studied, t))
-        results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs, side)
+        cost = options.cost
+        assert cost is not None  # options_from always sets it
+        # The arrival spread needs no replay either: one more side task (the last).
+        arrival_args = (cost.block_bytes, options.link_gbps, sharings(cost), cost.links.storage_nic_gbps)
+        side = SideTasks(side_task, (studied, arrival_args),
+                         [*studies.study_tasks(studied, main, options.fractions, options.switch_fraction, planned),
+                          ("arrivals",)],
+                         lambda t: side_cost(studied, t))
+        results = run_all(stream, options, bar.update, bar.set_description, streams, args.jobs, side, workloads)
         reused = studies.reused_from_q1(results["q1"], options.fractions)
         if set(reused) != planned:
             raise AssertionError(f"studies planned to reuse {sorted(planned)} from Q1, found {sorted(reused)}")
+        results["arrivals"] = side.results.pop()
         results["studies"] = studies.studies_from(studied, main, options.fractions, options.switch_fraction,
                                                   side.results, reused)
-    cost = options.cost
-    assert cost is not None  # options_from always sets it
+    try:
+        measured = testbed.compare(args.bench_dir, cost.sharing)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"warning: model versus testbed left out: {args.bench_dir}: {exc!r}", file=sys.stderr)
+        measured = None
+    if measured is not None:
+        results["testbed"] = measured
     results["meta"] = {
         "trace": str(path), "requests": len(trace.requests), "block_references": len(stream),
         "unique_blocks": stream.unique_blocks, "duration_s": trace.duration_s,

@@ -6,9 +6,11 @@ It prices the prefix fetch for one reader in three set-ups and charges every ove
 
 * no switch function: the distinct fetchers (at most one per node; a node's second reader waits for the
   first) share the storage NIC;
-* coalesce only: the storage node sends the prefix once and the switch replicates the reply (on a software
-  target each copy is one more packet through the switch; on a Tofino-class target the replication engine
-  does it at line rate);
+* coalesce only: the storage node sends each block once per stream the switch's sharing mechanism
+  (`evaluation.sharing`) cannot merge, and the switch replicates the reply to the readers it merged (on a
+  software target each copy is one more packet through the switch; on a Tofino-class target the replication
+  engine does it at line rate). The group's readers start evenly spread over `window_s`; as built, a reader
+  shares a block's sends only if it starts within one storage round trip of the stream's first reader;
 * store + coalesce: the part of the prefix the memory holds (`evaluation.memory.plan`) comes out of the
   switch at its serve rate, the rest is coalesced; but only after the controller has installed it: one
   `kv_index` entry per 128-byte chunk, at the controller's measured table-write rate (docs/status.md:
@@ -21,10 +23,11 @@ Net benefit = fetch time without the switch − with it (ms per reader); positiv
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from evaluation.costs import GBPS, ControlCosts
 from evaluation.memory import SwitchMemory, chunks, plan
+from evaluation.sharing import SharedReads, Sharing
 
 _CONTROL = ControlCosts()  # the report's one overhead model, shared with the cluster replays
 CONTROLLER_WRITES_PER_S = _CONTROL.updates_per_s
@@ -47,7 +50,9 @@ class Scenario:
     groups_per_s: float = 2.0
     """New shared prefixes per second that the controller must install."""
     window_s: float = 1.0
-    """The group's readers arrive within this window."""
+    """The group's readers start evenly spread over this window."""
+    sharing: Sharing = field(default_factory=Sharing)
+    """Which of the group's reads the switch merges (default: the data plane as built, one round trip)."""
     writes_per_s: float = CONTROLLER_WRITES_PER_S
     chunk_index: bool = _CONTROL.chunk_index
     """True: one table entry per 128-byte chunk (the data plane as built); False: one per block (proposal)."""
@@ -66,6 +71,8 @@ class Outcome:
     installed_share: float
     """Share of the held prefix the controller gets installed in time for the group."""
     table_writes_per_s: float
+    sends_per_reader: float = 1.0
+    """Blocks' worth the storage node sends per reader with coalescing (1.0: the mechanism merged nothing)."""
 
     @property
     def net_benefit_s(self) -> float:
@@ -83,9 +90,10 @@ def evaluate(s: Scenario) -> Outcome:
     prefix = s.prefix_blocks * s.block_bytes
     fetchers = max(1, min(s.concurrency, s.nodes))
     without = fetchers * prefix / storage
+    sends, merged = group_sends(fetchers, s.window_s, s.sharing, s.block_bytes / storage)
     packet_rate_bytes = s.memory.serve_bytes_per_s  # what the switch can send out of itself or replicate
-    replicate = (fetchers - 1) * prefix / packet_rate_bytes if s.software_target else 0.0
-    coalesce = prefix / storage + replicate + s.hop_s
+    replicate = merged * prefix / packet_rate_bytes if s.software_target else 0.0
+    coalesce = sends * prefix / storage + replicate + s.hop_s
     pool = plan(s.memory.bytes, s.block_bytes)
     held_blocks = min(pool.blocks, s.prefix_blocks)
     held = held_blocks * pool.share * s.block_bytes
@@ -101,8 +109,16 @@ def evaluate(s: Scenario) -> Outcome:
         serve = fetchers * installed / packet_rate_bytes
     else:
         serve = installed / min(link, packet_rate_bytes)
-    store = serve + rest / storage + (fetchers - 1) * rest / packet_rate_bytes * s.software_target + s.hop_s
-    return Outcome(without, coalesce, store, installed / held if held else 0.0, demand)
+    store = serve + sends * rest / storage + merged * rest / packet_rate_bytes * s.software_target + s.hop_s
+    return Outcome(without, coalesce, store, installed / held if held else 0.0, demand, sends / fetchers)
+
+
+def group_sends(readers: int, window_s: float, sharing: Sharing, transfer_s: float) -> tuple[float, int]:
+    """(blocks' worth the storage node sends per block of the prefix, readers the switch merged) for `readers`
+    starting evenly spread over `window_s`; `transfer_s`: one block's stream time."""
+    shared = SharedReads(sharing, transfer_s)
+    costs = [shared.read(0, 0, window_s * i / readers) for i in range(readers)]
+    return sum(costs), sum(1 for c in costs if c < 1.0)
 
 
 def grid(base: Scenario, axis_x: str, xs: list, axis_y: str, ys: list) -> list[list[Outcome]]:

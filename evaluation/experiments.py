@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluation.arrivals import STAMPED, spread_stamps, stamps
 from evaluation.bounds import bound_counters
 from evaluation.cluster import SOURCES, ClusterConfig, ClusterResult, simulate
 from evaluation.costs import GPU, ControlCosts, FetchPlan, Links, fetch_seconds, prefill_seconds
@@ -23,6 +24,7 @@ from evaluation.memory import block_bytes, compression_preset, memory_preset, pl
 from evaluation.model import ModelConfig
 from evaluation.parallel import run_tasks
 from evaluation.replay import PoolRun, replay_pool
+from evaluation.sharing import MECHANISMS, Sharing
 from evaluation.stream import BlockStream
 from evaluation.synthetic import SyntheticOptions, generate
 from evaluation.ttft import CostModel, estimate
@@ -277,6 +279,7 @@ def q2_tiers(configs: dict[str, ClusterConfig], results: list[ClusterResult], op
     return {"policy": spec.name, "switch_blocks": everything.switch_blocks,
             "remote_tier": everything.remote_tier, "remote_blocks": everything.storage_blocks,
             "switch_block_share": configs["all tiers"].switch_block_share, "switch_functions": functions,
+            "sharing": options.cost.sharing.label(),
             "configs": rows,
             "reuse_gap": gaps, "block_move": block_move_costs(options.cost),
             "incast_window_s": options.cost.links.incast_window_s}
@@ -370,6 +373,89 @@ def q4_scale(streams: list[tuple[int, BlockStream]], results: list[ClusterResult
     return {"policy": spec.name, "rows": rows}
 
 
+# -- where coalescing pays off, by workload -------------------------------------------------------------
+SHARING_CONFIGS = ("all tiers", "without switch pool")
+"""The two cluster replays each workload needs for its switch-functions table (Q2's, with the pool and without)."""
+
+
+def sharings(cost: CostModel) -> dict[str, Sharing]:
+    """Every mechanism, the report's own (`cost.sharing`) with its parameters."""
+    own = cost.sharing
+    return {m: own if m == own.mechanism else Sharing(m, own.round_trip_s, cost.links.incast_window_s)
+            for m in MECHANISMS}
+
+
+def switch_functions(without: ClusterResult, everything: ClusterResult, cost: CostModel) -> list[dict]:
+    """Q2's switch-functions rows of one workload: storing off/on, and coalescing under every mechanism."""
+    rows = []
+    plain = ((("no switch function", without), ("store only", everything)))
+    for label, result in plain:
+        rows.append(_function_row(label, "-", estimate(result, cost).as_dict()))
+    for mechanism, sharing in sharings(cost).items():
+        priced = dataclasses.replace(cost, sharing=sharing)
+        for label, result in (("coalesce only", without), ("store + coalesce", everything)):
+            rows.append(_function_row(label, mechanism, estimate(result, priced, coalesce=True).as_dict()))
+    return rows
+
+
+def _function_row(label: str, mechanism: str, summary: dict) -> dict:
+    return {"function": label, "mechanism": mechanism, "fan_in_max": summary["fan_in_max"],
+            "fan_in_mean": summary["fan_in_mean"],
+            "storage_bytes_sent": summary["link_bytes"].get("storage_nic_sent", 0),
+            "ttft_mean_s": summary["ttft_mean_s"], "ttft_p99_s": summary["ttft_p99_s"]}
+
+
+def pays_off(without: ClusterResult, everything: ClusterResult, options: EvalOptions) -> list[dict]:
+    """Q4's question on one workload: at each link speed and under each mechanism, the mean TTFT a switch
+    function saves against none, net of its extra lookups: coalescing alone (one lookup per storage read; no
+    controller work) and store + coalesce (scaled down by the controller's load as in Q4)."""
+    assert options.cost is not None
+    rows = []
+    requests = max(1, len(without.outcomes))
+    for gbps in options.link_gbps:
+        links = dataclasses.replace(options.cost.links, node_nic_gbps=gbps, storage_nic_gbps=gbps,
+                                    switch_port_gbps=gbps)
+        cost = dataclasses.replace(options.cost, links=links)
+        base = estimate(without, cost)
+        base_sent = max(1, base.link_bytes.get("storage_nic_sent", 0))
+        for mechanism, sharing in sharings(cost).items():
+            priced = dataclasses.replace(cost, sharing=sharing)
+            alone = estimate(without, priced, coalesce=True)
+            reads = sum(len(o.storage_keys) for o in without.outcomes) * cost.control.lookup_s / requests
+            both = estimate(everything, priced, coalesce=True)
+            load = both.control["controller_utilisation"]
+            saved = (base.mean_ttft_s - both.mean_ttft_s) * (min(1.0, 1.0 / load) if load else 1.0)
+            lookups = everything.switch.lookups * cost.control.lookup_s / max(1, len(everything.outcomes))
+            for function, net, summary in (("coalesce only", base.mean_ttft_s - alone.mean_ttft_s - reads, alone),
+                                           ("store + coalesce", saved - lookups, both)):
+                rows.append({"link_gbps": gbps, "mechanism": mechanism, "function": function,
+                             "ttft_without_s": base.mean_ttft_s, "ttft_with_s": summary.mean_ttft_s,
+                             "net_benefit_s": net,
+                             "storage_sent_ratio": summary.link_bytes.get("storage_nic_sent", 0) / base_sent,
+                             "pays_off": net > 0})
+    return rows
+
+
+def retimed(result: ClusterResult, times: np.ndarray) -> ClusterResult:
+    """`result` with each request arriving at `times[request index]` instead (same tiers, same reads)."""
+    outcomes = [dataclasses.replace(o, arrival_s=float(times[o.index])) for o in result.outcomes]
+    return dataclasses.replace(result, outcomes=outcomes)
+
+
+def sharing_study(named: dict[str, tuple[ClusterResult, ClusterResult]], options: EvalOptions) -> dict:
+    """Per workload ((without switch pool, all tiers) replays): measured fan-in, switch functions, pays off."""
+    assert options.cost is not None
+    out = {}
+    for name, (without, everything) in named.items():
+        fan = estimate(without, options.cost).as_dict()
+        out[name] = {"requests": len(without.outcomes), "fan_in_max": fan["fan_in_max"],
+                     "fan_in_mean": fan["fan_in_mean"],
+                     "switch_functions": switch_functions(without, everything, options.cost),
+                     "pays_off": pays_off(without, everything, options)}
+    return {"mechanisms": {m: s.label() for m, s in sharings(options.cost).items()},
+            "block_transfer_s": options.cost.block_transfer_s, "workloads": out}
+
+
 # -- everything ---------------------------------------------------------------------------------------
 @dataclass
 class SideTasks:
@@ -387,10 +473,12 @@ class SideTasks:
 def run_all(stream: BlockStream, options: EvalOptions, progress: Progress | None = None,
             stage: Callable[[str], None] | None = None,
             streams: list[tuple[int, BlockStream]] | None = None, jobs: int = 1,
-            side: SideTasks | None = None) -> dict:
+            side: SideTasks | None = None, workloads: dict[str, BlockStream] | None = None) -> dict:
     """All four questions on `jobs` processes; `stage` is told which phase starts (for the progress display).
 
-    `side` tasks, if any, run in the same batch as the Q1 sweep (their results land in `side.results`)."""
+    `side` tasks, if any, run in the same batch as the Q1 sweep (their results land in `side.results`).
+    `workloads` (e.g. the incast workloads) get Q2's switch-functions replays too, in the cluster batch; the
+    main trace's are Q2's own."""
     if stage:
         stage("Q1 pool policies")
     trace = {"trace": stream}
@@ -418,23 +506,40 @@ def run_all(stream: BlockStream, options: EvalOptions, progress: Progress | None
     streams = scale_streams(options) if streams is None else streams
     if stage:
         stage("Q2-Q4 cluster")
-    shared = {"trace": stream, **{f"scale-{n}": s for n, s in streams}}
+    workloads = workloads or {}
+    shared = {"trace": stream, **{f"scale-{n}": s for n, s in streams},
+              **{f"workload-{n}": s for n, s in workloads.items()}}
     c2 = q2_configs(stream, options, spec)
     c3 = q3_configs(stream, options, spec)
     c4 = q4_configs(streams, options, spec)
+    cw = [(f"workload-{n}", q2_configs(s, options, spec)[c]) for n, s in workloads.items() for c in SHARING_CONFIGS]
     tasks = ([("cluster", "trace", c) for c in c2.values()] + [("cluster", "trace", c) for c in c3.values()]
-             + [("cluster", name, c) for name, c in c4])
+             + [("cluster", name, c) for name, c in c4] + [("cluster", name, c) for name, c in cw])
     results = run_tasks(_replay, shared, tasks, jobs, progress, lambda t: task_cost(shared, t))
-    r2, r3, r4 = results[:len(c2)], results[len(c2):len(c2) + len(c3)], results[len(c2) + len(c3):]
+    at = len(c2) + len(c3)
+    r2, r3, r4, rw = results[:len(c2)], results[len(c2):at], results[at:at + len(c4)], results[at + len(c4):]
+    named = dict(zip(c2, r2, strict=True))
+    pairs = {"main trace": (named["without switch pool"], named["all tiers"])}
+    per_stamp, step = stamps(stream.times)
+    if per_stamp >= STAMPED:  # its requests stamped together look simultaneous: price the other reading too
+        spread = spread_stamps(stream.times)
+        pairs[f"main trace, stamps spread over {step:g} s"] = (retimed(named["without switch pool"], spread),
+                                                               retimed(named["all tiers"], spread))
+    for i, name in enumerate(workloads):
+        everything, without = rw[2 * i], rw[2 * i + 1]
+        pairs[name] = (without, everything)
     return {"best_policy": spec.name, "q1": q1, "q2": q2_tiers(c2, r2, options, spec),
-            "q3": q3_recycling(c3, r3, options), "q4": q4_scale(streams, r4, options, spec)}
+            "q3": q3_recycling(c3, r3, options), "q4": q4_scale(streams, r4, options, spec),
+            "sharing": sharing_study(pairs, options)}
 
 
-def work_units(stream: BlockStream, options: EvalOptions, streams: list[tuple[int, BlockStream]]) -> int:
+def work_units(stream: BlockStream, options: EvalOptions, streams: list[tuple[int, BlockStream]],
+               workloads: dict[str, BlockStream] | None = None) -> int:
     """Block references the whole run replays (the progress bar's total)."""
     n = len(stream)
     q1 = n * len(options.policies) * len(options.fractions) + n * len(options.fractions)
     q2 = n * 5
     q3 = n * len(options.recycling)
     q4 = 2 * sum(len(s) for _, s in streams)
-    return q1 + q2 + q3 + q4
+    shared = len(SHARING_CONFIGS) * sum(len(s) for s in (workloads or {}).values())
+    return q1 + q2 + q3 + q4 + shared

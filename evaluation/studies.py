@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from evaluation import boundary
 from evaluation.bounds import bound_counters
@@ -19,6 +20,7 @@ from evaluation.memory import COMPRESSIONS, MEMORIES, block_bytes, plan
 from evaluation.model import MODELS
 from evaluation.parallel import run_tasks
 from evaluation.replay import replay_pool
+from evaluation.sharing import MECHANISMS, Sharing
 from evaluation.stream import BlockStream
 from policies.spec import PolicySpec
 
@@ -184,12 +186,15 @@ BOUNDARY_BLOCKS = {f"{m} {c}": block_bytes(MODELS[m], COMPRESSIONS[c])
 BOUNDARY_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 BOUNDARY_LINKS = (25.0, 100.0, 400.0)
 BOUNDARY_NODES = (2, 4, 8, 16, 32, 64)
+BOUNDARY_WINDOWS_S = (0.001, 0.004, 0.01, 0.05, 0.2, 1.0)
+"""Spans over which the group's readers start (agent fan-out: 16 calls within 50 ms; batch jobs: 2 s)."""
 
 
 def _cells(rows: list[list[boundary.Outcome]]) -> list[list[dict]]:
     return [[{"net_ms": 1000 * o.net_benefit_s, "store_adds_ms": 1000 * o.store_adds_s,
               "without_ms": 1000 * o.without_s, "installed": o.installed_share,
-              "writes_per_s": o.table_writes_per_s} for o in row] for row in rows]
+              "writes_per_s": o.table_writes_per_s, "sends_per_reader": o.sends_per_reader} for o in row]
+            for row in rows]
 
 
 def boundary_study() -> dict:
@@ -211,11 +216,22 @@ def boundary_study() -> dict:
         "x": [str(n) for n in BOUNDARY_NODES], "y": [str(c) for c in BOUNDARY_CONCURRENCY],
         "cells": _cells(boundary.grid(base, "nodes", list(BOUNDARY_NODES), "concurrency",
                                       list(BOUNDARY_CONCURRENCY)))}
+    mechanisms = [Sharing(m) for m in MECHANISMS]
+    planes["sharing x arrival window"] = {
+        "x": [f"{1000 * w:g} ms" for w in BOUNDARY_WINDOWS_S], "y": [m.label() for m in mechanisms],
+        "cells": _cells(boundary.grid(base, "window_s", list(BOUNDARY_WINDOWS_S), "sharing", mechanisms))}
     per_block = boundary.evaluate(boundary.Scenario(block_bytes=BOUNDARY_BLOCKS["llama-3-8b fp8"],
                                                     memory=MEMORIES["switch+dram"], chunk_index=False))
+    credited = boundary.evaluate(replace(base, sharing=Sharing("incast-window")))
+    as_built = boundary.evaluate(base)
     planes_note = {"per_block_index_net_ms": 1000 * per_block.net_benefit_s,
-                   "per_block_index_installed": per_block.installed_share}
+                   "per_block_index_installed": per_block.installed_share,
+                   "as_built_net_ms": 1000 * as_built.net_benefit_s,
+                   "as_built_sends_per_reader": as_built.sends_per_reader,
+                   "credited_net_ms": 1000 * credited.net_benefit_s,
+                   "round_trip_ms": 1000 * base.sharing.round_trip_s}
     return {"planes": planes, "base": {"block": "llama-3-8b fp8", "memory": "switch+dram", "concurrency": 16,
                                        "link_gbps": 100.0, "nodes": 16, "prefix_blocks": 24,
+                                       "window_s": base.window_s, "sharing": base.sharing.label(),
                                        "writes_per_s": boundary.CONTROLLER_WRITES_PER_S},
             **planes_note}

@@ -15,6 +15,7 @@ import numpy as np
 from evaluation.cluster import SOURCES, ClusterResult
 from evaluation.costs import GPU, ControlCosts, FetchPlan, Links, fetch_seconds, prefill_seconds
 from evaluation.model import ModelConfig
+from evaluation.sharing import SharedReads, Sharing
 from evaluation.traces import BLOCK_TOKENS
 from policies.base import Tier
 
@@ -28,10 +29,18 @@ class CostModel:
     links: Links = field(default_factory=Links)
     control: ControlCosts = field(default_factory=ControlCosts)
     block_tokens: int = BLOCK_TOKENS
+    sharing: Sharing = field(default_factory=Sharing)
+    """Which concurrent reads of one block the switch merges when it coalesces (`evaluation.sharing`); default:
+    the data plane as built, reads within one storage round trip."""
 
     @property
     def block_bytes(self) -> int:
         return self.model.block_bytes(self.block_tokens)
+
+    @property
+    def block_transfer_s(self) -> float:
+        """One block streamed from a storage node to one reader, uncontended."""
+        return self.block_bytes / min(self.links.node_bytes_per_s, self.links.storage_bytes_per_s)
 
 
 @dataclass
@@ -83,26 +92,25 @@ def readers_per_window(result: ClusterResult, window_s: float) -> Counter:
 
 
 def storage_sends(result: ClusterResult, window_s: float, partial_share: float,
-                  coalesce: bool) -> tuple[Counter, list[dict[int, float]]]:
+                  sharing: Sharing | None = None, transfer_s: float = 0.0) -> tuple[Counter, list[dict[int, float]]]:
     """Readers per (storage node, window) and, per request, the blocks' worth each storage node sends for it.
 
-    A read of the part of a switch hit the switch does not hold counts `partial_share` of a block. With
-    `coalesce`, reads of the same block from the same storage node in the same window (the model's notion of
-    concurrent) are merged: the first reader's request goes to the storage node and the switch fans the reply
-    out to the others, so only readers that add a block of their own count towards the node's fan-in.
+    A read of the part of a switch hit the switch does not hold counts `partial_share` of a block. With a
+    `sharing` mechanism, reads of one block from one storage node that the mechanism merges cost only what it
+    says (`SharedReads`: nothing, or the missed part a joiner fetches itself); the switch fans the reply out to
+    the others, so only readers that add bytes of their own count towards the node's fan-in. `transfer_s`: one
+    block's stream time (how long a `stream-join` stream lasts).
     """
     readers: Counter = Counter()
-    seen: set[tuple[int, int, object]] = set()
+    shared = SharedReads(sharing, transfer_s) if sharing is not None else None
     sends: list[dict[int, float]] = []
     for outcome in result.outcomes:
         window = int(outcome.arrival_s // window_s)
         own: dict[int, float] = {}
         for home, key, whole in outcome.storage_keys:
-            if coalesce:
-                if (home, window, key) in seen:
-                    continue
-                seen.add((home, window, key))
-            own[home] = own.get(home, 0.0) + (1.0 if whole else partial_share)
+            cost = 1.0 if shared is None else shared.read(home, key, outcome.arrival_s)
+            if cost > 0:
+                own[home] = own.get(home, 0.0) + cost * (1.0 if whole else partial_share)
         for home in own:
             readers[home, window] += 1
         sends.append(own)
@@ -112,11 +120,12 @@ def storage_sends(result: ClusterResult, window_s: float, partial_share: float,
 def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False,
              coalesce: bool = False) -> TTFTSummary:
     """Price every request of `result` under `cost`; `per_request` also keeps one row per request;
-    `coalesce`: the switch merges concurrent reads of one block (`storage_sends`)."""
+    `coalesce`: the switch merges the reads of one block its mechanism can (`cost.sharing`, `storage_sends`)."""
     window_s = cost.links.incast_window_s
     block = cost.block_bytes
     share = result.config.switch_block_share
-    readers, node_sends = storage_sends(result, window_s, 1.0 - share, coalesce)
+    readers, node_sends = storage_sends(result, window_s, 1.0 - share, cost.sharing if coalesce else None,
+                                        cost.block_transfer_s)
     ttft = np.empty(len(result.outcomes))
     no_reuse = np.empty(len(result.outcomes))
     link: Counter[str] = Counter()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from evaluation import boundary
@@ -11,6 +13,7 @@ from evaluation.costs import GPU, Links
 from evaluation.lookahead import lookahead_curve
 from evaluation.memory import COMPRESSIONS, MEMORIES, block_bytes, plan
 from evaluation.model import MODELS
+from evaluation.sharing import Sharing
 from evaluation.stream import BlockStream
 from evaluation.synthetic import INCAST_KINDS, IncastOptions, generate_incast
 from evaluation.traces import Request, Trace, load_trace
@@ -54,13 +57,33 @@ def test_coalescing_counts_concurrent_reads_of_one_block_once_at_the_storage_nic
     stream = readers_of_one_block(4)
     config = ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0, routing="round-robin")
     result = simulate(stream, config)
-    plain, merged = estimate(result, COST), estimate(result, COST, coalesce=True)
+    window = dataclasses.replace(COST, sharing=Sharing("incast-window"))
+    plain, merged = estimate(result, window), estimate(result, window, coalesce=True)
     block = COST.block_bytes
     # The first reader computes and writes the prefix; the other three read it from storage.
     assert plain.link_bytes["storage_nic_sent"] == 3 * 2 * block
     assert merged.link_bytes["storage_nic_sent"] == 2 * block
     assert max(n for _, n in plain.fan_in) == 3 and max(n for _, n in merged.fan_in) == 1
     assert merged.mean_ttft_s < plain.mean_ttft_s
+
+
+def test_the_data_plane_as_built_merges_only_reads_within_one_round_trip() -> None:
+    # The three storage readers start 10 ms apart: more than a round trip (4 ms), so coalescing as built
+    # merges none of them; at 25 Gb/s a 64 MiB block streams for 21.5 ms, so a stream join takes the next two,
+    # each fetching the part it missed (10 / 21.5 and 20 / 21.5 of a block).
+    result = simulate(readers_of_one_block(4), ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0,
+                                                              routing="round-robin"))
+    block = COST.block_bytes
+    as_built = estimate(result, COST, coalesce=True)
+    assert as_built.link_bytes["storage_nic_sent"] == 3 * 2 * block
+    slow = Links(node_nic_gbps=25.0, storage_nic_gbps=25.0, switch_port_gbps=25.0)
+    join = dataclasses.replace(COST, links=slow, sharing=Sharing("stream-join"))
+    transfer = join.block_transfer_s
+    assert transfer == pytest.approx(block * 8 / 25e9)
+    sent = estimate(result, join, coalesce=True).link_bytes["storage_nic_sent"]
+    assert sent == pytest.approx(2 * block * (1 + 0.01 / transfer + 0.02 / transfer), rel=1e-6)
+    within = dataclasses.replace(COST, sharing=Sharing("round-trip", round_trip_s=0.025))
+    assert estimate(result, within, coalesce=True).link_bytes["storage_nic_sent"] == 2 * block
 
 
 def test_a_switch_holding_leading_chunks_leaves_the_rest_to_storage() -> None:
@@ -88,16 +111,34 @@ def test_lookahead_is_monotone_toward_min_on_the_excerpt() -> None:
 
 def test_boundary_has_regions_where_the_pool_does_and_does_not_pay() -> None:
     size = block_bytes(MODELS["llama-3-8b"], COMPRESSIONS["fp8"])
-    shared = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16))
+    # As built, 16 readers spread over 1 s (62.5 ms apart) share nothing: one round trip is 4 ms.
+    spread = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16))
+    assert spread.sends_per_reader == 1.0 and spread.net_benefit_s <= 0
+    # Readers within one round trip of each other share every send, and then it pays off.
+    lockstep = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16, window_s=0.001))
+    assert lockstep.sends_per_reader == pytest.approx(1 / 16) and lockstep.net_benefit_s > 0
+    # What the evaluator used to credit: every read in the same second merged.
+    credited = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16,
+                                                   sharing=Sharing("incast-window")))
+    assert credited.net_benefit_s == pytest.approx(lockstep.net_benefit_s)
     alone = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=1))
-    software = boundary.evaluate(boundary.Scenario(size, MEMORIES["softswitch"], software_target=True))
-    assert shared.net_benefit_s > 0
+    software = boundary.evaluate(boundary.Scenario(size, MEMORIES["softswitch"], software_target=True,
+                                                   window_s=0.001))
     assert alone.net_benefit_s <= 0
     assert software.net_benefit_s < 0
     # As built (one table entry per 128-byte chunk) the controller cannot install a block in time.
-    assert shared.installed_share == 0.0
+    assert spread.installed_share == 0.0
     per_block = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], chunk_index=False))
     assert per_block.installed_share > 0.5
+
+
+def test_boundary_group_sends_follow_the_mechanism() -> None:
+    rt = Sharing("round-trip", round_trip_s=0.004)
+    # 16 readers over 50 ms (3.125 ms apart): as built they pair up, each pair one send.
+    assert boundary.group_sends(16, 0.05, rt, 0.0054) == (8.0, 8)
+    join = Sharing("stream-join", round_trip_s=0.001)  # a joiner past one round trip patches what it missed
+    sends, merged = boundary.group_sends(16, 0.05, join, 0.0054)
+    assert merged == 8 and sends == pytest.approx(8 * (1 + 0.003125 / 0.0054))
 
 
 @pytest.mark.parametrize("kind", INCAST_KINDS)
@@ -159,3 +200,20 @@ def test_the_every_trace_verdict_names_the_cells_whose_lead_needs_prefetch() -> 
     text = every_trace_section(studies, block_bytes=2**20)
     assert "in 1 of 2 cells" in text and "(a at 1%)" in text  # a: 15% − 5% net < 12%; b: 14% net ≥ 12%
     assert "50 extra block reads" in text
+
+
+def test_a_coarsely_stamped_trace_is_priced_as_stamped_and_with_its_stamps_spread() -> None:
+    from evaluation.arrivals import spread_stamps
+    from evaluation.experiments import retimed
+
+    # Four requests of one 2-block prefix stamped together at 0 s, the next stamp at 3 s: as stamped, the
+    # three storage readers look simultaneous and coalescing as built merges them; spread over the 3 s step
+    # (0.75 s apart) it merges none.
+    trace = Trace("stamped", (*(Request(0.0, 1024, 1, (7, 8)) for _ in range(4)), Request(3.0, 1024, 1, (9, 10))))
+    stream = BlockStream.from_trace(trace)
+    result = simulate(stream, ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0, routing="round-robin"))
+    block = COST.block_bytes
+    assert estimate(result, COST, coalesce=True).link_bytes["storage_nic_sent"] == 2 * block
+    spread = retimed(result, spread_stamps(stream.times))
+    assert [o.arrival_s for o in spread.outcomes] == [0.0, 0.75, 1.5, 2.25, 3.0]
+    assert estimate(spread, COST, coalesce=True).link_bytes["storage_nic_sent"] == 3 * 2 * block

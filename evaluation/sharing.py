@@ -1,0 +1,119 @@
+"""Which reads of one block a switch mechanism can merge into one send from the storage node, and at what cost.
+
+A switch relieves an N-to-1 incast only for readers whose reads it can merge, and which those are depends on
+the mechanism, not on a window the evaluator picks:
+
+* `round-trip` (the data plane as built, docs/dataplane.md, "What it takes for readers to share a GET"): a
+  reader's GET for a chunk joins a pending entry only while the first reader's GET for that chunk waits for
+  the storage node's reply, one storage round trip. Readers that start a block within `round_trip_s` of the
+  first share its sends; a later reader costs the node a whole block of its own. The default, 4 ms, is the
+  round trip measured on the softswitch bed (`bench incast`); hardware switches have microseconds.
+* `stream-join` (a proposed mechanism): a reader whose GET finds the block being streamed to others joins the
+  stream (the switch replicates every later chunk reply to it) and fetches the chunks it missed itself
+  ("patching"). A reader starting `d` after the stream's first reader, while that stream lasts (`transfer_s`,
+  one block at the link rate), needs the first `d / transfer_s` of the block; after it, a stream of its own.
+  Its patch GETs coalesce as above with other readers' GETs for the same chunks sent within one round trip.
+* `incast-window`: every read of a block from one node in the same aligned `incast_window_s` window merges
+  into one send, whatever their distance. What the evaluator used to credit; kept as the upper bound that no
+  built or proposed mechanism reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+MECHANISMS = ("round-trip", "stream-join", "incast-window")
+ROUND_TRIP_S = 0.004
+"""One storage round trip per chunk on the softswitch bed, the pending entry's lifetime in effect."""
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """A switch mechanism that merges reads of one block from one storage node."""
+
+    mechanism: str = "round-trip"
+    round_trip_s: float = ROUND_TRIP_S
+    """How long a first reader's GET for a chunk stays pending (`round-trip`)."""
+    incast_window_s: float = 1.0
+    """The aligned window of `incast-window`."""
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"unknown sharing mechanism {self.mechanism!r}; known: {', '.join(MECHANISMS)}")
+        if self.round_trip_s < 0 or self.incast_window_s <= 0:
+            raise ValueError("sharing: round_trip_s >= 0 and incast_window_s > 0")
+
+    def label(self) -> str:
+        if self.mechanism == "round-trip":
+            return f"round-trip ({1000 * self.round_trip_s:g} ms)"
+        if self.mechanism == "incast-window":
+            return f"incast-window ({self.incast_window_s:g} s)"
+        return "stream-join"
+
+
+@dataclass
+class _Block:
+    """What one storage node has pending and streaming for one block."""
+
+    stream_start: float | None = None
+    """When the newest stream of the whole block (`stream-join`) or the newest aligned window started."""
+    pending: list[tuple[float, float, float]] = field(default_factory=list)
+    """(sent at, first, end) of chunk ranges whose GETs went to the node, as shares of the block."""
+
+
+@dataclass
+class SharedReads:
+    """Reads of blocks from storage nodes, fed in time order; prices each under one mechanism.
+
+    Chunks are positions in [0, 1) of the block. A reader GETs a range of chunks (the whole block, or the part
+    a stream join missed); a GET for a chunk merges with one for the same chunk sent less than one round trip
+    before, as a reader that starts later by d asks for every chunk d later (readers fetch at one rate).
+    """
+
+    sharing: Sharing
+    transfer_s: float
+    """One block's stream time at the link rate (how long a `stream-join` stream lasts)."""
+    _blocks: dict[Hashable, _Block] = field(default_factory=dict)
+
+    def read(self, node: Hashable, key: Hashable, at_s: float) -> float:
+        """Blocks' worth `node` sends for this read of `key` starting at `at_s` (1.0: every chunk its own)."""
+        block = self._blocks.setdefault((node, key), _Block())
+        sharing = self.sharing
+        if sharing.mechanism == "incast-window":
+            window = at_s // sharing.incast_window_s
+            if block.stream_start is not None and block.stream_start // sharing.incast_window_s == window:
+                return 0.0
+            block.stream_start = at_s
+            return 1.0
+        need = 1.0
+        if (sharing.mechanism == "stream-join" and block.stream_start is not None
+                and at_s - block.stream_start < self.transfer_s):
+            need = (at_s - block.stream_start) / self.transfer_s  # the stream brings the rest
+        else:
+            block.stream_start = at_s
+        block.pending = [p for p in block.pending if at_s - p[0] < sharing.round_trip_s]
+        own = _uncovered(need, [(lo, hi) for _, lo, hi in block.pending])
+        block.pending += [(at_s, lo, hi) for lo, hi in own]
+        return sum(hi - lo for lo, hi in own)
+
+
+def _uncovered(end: float, covered: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of [0, end) outside every range of `covered`."""
+    gaps = []
+    at = 0.0
+    for lo, hi in sorted(covered):
+        if lo > at:
+            gaps.append((at, min(lo, end)))
+        at = max(at, hi)
+        if at >= end:
+            break
+    if at < end:
+        gaps.append((at, end))
+    return [(lo, hi) for lo, hi in gaps if hi > lo]
+
+
+def sends_for(starts: Sequence[float], sharing: Sharing, transfer_s: float) -> float:
+    """Blocks' worth one storage node sends for reads of one block starting at `starts` (any order)."""
+    reads = SharedReads(sharing, transfer_s)
+    return sum(reads.read(0, 0, t) for t in sorted(starts))

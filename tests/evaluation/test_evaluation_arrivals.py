@@ -1,0 +1,128 @@
+"""Arrival spread of shared blocks and the reads each sharing mechanism merges, on inputs with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluation.arrivals import read_starts, spread
+from evaluation.sharing import Sharing, sends_for
+from evaluation.stream import BlockStream
+from evaluation.traces import Request, Trace
+
+# Block 1 read at 0, 2 ms, 10 ms and 1 s; block 2 at 5 s and 5.5 s; block 3 once.
+READS = ((0.0, 1), (0.002, 1), (0.010, 1), (1.0, 1), (5.0, 2), (5.5, 2), (6.0, 3))
+
+
+def stream_of(reads: tuple[tuple[float, int], ...]) -> BlockStream:
+    return BlockStream.from_trace(Trace("known", tuple(Request(t, 512, 1, (b,)) for t, b in reads)))
+
+
+def test_read_starts_keeps_blocks_read_at_least_min_reads_times_sorted() -> None:
+    starts = read_starts(stream_of(READS))
+    assert sorted(s.tolist() for s in starts) == [[0.0, 0.002, 0.010, 1.0], [5.0, 5.5]]
+    assert [s.tolist() for s in read_starts(stream_of(READS), min_reads=3)] == [[0.0, 0.002, 0.010, 1.0]]
+    assert read_starts(stream_of(((1.0, 4),))) == []
+
+
+def test_spread_gives_gap_percentiles_overlap_and_merged_shares() -> None:
+    mechanisms = {"rt": (Sharing("round-trip", round_trip_s=0.004), 0.02),
+                  "join": (Sharing("stream-join", round_trip_s=0.004), 0.02),
+                  "window": (Sharing("incast-window", incast_window_s=1.0), 0.02)}
+    got = spread("known", stream_of(READS), {"9 ms": 0.009, "0.6 s": 0.6}, mechanisms)
+    assert (got.blocks, got.reads, got.repeat_reads) == (2, 6, 4)
+    gaps = [0.002, 0.008, 0.99, 0.5]
+    assert got.gap_p50_s == pytest.approx(float(np.percentile(gaps, 50)))
+    assert got.gap_p50_s == pytest.approx(0.254)
+    assert got.gap_p99_s == pytest.approx(float(np.percentile(gaps, 99)))
+    assert got.overlap == {"9 ms": 0.5, "0.6 s": 0.75}
+    # Round trip: only the read 2 ms after the first merges. Stream join: the 10 ms one too, paying half a
+    # block (10 of 20 ms missed). Incast window: everything in the same second, block 2's pair included.
+    assert got.merged == {"rt": 0.25, "join": 0.5, "window": 0.75}
+    assert got.sends_per_read["rt"] == pytest.approx(5 / 6)
+    assert got.sends_per_read["join"] == pytest.approx(4.5 / 6)
+    assert got.sends_per_read["window"] == pytest.approx(3 / 6)
+    assert got.as_dict()["repeat_reads"] == 4
+
+
+def test_sends_for_round_trip_counts_a_block_per_reader_outside_one_round_trip() -> None:
+    rt = Sharing("round-trip", round_trip_s=0.004)
+    assert sends_for([0.0] * 8, rt, 0.1) == 1.0
+    assert sends_for([0.05 * i for i in range(8)], rt, 0.1) == 8.0
+    assert sends_for([0.003, 0.0, 0.0045], rt, 0.1) == 2.0  # the third is 4.5 ms after the first: its own send
+
+
+def test_stream_join_charges_the_missed_part_and_starts_a_new_stream_after_the_transfer() -> None:
+    join = Sharing("stream-join", round_trip_s=0.0)
+    # Eight readers 50 ms apart on a 200 ms stream: 1 + 0.25 + 0.5 + 0.75, then a new stream at 200 ms, ...
+    assert sends_for([0.05 * i for i in range(8)], join, 0.2) == pytest.approx(2 * (1 + 0.25 + 0.5 + 0.75))
+    assert sends_for([0.0, 0.5], join, 0.2) == 2.0
+
+
+def test_incast_window_merges_within_aligned_windows_only() -> None:
+    window = Sharing("incast-window", incast_window_s=1.0)
+    assert sends_for([0.1, 0.9, 0.99], window, 0.0) == 1.0
+    assert sends_for([0.9, 1.1], window, 0.0) == 2.0
+
+
+def test_unknown_mechanism_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown sharing mechanism"):
+        Sharing("multicast-magic")
+    with pytest.raises(ValueError):
+        Sharing("round-trip", round_trip_s=-1.0)
+
+
+@pytest.mark.parametrize("mechanism", ["round-trip", "incast-window", "stream-join"])
+def test_block_sends_quick_paths_agree_with_shared_reads(mechanism: str) -> None:
+    from evaluation.arrivals import block_sends
+    from evaluation.sharing import SharedReads
+
+    rng = np.random.default_rng(5)
+    starts = [np.sort(rng.exponential(0.01, size=n).cumsum()) for n in (2, 5, 30, 200)]
+    sharing = Sharing(mechanism, round_trip_s=0.004, incast_window_s=0.05)
+    own = 0
+    sent = 0.0
+    for times in starts:
+        shared = SharedReads(sharing, 0.02)
+        for t in times.tolist():
+            cost = shared.read(0, 0, t)
+            sent += cost
+            own += cost == 1.0
+    assert block_sends(starts, sharing, 0.02) == (own, pytest.approx(sent))
+
+
+def test_study_gives_a_row_per_trace_and_threshold_with_every_link_and_mechanism() -> None:
+    from evaluation.arrivals import study
+
+    hot = tuple((0.001 * i, 9) for i in range(8))  # block 9: eight reads 1 ms apart
+    got = study({"known": stream_of(READS + hot)}, 16 << 20, (100.0,), {"rt": Sharing("round-trip")}, 100.0)
+    assert [(r["trace"], r["min_reads"], r["blocks"]) for r in got["rows"]] == [("known", 2, 3), ("known", 8, 1)]
+    assert set(got["transfer_s"]) == {"100 Gb/s", "testbed 16 MiB"}
+    assert got["transfer_s"]["100 Gb/s"] == pytest.approx((16 << 20) * 8 / 100e9)
+    hot_row = got["rows"][1]
+    # 1 ms apart against a 4 ms round trip: reads 1-3 join the first, 4 starts a stream, 5-7 join it.
+    assert hot_row["merged"]["rt"] == pytest.approx(6 / 7)
+    assert hot_row["overlap"]["testbed 16 MiB"] == 1.0
+
+
+def test_coarse_stamps_are_counted_and_spread_over_the_step() -> None:
+    from evaluation.arrivals import spread_stamps, stamps
+
+    times = [0.0, 0.0, 0.0, 3.0, 3.0, 6.0]
+    assert stamps(times) == (2.0, 3.0)
+    assert spread_stamps(times).tolist() == pytest.approx([0.0, 1.0, 2.0, 3.0, 4.5, 6.0])
+    assert stamps([0.0, 0.5, 2.0]) == (1.0, pytest.approx(1.0))
+    assert spread_stamps([0.0, 0.5, 2.0]).tolist() == [0.0, 0.5, 2.0]
+
+
+def test_study_adds_spread_stamp_rows_for_a_coarsely_stamped_trace() -> None:
+    from evaluation.arrivals import study
+
+    # Ten readers of block 5 stamped together at 0 s, the next stamp 3 s later: as stamped, 9 of 9 repeat reads
+    # merge within one round trip; spread over the 3 s step (300 ms apart), none does.
+    reads = tuple((0.0, 5) for _ in range(10)) + ((3.0, 6),) * 10
+    got = study({"coarse": stream_of(reads)}, 16 << 20, (100.0,), {"rt": Sharing("round-trip")}, 100.0, (8,))
+    names = [r["trace"] for r in got["rows"]]
+    assert names == ["coarse", "coarse, stamps spread over 3 s"]
+    assert got["rows"][0]["merged"]["rt"] == 1.0 and got["rows"][1]["merged"]["rt"] == 0.0
+    assert got["rows"][0]["requests_per_stamp"] == 10.0

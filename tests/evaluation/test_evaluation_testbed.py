@@ -1,0 +1,62 @@
+"""The model-versus-testbed predictions on rows with known answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.sharing import Sharing
+from evaluation.testbed import compare, predict, processor_sharing, starts_over
+
+
+def test_processor_sharing_splits_the_rate_among_active_jobs() -> None:
+    # Two blocks at 1 block/s starting together both end at 2 s; a third starting at 2 s ends at 3 s.
+    assert processor_sharing([0.0, 0.0, 2.0], [1.0, 1.0, 1.0], 1.0) == pytest.approx([2.0, 2.0, 3.0])
+    # One block alone for 0.5 s, then shared: the first ends at 1.5 s, the second at 2 s.
+    assert processor_sharing([0.0, 0.5], [1.0, 1.0], 1.0) == pytest.approx([1.5, 2.0])
+    assert processor_sharing([0.0, 0.1], [1.0, 0.0], 1.0) == pytest.approx([1.0, 0.1])
+    # A node of 4 blocks/s, no stream above 1 block/s: two blocks together take 1 s, not 0.5 s.
+    assert processor_sharing([0.0, 0.0], [1.0, 1.0], 4.0, cap=1.0) == pytest.approx([1.0, 1.0])
+
+
+def test_without_merging_every_read_costs_a_block_and_readers_queue() -> None:
+    p = predict(4, 0.0, 0.1, None)
+    assert p["busiest_blocks_per_read"] == 1.0
+    assert p["p99_s"] == pytest.approx(0.4)
+    apart = predict(4, 0.3, 0.1, None)  # 100 ms apart, 100 ms each: no overlap
+    assert apart["p99_s"] == pytest.approx(0.1)
+
+
+def test_readers_within_one_round_trip_share_one_stream() -> None:
+    p = predict(8, 0.002, 0.1, Sharing("round-trip", round_trip_s=0.004))
+    assert p["busiest_blocks_per_read"] == pytest.approx(1 / 8)
+    assert p["p99_s"] == pytest.approx(0.1, abs=0.003)
+    spread = predict(8, 0.5, 0.1, Sharing("round-trip", round_trip_s=0.004))
+    assert spread["busiest_blocks_per_read"] == 1.0
+    assert starts_over(3, 1.0) == [0.0, 0.5, 1.0]
+
+
+def test_compare_reads_the_benchmarks_json(tmp_path: Path) -> None:
+    assert compare(tmp_path, Sharing()) is None
+    mooncake = {"lone_block_time_s": {"off": 0.1}, "rows": [
+        {"replication": "off", "readers": 4, "spread_s": 0.0, "spread_label": "0 ms",
+         "busiest_blocks_per_read": 1.0, "p99_s": 0.5},
+        {"replication": "off", "readers": 4, "spread_s": 0.6, "spread_label": "600 ms",
+         "busiest_blocks_per_read": 1.0, "p99_s": 0.1}]}
+    incast = {"rows": [
+        {"block_mib": 16, "readers": 1, "coalescing": "off", "reader_mode": "processes",
+         "completion_s": {"p50": 0.1, "p99": 0.1}, "storage_gets_per_chunk": 1.0, "start_spread_ms": 0.0},
+        {"block_mib": 16, "readers": 8, "coalescing": "on", "reader_mode": "in-step",
+         "completion_s": {"p50": 0.1, "p99": 0.12}, "storage_gets_per_chunk": 1.0, "start_spread_ms": 1.0}]}
+    (tmp_path / "mooncake_fanout.json").write_text(json.dumps(mooncake))
+    (tmp_path / "incast.json").write_text(json.dumps(incast))
+    rows = compare(tmp_path, Sharing("round-trip", round_trip_s=0.004))["rows"]  # type: ignore[index]
+    assert [r["bench"] for r in rows] == ["mooncake_fanout", "mooncake_fanout", "incast"]
+    # The node's rate is fitted on the narrowest 4-reader row (4 blocks by 0.5 s: 8 blocks/s), so that row fits
+    # exactly; four readers 200 ms apart each get 8 blocks/s alone (below a lone reader's 10): 0.125 s.
+    assert rows[0]["fitted"] and rows[0]["p99_error"] == pytest.approx(0.0)
+    assert not rows[1]["fitted"] and rows[1]["p99_predicted_s"] == pytest.approx(0.125)
+    assert rows[1]["p99_error"] == pytest.approx(0.25)
+    assert rows[2]["busiest_predicted"] == pytest.approx(1 / 8) and rows[2]["busiest_error"] == pytest.approx(0.0)
