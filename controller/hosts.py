@@ -39,6 +39,10 @@ class HostPlan:
     ports: dict[int, PortRole]
     """Role of each port the plan names; a port not in it is a HOST port (the table's default)."""
 
+    def storage_ports(self) -> list[int]:
+        """Ports whose replies may fill the pool (role STORAGE); none means the pool never fills."""
+        return sorted(port for port, role in self.ports.items() if role is PortRole.STORAGE)
+
 
 def load_plan(path: str | Path) -> HostPlan:
     """hosts.json: the routes and the port roles (from `ports`, else the fallback); errors name the entry."""

@@ -19,7 +19,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.codes import KvpEvent, PortRole, PuntReason, members
-from controller.dataplane import HitCounts, SlotContents
+from controller.dataplane import HitCounts, IndexSwap, SlotContents
 from controller.hosts import Host
 from controller.switch import SwitchConnection
 from kvpool import wire
@@ -72,18 +72,6 @@ CONTROLLER_MAC = "02:00:00:00:00:fe"
 """Source MAC of SLOT_* packet-outs: they never leave the switch, any locally administered address does."""
 CONTROLLER_IP = "169.254.0.1"
 """Source IP of SLOT_* packet-outs (link-local: never routed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class IndexSwap:
-    """What one batched index change (`P4RuntimeDataPlane.swap`) did, update by update."""
-
-    remove_error: P4RuntimeError | None = None
-    """Why the victim's entry could not be deleted (None: deleted, already gone, or no victim)."""
-    install_error: P4RuntimeError | None = None
-    """Why the newcomer could not be indexed (None: its entry is on the switch)."""
-    counter_reset: bool = False
-    """The slot's hit counter was zeroed in the same write: the newcomer's hits count from 0."""
 
 
 class P4RuntimeDataPlane:
