@@ -28,6 +28,7 @@ from p4rt.bytestrings import decode, encode
 from p4rt.entities import Replica, TableEntry
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
+from p4rt.wire import counter_cells
 
 log = logging.getLogger(__name__)
 
@@ -564,72 +565,3 @@ class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
 
 
 _UPDATES_KEY = wire.key(p4runtime_pb2.WriteRequest, "updates", wire.LEN)
-
-
-# ---- counter cells straight from a serialised ReadResponse ----------------------------------------------
-# A full pool's poll reads every slot counter cell each second; the pure-Python protobuf runtime (3.20, pinned
-# by p4runtime-shell) spends about 60 ms parsing 1,024 of them, this decoder a few. The wire format is read
-# with `p4rt.wire`; field numbers come from the descriptors.
-
-class _NotCounterCells(wire.Fallback):
-    """The response holds something this decoder does not read: protobuf parses it instead."""
-
-
-_RESPONSE_ENTITIES = wire.number(p4runtime_pb2.ReadResponse, "entities")
-_ENTITY_COUNTER = wire.number(p4runtime_pb2.Entity, "counter_entry")
-_CE_ID = wire.number(p4runtime_pb2.CounterEntry, "counter_id")
-_CE_INDEX = wire.number(p4runtime_pb2.CounterEntry, "index")
-_CE_DATA = wire.number(p4runtime_pb2.CounterEntry, "data")
-_INDEX = wire.number(p4runtime_pb2.Index, "index")
-_CD_BYTES = wire.number(p4runtime_pb2.CounterData, "byte_count")
-_CD_PACKETS = wire.number(p4runtime_pb2.CounterData, "packet_count")
-
-
-def _int64(value) -> int:
-    """An int64 field's value: the varint's low 64 bits, two's complement (as protobuf decodes it)."""
-    if not isinstance(value, int):
-        raise _NotCounterCells
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >> 63 else value
-
-
-def _counter_cell(buf: bytes, start: int, end: int) -> tuple[int, int, int]:
-    """(index, packets, bytes) of one CounterEntry; repeated sub-messages merge and the last scalar wins,
-    as protobuf's parser does."""
-    index = packets = bytes_ = 0
-    for number, _, value in wire.fields(buf, start, end):
-        if number == _CE_ID:
-            _int64(value)
-        elif number == _CE_INDEX and isinstance(value, tuple):
-            for n2, _, v2 in wire.fields(buf, *value):
-                if n2 != _INDEX:
-                    raise _NotCounterCells
-                index = _int64(v2)
-        elif number == _CE_DATA and isinstance(value, tuple):
-            for n2, _, v2 in wire.fields(buf, *value):
-                if n2 == _CD_BYTES:
-                    bytes_ = _int64(v2)
-                elif n2 == _CD_PACKETS:
-                    packets = _int64(v2)
-                else:
-                    raise _NotCounterCells
-        else:
-            raise _NotCounterCells
-    return index, packets, bytes_
-
-
-def counter_cells(response: bytes) -> dict[int, tuple[int, int]] | None:
-    """{index: (packets, bytes)} of a serialised ReadResponse holding only counter entries; None otherwise."""
-    cells: dict[int, tuple[int, int]] = {}
-    try:
-        for number, _, span in wire.fields(response, 0, len(response)):
-            if number != _RESPONSE_ENTITIES or not isinstance(span, tuple):
-                return None
-            fields = wire.fields(response, *span)
-            if len(fields) != 1 or fields[0][0] != _ENTITY_COUNTER or not isinstance(fields[0][2], tuple):
-                return None
-            index, packets, bytes_ = _counter_cell(response, *fields[0][2])
-            cells[index] = (packets, bytes_)
-    except (wire.Fallback, IndexError):
-        return None
-    return cells
