@@ -1,11 +1,12 @@
-"""A small P4Runtime client for driving a switch process from the tests: names from P4Info, one stream.
+"""The test harness's P4Runtime session for driving a switch process: names from P4Info, one stream.
 
 Only what BMv2's P4Runtime server offers: pipeline config, Write/Read of table entries, indirect and direct
 counters, PRE entries and digest configs; the StreamChannel for arbitration, packet-out, packet-in and digest
-lists. No globals: one `P4RuntimeSession` per switch, closed explicitly. Write errors become `TargetError`
-with the canonical code of the first failed update (BMv2 and the softswitch both report per-update codes in
-the `grpc-status-details-bin` trailer of an UNKNOWN status), so tests see the codes the in-process target
-raises.
+lists. No globals: one `P4RuntimeSession` per switch, closed explicitly. Built on `p4rt/` as the controller's
+connection is: P4Info look-ups are `p4rt.p4info.P4Info`'s, byte strings `p4rt.bytestrings`', and a refused RPC
+raises `p4rt.errors.P4RuntimeError` (a `TargetError` whose `code` is the first failed update's canonical code,
+as the in-process target raises it), decoded from the `grpc-status-details-bin` trailer BMv2 and the
+softswitch both send.
 """
 
 from __future__ import annotations
@@ -19,32 +20,24 @@ from dataclasses import dataclass
 
 import grpc
 from google.protobuf import text_format
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from softswitch.target import TargetError
+from p4rt.bytestrings import encode as canonical
+from p4rt.errors import P4RuntimeError, TargetError
+from p4rt.p4info import P4Info
 
 Update = p4runtime_pb2.Update
 
-
-def canonical(value: int) -> bytes:
-    """P4Runtime's canonical bytestring: shortest big-endian form, at least one byte."""
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+__all__ = ["Field", "MatchField", "P4InfoNames", "P4RuntimeError", "P4RuntimeSession", "TableInfo", "Update",
+           "canonical", "header_len", "pack_header", "target_error", "unpack_header"]
 
 
-def target_error(e: grpc.RpcError) -> TargetError:
-    """The `TargetError` an RPC failure stands for: the first failed update's code, else the call's code."""
-    if e.code() == grpc.StatusCode.UNKNOWN:
-        for key, value in e.trailing_metadata() or ():
-            if key != "grpc-status-details-bin":
-                continue
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                err = p4runtime_pb2.Error()
-                if detail.Unpack(err) and err.canonical_code != code_pb2.OK:
-                    return TargetError(code_pb2.Code.Name(err.canonical_code), err.message)
-    return TargetError(e.code().name, e.details() or "")
+def target_error(e: grpc.RpcError) -> P4RuntimeError:
+    """The error an RPC failure stands for (`P4RuntimeError.from_grpc`): `code` is the first failed update's
+    canonical code, else the call's."""
+    return P4RuntimeError.from_grpc(e)
 
 
 # ---- names from P4Info -----------------------------------------------------------------------------------
@@ -77,15 +70,18 @@ class TableInfo:
 
 
 class P4InfoNames:
-    """Look-ups between the fully qualified names the `Target` interface uses and P4Info ids."""
+    """The `p4rt.p4info.P4Info` look-ups in the shape `kvtesting.remote.RemoteTarget` uses them: by the fully
+    qualified names of the `Target` interface (aliases too) and by id; an unknown name is a NOT_FOUND
+    `TargetError`, as the in-process target answers."""
 
     def __init__(self, info: p4info_pb2.P4Info) -> None:
         self.info = info
+        self.p4info = p4info = P4Info(info)
+        direct_counters = {d.preamble.id for d in info.direct_counters}
         self.tables = {t.preamble.name: TableInfo(
             t.preamble.id, t.preamble.name,
             tuple(MatchField(m.id, m.name, m.bitwidth, m.match_type) for m in t.match_fields),
-            t.is_const_table, any(r for r in t.direct_resource_ids
-                                  if any(d.preamble.id == r for d in info.direct_counters)))
+            t.is_const_table, any(r in direct_counters for r in t.direct_resource_ids))
             for t in info.tables}
         self.table_by_id = {t.id: t for t in self.tables.values()}
         self.actions = {a.preamble.name: a for a in info.actions}
@@ -94,9 +90,10 @@ class P4InfoNames:
         self.counter_by_id = {c.preamble.id: c for c in info.counters}
         self.digests = {d.preamble.name: d for d in info.digests}
         self.digest_by_id = {d.preamble.id: d for d in info.digests}
-        self.controller_headers = {h.preamble.name: tuple(Field(m.id, m.name, m.bitwidth)
-                                                          for m in sorted(h.metadata, key=lambda m: m.id))
-                                   for h in info.controller_packet_metadata}
+        self.controller_headers = {
+            h.preamble.name: tuple(Field(m.id, m.name, m.bitwidth)
+                                   for m in sorted(p4info.packet_metadata(h.preamble.name), key=lambda m: m.id))
+            for h in info.controller_packet_metadata}
 
     @classmethod
     def from_text(cls, text: str) -> P4InfoNames:
@@ -104,26 +101,25 @@ class P4InfoNames:
         text_format.Parse(text, info, allow_unknown_field=True)
         return cls(info)
 
-    def table(self, name: str) -> TableInfo:
+    def _lookup(self, resolve, name: str, kind: str):
         try:
-            return self.tables[name]
+            return resolve(name)
         except KeyError:
-            raise TargetError("NOT_FOUND", f"no table {name!r} in P4Info") from None
+            raise TargetError("NOT_FOUND", f"no {kind} {name!r} in P4Info") from None
+
+    def table(self, name: str) -> TableInfo:
+        return self.tables[self._lookup(self.p4info.table_name, name, "table")]
 
     def action(self, name: str) -> p4info_pb2.Action:
-        if name not in self.actions:
-            raise TargetError("NOT_FOUND", f"no action {name!r} in P4Info")
-        return self.actions[name]
+        return self.action_by_id[self._lookup(self.p4info.action_id, name, "action")]
 
     def counter(self, name: str) -> p4info_pb2.Counter:
-        if name not in self.counters:
-            raise TargetError("NOT_FOUND", f"no counter {name!r} in P4Info")
-        return self.counters[name]
+        return self.counter_by_id[self._lookup(self.p4info.counter_id, name, "counter")]
 
     def digest_fields(self, digest: p4info_pb2.Digest) -> tuple[Field, ...]:
         """(name, width) of the digest's struct members, in declaration order (from type_info)."""
-        struct = self.info.type_info.structs[digest.type_spec.struct.name]
-        return tuple(Field(i + 1, m.name, m.type_spec.bitstring.bit.bitwidth) for i, m in enumerate(struct.members))
+        return tuple(Field(i + 1, name, width)
+                     for i, (name, width) in enumerate(self.p4info.digest_fields(digest.preamble.name)))
 
 
 def pack_header(fields: Sequence[Field], values: dict[int, int]) -> bytes:
@@ -184,11 +180,12 @@ class P4RuntimeSession:
         self._out.put(req)
         if not self._arbitrated.wait(timeout):
             self.close()
-            raise TargetError("UNAVAILABLE", f"no arbitration answer from {address} within {timeout} s")
+            raise P4RuntimeError("UNAVAILABLE", f"no arbitration answer from {address} within {timeout} s")
         assert self._arbitration is not None
         if self._arbitration.status.code != code_pb2.OK:
             self.close()
-            raise TargetError("PERMISSION_DENIED", f"not primary on {address}: {self._arbitration.status.message}")
+            raise P4RuntimeError("PERMISSION_DENIED",
+                                 f"not primary on {address}: {self._arbitration.status.message}")
 
     @property
     def wake_fd(self) -> int:
