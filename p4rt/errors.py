@@ -39,17 +39,19 @@ class TargetError(Exception):
 
 
 class P4RuntimeError(TargetError):
-    """A P4Runtime RPC failed. `status` is the call's gRPC status name, `updates` the failed updates of a Write;
-    `code` is the refusal's canonical code: the first failed update's, else the call's."""
+    """A P4Runtime RPC failed. `status` and `details` are the call's gRPC status name and message, `updates` the
+    failed updates of a Write; `code` and `message` are the refusal's: the first failed update's, else the call's."""
 
-    def __init__(self, status: str, message: str, updates: tuple[UpdateError, ...] = ()) -> None:
-        super().__init__(updates[0].code if updates else status, message)
+    def __init__(self, status: str, details: str, updates: tuple[UpdateError, ...] = ()) -> None:
+        first = updates[0] if updates else None
+        super().__init__(status if first is None else first.code, details if first is None else first.message)
         self.status = status
+        self.details = details
         self.updates = updates
 
     def __str__(self) -> str:
         detail = "; ".join(f"update {u.index}: {u.code} {u.message}" for u in self.updates)
-        return f"{self.status}: {self.message}" + (f" [{detail}]" if detail else "")
+        return f"{self.status}: {self.details}" + (f" [{detail}]" if detail else "")
 
     def only(self, code: str) -> bool:
         """True when every failed update has `code` (e.g. ALREADY_EXISTS on a replayed insert)."""
