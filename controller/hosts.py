@@ -1,5 +1,5 @@
 """The host plan (hosts.json) the controller installs from: which IP lives behind which port (L3 routes), and
-who is behind each port (`port_role`: only storage nodes and other switches may fill the pool, issue 9).
+who is behind each port (`port_role`: only storage nodes and other switches may fill the pool: docs/protocol.md, *Trust*).
 
     {"hosts": [{"name": "h1", "ip": "10.0.0.1", "mac": "...", "port": 1, "role": "inference"}, ...],
      "ports": [{"port": 1, "role": "host"}, {"port": 5, "role": "storage"}, {"port": 3, "role": "fabric"}]}

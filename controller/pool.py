@@ -7,7 +7,7 @@ only through the narrow `DataPlane` protocol and to the storage node through `Ti
 against a real switch and against a dict in unit tests. Reconciling after restarts is `controller.reconcile`,
 reading hit counters `controller.hitpoll`.
 
-Every index entry it installs carries a fresh admission generation (issue 9); the only bytes it writes into a
+Every index entry it installs carries a fresh admission generation (docs/dataplane.md, *Coherence*); the only bytes it writes into a
 slot are what the storage node holds (fetched, with the block's real chunk_count and version), never a client's.
 
 Threading: every public method takes `self.lock`; callers are the P4Runtime stream thread (digests,

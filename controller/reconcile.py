@@ -5,7 +5,7 @@
 * `resync`, after the switch reconnects (it may have restarted and lost everything): the switch's index is
   made equal to our slot map.
 
-Every entry (re)installed here carries a fresh admission generation (issue 9), so a slot filled before the
+Every entry (re)installed here carries a fresh admission generation (docs/dataplane.md, *Coherence*), so a slot filled before the
 restart is never served to the new admission; an entry kept as it is keeps the generation the switch reports,
 and no generation at or below one seen on the switch is handed out again. A lost connection mid-way defers the
 rest to the next reconnect's resync instead of failing.

@@ -30,7 +30,7 @@ from controller.state import StateStore
 from controller.steering import BUCKET_TABLE, Steering, SteeringOptions, stat_probe
 from controller.storage import StorageOptions, UdpStorageNode, parse_address
 from controller.storagework import StorageWorker
-from controller.switch import DigestList, PacketIn, SwitchConnection, SwitchOptions
+from p4rt.connection import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from controller.tiers import TierMap, TierMover
 from kvpool.keys import ChunkKey
 from p4rt.entities import Replica

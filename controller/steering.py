@@ -147,7 +147,7 @@ class Health:
 
 
 class TableWriter(Protocol):
-    """What steering needs of a switch connection (`controller.switch.SwitchConnection` has it)."""
+    """What steering needs of a switch connection (`p4rt.connection.SwitchConnection` has it)."""
 
     def insert(self, entry: TableEntry) -> None: ...
     def modify(self, entry: TableEntry) -> None: ...

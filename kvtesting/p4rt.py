@@ -2,11 +2,10 @@
 
 Only what BMv2's P4Runtime server offers: pipeline config, Write/Read of table entries, indirect and direct
 counters, PRE entries and digest configs; the StreamChannel for arbitration, packet-out, packet-in and digest
-lists. No globals: one `P4RuntimeSession` per switch, closed explicitly. Built on `p4rt/` as the controller's
-connection is: P4Info look-ups are `p4rt.p4info.P4Info`'s, byte strings `p4rt.bytestrings`', and a refused RPC
-raises `p4rt.errors.P4RuntimeError` (a `TargetError` whose `code` is the first failed update's canonical code,
-as the in-process target raises it), decoded from the `grpc-status-details-bin` trailer BMv2 and the
-softswitch both send.
+lists. No globals: one `P4RuntimeSession` per switch, closed explicitly. Built on `p4rt/` as the controller is:
+the connection is `p4rt.connection.SwitchConnection`, P4Info look-ups are `p4rt.p4info.P4Info`'s, byte
+strings `p4rt.bytestrings`', and a refused RPC raises `p4rt.errors.P4RuntimeError` (a `TargetError` whose
+`code` is the first failed update's canonical code, as the in-process target raises it).
 """
 
 from __future__ import annotations
@@ -14,17 +13,16 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import grpc
 from google.protobuf import text_format
-from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from p4.v1 import p4runtime_pb2
 
 from p4rt.bytestrings import encode as canonical
+from p4rt.connection import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from p4rt.errors import P4RuntimeError, TargetError
 from p4rt.p4info import P4Info
 
@@ -151,41 +149,28 @@ def header_len(fields: Sequence[Field]) -> int:
 # ---- the session -----------------------------------------------------------------------------------------
 
 class P4RuntimeSession:
-    """One primary connection to one device: unary RPCs plus a StreamChannel read by a background thread.
-
-    Packet-ins land in `packet_ins` (a queue of `PacketIn`), digest lists are acknowledged at once and land in
-    `digest_lists`; each arrival also writes a byte to `wake_fd`, so a caller can poll it with packet sockets.
+    """One primary connection to one device, the project's `p4rt.connection.SwitchConnection`, shaped for the
+    harness: packet-ins land in `packet_ins` (a queue of `p4.v1.PacketIn`), digest lists are acknowledged as
+    they arrive and land in `digest_lists`; each arrival also writes a byte to `wake_fd`, so a caller can poll
+    it with packet sockets. RPC failures raise `P4RuntimeError`.
     """
 
-    def __init__(self, address: str, device_id: int, election_id: int = 1, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, device_id: int, election_id: int = 1, timeout: float = 30.0,
+                 rpc_timeout: float = 300.0) -> None:
         self.device_id = device_id
-        self.election_id = p4runtime_pb2.Uint128(high=0, low=election_id)
-        self.channel = grpc.insecure_channel(address)
-        grpc.channel_ready_future(self.channel).result(timeout=timeout)
-        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self.packet_ins: queue.SimpleQueue[p4runtime_pb2.PacketIn] = queue.SimpleQueue()
         self.digest_lists: queue.SimpleQueue[p4runtime_pb2.DigestList] = queue.SimpleQueue()
-        self.stream_errors: list[p4runtime_pb2.StreamError] = []
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
-        self._out: queue.SimpleQueue[p4runtime_pb2.StreamMessageRequest | None] = queue.SimpleQueue()
-        self._arbitrated = threading.Event()
-        self._arbitration: p4runtime_pb2.MasterArbitrationUpdate | None = None
-        self._stream = self.stub.StreamChannel(iter(self._out.get, None))
-        self._reader = threading.Thread(target=self._read_stream, name="p4rt-stream", daemon=True)
-        self._reader.start()
-        req = p4runtime_pb2.StreamMessageRequest()
-        req.arbitration.device_id = device_id
-        req.arbitration.election_id.CopyFrom(self.election_id)
-        self._out.put(req)
-        if not self._arbitrated.wait(timeout):
-            self.close()
-            raise P4RuntimeError("UNAVAILABLE", f"no arbitration answer from {address} within {timeout} s")
-        assert self._arbitration is not None
-        if self._arbitration.status.code != code_pb2.OK:
-            self.close()
-            raise P4RuntimeError("PERMISSION_DENIED",
-                                 f"not primary on {address}: {self._arbitration.status.message}")
+        # No P4Info until set_pipeline: the stream's messages are handed on as received.
+        self.connection = SwitchConnection(
+            SwitchOptions(address, device_id, election_id, rpc_timeout=rpc_timeout),
+            P4Info(p4info_pb2.P4Info()), on_packet_in=self._on_packet_in, on_digest=self._on_digest)
+        try:
+            self.connection.open(timeout)
+        except P4RuntimeError:
+            self._close_pipe()
+            raise
 
     @property
     def wake_fd(self) -> int:
@@ -198,72 +183,43 @@ class P4RuntimeSession:
         except BlockingIOError:
             pass
 
-    def _read_stream(self) -> None:
-        try:
-            for msg in self._stream:
-                kind = msg.WhichOneof("update")
-                if kind == "arbitration":
-                    self._arbitration = msg.arbitration
-                    self._arbitrated.set()
-                elif kind == "packet":
-                    self.packet_ins.put(msg.packet)
-                    os.write(self._wake_w, b"p")
-                elif kind == "digest":
-                    ack = p4runtime_pb2.StreamMessageRequest()
-                    ack.digest_ack.digest_id = msg.digest.digest_id
-                    ack.digest_ack.list_id = msg.digest.list_id
-                    self._out.put(ack)
-                    self.digest_lists.put(msg.digest)
-                    os.write(self._wake_w, b"d")
-                elif kind == "error":
-                    self.stream_errors.append(msg.error)
-        except grpc.RpcError:
-            pass  # the switch went away or we closed the stream
-        except OSError:
-            pass  # wake pipe closed during shutdown
+    def _wake(self, why: bytes) -> None:
+        with contextlib.suppress(OSError):  # wake pipe closed during shutdown
+            os.write(self._wake_w, why)
+
+    def _on_packet_in(self, packet: PacketIn) -> None:
+        assert packet.message is not None
+        self.packet_ins.put(packet.message)
+        self._wake(b"p")
+
+    def _on_digest(self, digests: DigestList) -> None:
+        assert digests.message is not None
+        self.digest_lists.put(digests.message)  # the connection acknowledges the list when this returns
+        self._wake(b"d")
 
     def close(self) -> None:
-        self._out.put(None)
-        self._stream.cancel()
-        self._reader.join(timeout=2)
-        self.channel.close()
+        self.connection.close()
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
     # -- unary RPCs
     def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
-        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-            device_id=self.device_id, election_id=self.election_id,
-            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
-        req.config.p4info.CopyFrom(p4info)
-        req.config.p4_device_config = device_config
-        try:
-            self.stub.SetForwardingPipelineConfig(req)
-        except grpc.RpcError as e:
-            raise target_error(e) from None
+        self.connection.set_pipeline(device_config, p4info=P4Info(p4info))
 
     def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
-        req = p4runtime_pb2.WriteRequest(device_id=self.device_id, election_id=self.election_id)
-        req.updates.extend(updates)
-        if not req.updates:
-            return
-        try:
-            self.stub.Write(req)
-        except grpc.RpcError as e:
-            raise target_error(e) from None
+        self.connection.write(list(updates))
 
     def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.extend(entities)
-        try:
-            return [e for resp in self.stub.Read(req) for e in resp.entities]
-        except grpc.RpcError as e:
-            raise target_error(e) from None
+        return self.connection.read(list(entities))
 
     def packet_out(self, payload: bytes, metadata: dict[int, int]) -> None:
-        req = p4runtime_pb2.StreamMessageRequest()
-        req.packet.payload = payload
+        """Send `payload` with the `packet_out` header fields given by id (canonical byte strings)."""
+        request = p4runtime_pb2.StreamMessageRequest()
+        request.packet.payload = payload
         for mid, value in sorted(metadata.items()):
-            req.packet.metadata.add(metadata_id=mid, value=canonical(value))
-        self._out.put(req)
+            request.packet.metadata.add(metadata_id=mid, value=canonical(value))
+        self.connection.send(request)

@@ -227,7 +227,7 @@ def test_tier_command_moves_a_chunk_to_disk(api):
     assert backend.pool.mover.storage.moves[-1][:2] == (K0, Tier.STORAGE_DISK)
 
 
-# ---- blocks (issue 13 item 6) -----------------------------------------------------------------------------
+# ---- blocks ----------------------------------------------------------------------------------------------
 
 B = BlockKey(7, 0xB10C)
 

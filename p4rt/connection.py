@@ -1,4 +1,5 @@
-"""One P4Runtime client connection to one switch: arbitration, pipeline, writes, reads, stream messages.
+"""The project's one P4Runtime client: a connection to one switch (arbitration, pipeline, writes, reads, stream
+messages), used by the controller and, through `kvtesting.p4rt.P4RuntimeSession`, by the test harness.
 
 Everything lives on the `SwitchConnection` object (several switches per process are fine; nothing is
 module-global). A supervisor thread owns the bidirectional stream: it arbitrates for primary with our election
@@ -58,6 +59,8 @@ class PacketIn:
     payload: bytes
     metadata: Mapping[str, int]
     """The `packet_in` controller header's fields by name."""
+    message: p4runtime_pb2.PacketIn | None = None
+    """The message as received, for a client that decodes it itself (the test harness)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,9 @@ class DigestList:
     name: str
     list_id: int
     members: tuple[Mapping[str, int], ...]
-    """Each digest's struct fields by name."""
+    """Each digest's struct fields by name (none when the connection's P4Info lacks the digest)."""
+    message: p4runtime_pb2.DigestList | None = None
+    """The list as received, for a client that decodes it itself (the test harness)."""
 
 
 class SwitchConnection:
@@ -271,11 +276,14 @@ class SwitchConnection:
         self._ready.set()
 
     def _on_packet(self, packet) -> None:
-        fields = {p.id: p.name for p in self.p4info.packet_metadata("packet_in")}
+        try:
+            fields = {p.id: p.name for p in self.p4info.packet_metadata("packet_in")}
+        except KeyError:  # not in our P4Info (a harness that never pushed one): fields named by id
+            fields = {}
         metadata = {fields.get(m.metadata_id, str(m.metadata_id)): decode(m.value) for m in packet.metadata}
         if self.on_packet_in is not None:
             try:
-                self.on_packet_in(PacketIn(bytes(packet.payload), metadata))
+                self.on_packet_in(PacketIn(bytes(packet.payload), metadata, packet))
             except Exception:  # one bad packet must not cost us the stream (and the primary role)
                 log.exception("switch %s: packet-in handler failed", self.options.address)
 
@@ -288,14 +296,17 @@ class SwitchConnection:
         finds the key resident."""
         try:
             name = self.p4info.name_of(digest.digest_id)
-            fields = [f for f, _ in self.p4info.digest_fields(name)]
+            try:
+                fields = [f for f, _ in self.p4info.digest_fields(name)]
+            except KeyError:  # not in our P4Info (a harness that never pushed one): the raw list only
+                fields = []
             members = []
-            for data in digest.data:
+            for data in digest.data if fields else ():
                 values = [decode(m.bitstring) for m in data.struct.members]
                 members.append(dict(zip(fields, values, strict=False)))
             if self.on_digest is not None:
                 try:
-                    self.on_digest(DigestList(name, digest.list_id, tuple(members)))
+                    self.on_digest(DigestList(name, digest.list_id, tuple(members), digest))
                 except Exception:
                     log.exception("switch %s: digest handler failed", self.options.address)
         finally:
@@ -303,6 +314,10 @@ class SwitchConnection:
             ack.digest_ack.digest_id = digest.digest_id
             ack.digest_ack.list_id = digest.list_id
             self._send(ack)
+
+    def send(self, request: p4runtime_pb2.StreamMessageRequest) -> None:
+        """Put a stream message (a packet-out built by the caller, say) on the stream; UNAVAILABLE without one."""
+        self._send(request)
 
     def _send(self, request: p4runtime_pb2.StreamMessageRequest) -> None:
         requests = self._requests
@@ -328,8 +343,11 @@ class SwitchConnection:
             return exc
         return P4RuntimeError("UNAVAILABLE", f"connection to {self.options.address} lost; reconnecting")
 
-    def set_pipeline(self, device_config: bytes, cookie: int = 0) -> None:
-        """VERIFY_AND_COMMIT our P4Info with the target's device config (softswitch's or BMv2's JSON)."""
+    def set_pipeline(self, device_config: bytes, cookie: int = 0, p4info: P4Info | None = None) -> None:
+        """VERIFY_AND_COMMIT our P4Info with the target's device config (softswitch's or BMv2's JSON); a given
+        `p4info` becomes the connection's own first (it names what the stream carries from then on)."""
+        if p4info is not None:
+            self.p4info = p4info
         request = p4runtime_pb2.SetForwardingPipelineConfigRequest()
         request.device_id = self.options.device_id
         request.election_id.low = self.options.election_id
