@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from controller.api import ApiServer
 from controller.client_ops import ClientService
 from controller.coalescing import CONFIG_TABLE as COALESCE_CONFIG_TABLE
 from controller.coalescing import CoalescingOptions, configure_coalescing
@@ -28,19 +29,22 @@ from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_k
 from controller.pool import PoolManager, PoolOptions
 from controller.state import StateStore
 from controller.steering import BUCKET_TABLE, Steering, SteeringOptions, stat_probe
-from controller.storage import StorageOptions, UdpStorageNode, parse_address
+from controller.storage import StorageClientOptions, UdpStorageNode
 from controller.storagework import StorageWorker
-from p4rt.connection import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from controller.tiers import TierMap, TierMover
+from kvpool.client import parse_address
 from kvpool.keys import ChunkKey
+from p4rt.connection import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from p4rt.entities import Replica
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
-
-if TYPE_CHECKING:
-    from controller.api import ApiServer
+from policies.base import Tier
 
 log = logging.getLogger(__name__)
+
+
+DEFAULT_API_PORT = 9090
+"""Where the JSON API listens when `--api` names no port (0 there: any free port)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class ServeOptions:
     device_id: int = 0
     storage: str | None = None
     """Storage node host:port for TIER_MOVE / STAT."""
-    api: str = "127.0.0.1:9090"
+    api: str = f"127.0.0.1:{DEFAULT_API_PORT}"
     """host:port of the local JSON API the CLI talks to."""
     hosts_file: Path | None = None
     metrics_port: int | None = None
@@ -117,7 +121,7 @@ class Controller:
         self.storage = None
         if options.storage:
             host, port = parse_address(options.storage)
-            self.storage = UdpStorageNode(StorageOptions(host, port))
+            self.storage = UdpStorageNode(StorageClientOptions(host, port))
         self.state = StateStore(options.state)
         self.policy_factory = policy_factory
         self.policy_spec = PolicySpec(options.admission, options.eviction, options.recycling, options.policy_params)
@@ -155,9 +159,7 @@ class Controller:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
-        from controller.api import ApiServer  # the API imports us for its typing only
-
-        host, port = parse_address(self.options.api, 9090)
+        host, port = parse_address(self.options.api, DEFAULT_API_PORT, listening=True)
         self.api_server = ApiServer(self, host, port)
         self.api_server.start()
         if self.options.metrics_port:
@@ -314,8 +316,6 @@ class Controller:
 
     def move_tier(self, key, tier_name: str) -> dict:
         """Promote/demote a chunk between the storage node's DRAM and disk (TIER_MOVE)."""
-        from policies.base import Tier
-
         tiers = {"dram": Tier.STORAGE_DRAM, "disk": Tier.STORAGE_DISK}
         if tier_name not in tiers:
             raise ValueError(f"tier must be one of {', '.join(tiers)}, got {tier_name!r}")

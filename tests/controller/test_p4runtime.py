@@ -15,11 +15,11 @@ from scapy.layers.l2 import Ether
 
 from controller.hosts import Host, load_hosts
 from controller.p4dataplane import P4RuntimeDataPlane
-from p4rt.connection import SwitchConnection, SwitchOptions
 from kvpool import wire
 from kvpool.constants import KVP_HEADER_LEN, Opcode, Status
 from kvpool.keys import ChunkKey
 from p4rt.bytestrings import encode
+from p4rt.connection import SwitchConnection, SwitchOptions
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
 from softswitch.target import Exact, TableEntry

@@ -14,7 +14,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.service import Controller, ServeOptions
-from controller.storage import StorageOptions, UdpStorageNode
+from controller.storage import StorageClientOptions, UdpStorageNode
 from kvpool import wire
 from kvpool.constants import Opcode, Status, Tier, tiers_of
 from kvpool.keys import ChunkKey
@@ -97,7 +97,7 @@ class InProcessStorage(UdpStorageNode):
     """The controller's storage client talking to the testbed's in-process storage node (no socket)."""
 
     def __init__(self, node) -> None:
-        super().__init__(StorageOptions("127.0.0.1"))
+        super().__init__(StorageClientOptions("127.0.0.1"))
         self.node = node
 
     def _exchange(self, header: wire.Header, reply_opcode: int):
