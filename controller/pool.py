@@ -1,17 +1,22 @@
 """The switch pool's driver: turns data-plane signals and operator requests into `SlotPool` decisions and writes.
 
-`PoolManager` keeps what only the controller knows (the chunks it tracks, their tiers, the decision log, the
-durable state) and lets `policies.slotpool.SlotPool`, hence `policies.pool.Pool`, decide residency, victims,
-the newcomer-versus-victim rule and recycling: the same code the evaluator's replays run. It talks to the switch
-only through the narrow `DataPlane` protocol and to the storage node through `TierMover`, so the same logic runs
-against a real switch and against a dict in unit tests. Reconciling after restarts is `controller.reconcile`,
-reading hit counters `controller.hitpoll`.
+`PoolManager` decides on a `controller.ledger.SlotLedger` (the chunks it tracks, their tiers, the decision log,
+the durable state) and lets `policies.slotpool.SlotPool`, hence `policies.pool.Pool`, decide residency,
+victims, the newcomer-versus-victim rule and recycling: the same code the evaluator's replays run. It talks to
+the switch only through the `DataPlane` protocol and to the storage node through `TierMover`, so the same logic
+runs against a real switch and against a dict in unit tests. Reconciling after restarts (`controller.reconcile`)
+and reading hit counters (`controller.hitpoll`) work on the ledger they are given.
 
-Every index entry it installs carries a fresh admission generation (docs/dataplane.md, *Coherence*); the only bytes it writes into a
-slot are what the storage node holds (fetched, with the block's real chunk_count and version), never a client's.
+Every index entry it installs carries a fresh admission generation (docs/dataplane.md, *Coherence*); the only
+bytes it writes into a slot are what the storage node holds (fetched, with the block's real chunk_count and
+version), never a client's.
 
-Threading: every public method takes `self.lock`; callers are the P4Runtime stream thread (digests,
-packet-ins), the API threads and the periodic tick.
+Under incast it does not amplify the load: only a chunk a slot can serve is admitted (a digest or INSERT that
+says its chunks are larger is counted under `ignored` and changes nothing), only a chunk whose slot held its
+value is recycled, and storage-node calls (recycling, fills) go to `storage_work` once the lock is released.
+
+Threading: every public method takes the lock through `locked()`; callers are the P4Runtime stream thread
+(digests, packet-ins), the API threads, the periodic tick and the storage worker.
 """
 
 from __future__ import annotations
@@ -204,14 +209,14 @@ class PoolManager:
         tenants = self.options.tenants
         with self.locked():
             now = self.clock() if now is None else now
-            if self.over_slot(key, chunk_shift, "INSERT", now):
-                if host is not None:
-                    self.tiers.report_node(key, host, Tier.NODE_HBM)
-                return self.tiers.bitmap(key)
             if not tenants.may_insert(key.tenant):
                 raise self.deny(key, f"tenant {key.tenant} may not INSERT", "insert", now)
             if pin and not tenants.may_pin(key.tenant):
                 raise self.deny(key, f"tenant {key.tenant} may not pin", "pin", now)
+            if self.over_slot(key, chunk_shift, "INSERT", now):
+                if host is not None:
+                    self.tiers.report_node(key, host, Tier.NODE_HBM)
+                return self.tiers.bitmap(key)
             known = self.tracked.get(key)
             if parent is None and known is not None and isinstance(known.info.parent, ChunkKey):
                 parent = known.info.parent  # another client's INSERT may not know the chain
