@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvpool.keys import ChunkKey
+from p4rt.errors import P4RuntimeError
 
 CONNECTION_LOST = frozenset({"UNAVAILABLE", "CANCELLED"})
 """gRPC codes that mean the switch went away (not that it refused one entry): the next write fails the same way."""
@@ -18,8 +19,8 @@ CONNECTION_LOST = frozenset({"UNAVAILABLE", "CANCELLED"})
 
 def connection_lost(exc: BaseException) -> bool:
     """True when `exc`, raised by a data-plane call, is a failure of the connection itself rather than of one
-    update (`p4rt.errors.P4RuntimeError` with a code in CONNECTION_LOST and no per-update errors)."""
-    return getattr(exc, "code", None) in CONNECTION_LOST and not getattr(exc, "updates", ())
+    update: a `P4RuntimeError` whose call ended in a CONNECTION_LOST status with no per-update errors."""
+    return isinstance(exc, P4RuntimeError) and exc.status in CONNECTION_LOST and not exc.updates
 
 
 @dataclass(frozen=True, slots=True)
