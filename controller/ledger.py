@@ -83,7 +83,7 @@ class Decision:
 
     at: float
     action: str
-    """admit, refuse, deny, evict, demote, drop, pin, unpin, expire, adopt, reinstall, fill, ignore."""
+    """admit, refuse, deny, evict, demote, drop, pin, unpin, expire, adopt, reinstall, fill."""
     key: ChunkKey
     reason: str
     slot: int | None = None

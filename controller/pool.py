@@ -123,6 +123,7 @@ class PoolManager:
 
     def defer(self, job: StorageJob, what: str) -> None:
         """Run the storage call `job` once the pool lock is released (call holding it, through `locked`)."""
+        assert self._depth > 0, "defer() outside locked(): the job would wait for the next holder"
         self._deferred.append((job, what))
 
     # ---- views of the slot pool --------------------------------------------------------------------------
