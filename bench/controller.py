@@ -397,7 +397,7 @@ def churn(work: Path, ops: int) -> dict:
     from controller.p4dataplane import P4RuntimeDataPlane
     from controller.policy import PolicySpec, build_policies
     from controller.pool import PoolManager
-    from controller.switch import SwitchConnection, SwitchOptions
+    from p4rt.connection import SwitchConnection, SwitchOptions
     from p4rt.p4info import P4Info
 
     p4info_path, config = compile_program(work)

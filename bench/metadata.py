@@ -68,7 +68,7 @@ class PuntResponder:
     """A minimal controller: primary on the switch, answers punted LOOKUP_META from a dict by packet-out."""
 
     def __init__(self, address: str, p4info_path: Path, known: dict[tuple[int, int, int], tuple[int, int]]) -> None:
-        from controller.switch import SwitchConnection, SwitchOptions
+        from p4rt.connection import SwitchConnection, SwitchOptions
         from p4rt.p4info import P4Info
 
         self.known = known

@@ -21,12 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the controller for one switch")
     serve.add_argument("--switch", required=True, help="P4Runtime address of the switch, HOST:PORT")
     serve.add_argument("--device-id", type=int, default=0)
-    serve.add_argument("--api", default=argparse.SUPPRESS, help="local JSON API host:port (default 127.0.0.1:9090)")
+    serve.add_argument("--api", default=argparse.SUPPRESS, help="local JSON API HOST[:PORT] to listen on (default 127.0.0.1:9090; port 0: any free port)")
     serve.add_argument("--election-id", type=int, default=1, help="our election id (highest is primary)")
     serve.add_argument("--p4info", type=existing_file, required=True, help="P4Info (text or binary)")
     serve.add_argument("--device-config", type=existing_file, required=True,
                        help="target device config: softswitch's, or BMv2's JSON from p4c")
-    serve.add_argument("--storage", default=None, help="storage node HOST:PORT (TIER_MOVE, STAT)")
+    serve.add_argument("--storage", default=None, help="storage node HOST[:PORT] (TIER_MOVE, STAT, GET; port 1..65535, default 7420)")
     serve.add_argument("--state", type=Path, required=True, help="SQLite file for the slot map and pins")
     serve.add_argument("--hosts-file", type=existing_file, default=None,
                        help="host plan JSON: [{name, ip, mac, port}] → L3 routes")

@@ -83,7 +83,7 @@ def _routes(backend: Backend, method: str, path: str, query: dict[str, list[str]
             if "key" in query:
                 return blocks.rows(_any_key(query["key"][0]), everything)
             if everything:
-                with pool.lock:
+                with pool.locked():
                     keys = list(pool.tracked)
                 return pool.describe_many(keys)
             return pool.residents()

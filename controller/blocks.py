@@ -42,7 +42,7 @@ class BlockOps:
         self.pool = pool
 
     def _known_chunks(self, block: BlockKey) -> list[ChunkKey]:
-        with self.pool.lock:
+        with self.pool.locked():
             keys = {k for k in self.pool.tracked if k.block == block}
             keys |= {k for k, _ in self.pool.slots.items() if isinstance(k, ChunkKey) and k.block == block}
             keys |= {p.key for p in self.pool.pins.all() if isinstance(p.key, ChunkKey) and p.key.block == block}
@@ -57,7 +57,7 @@ class BlockOps:
             return BlockView(block, 0, False, tuple(known), ())
         count = first.chunk_count
         chunks = tuple(block.chunks(count))
-        with pool.lock:
+        with pool.locked():
             now = pool.clock()
             pool.track(block.chunk(0), now).version = max(pool.track(block.chunk(0), now).version, first.version)
             pool.tracked[block.chunk(0)].chunk_count = count
@@ -65,13 +65,13 @@ class BlockOps:
             for key in chunks[1:]:
                 stored = pool.mover.fetch(key)
                 if stored is not None:
-                    with pool.lock:
+                    with pool.locked():
                         entry = pool.track(key, now)
                         entry.version, entry.chunk_count = max(entry.version, stored.version), stored.chunk_count
         return BlockView(block, count, True, chunks, tuple(k for k in known if k.chunk >= count))
 
     def _chunk_known(self, key: ChunkKey) -> bool:
-        with self.pool.lock:
+        with self.pool.locked():
             if key in self.pool.tracked or key in self.pool.slots:
                 return True
         return self.pool.mover.fetch(key) is not None
@@ -143,7 +143,7 @@ class BlockOps:
         if isinstance(key, ChunkKey):
             stored = self.pool.mover.fetch(key)
             if stored is not None:
-                with self.pool.lock:
+                with self.pool.locked():
                     entry = self.pool.track(key, self.pool.clock())
                     entry.version, entry.chunk_count = max(entry.version, stored.version), stored.chunk_count
             return self.pool.describe(key)

@@ -237,7 +237,12 @@ def render_stats(console: Console, stats: dict) -> None:
         "digest → first hit": "-" if not hot["count"] else
         f"p50 {hot['p50_ms']:.1f} ms, p99 {hot['p99_ms']:.1f} ms (n={hot['count']})",
         "client requests": json.dumps(stats["client_requests"]),
+        "ignored": json.dumps(stats.get("ignored", {})),
+        "storage jobs": json.dumps(stats.get("storage_jobs", {})),
+        "storage ports": "-" if stats.get("storage_ports") is None else str(stats["storage_ports"]),
     }
+    for number, warning in enumerate(stats.get("warnings", []), 1):
+        rows[f"WARNING {number}"] = warning
     render_mapping(console, "kvswitch controller", rows)
 
 

@@ -123,7 +123,8 @@ class ClientService:
         parent = self.chains.parent(request.client, request.key, depth)
         try:
             bitmap = self.pool.offer(request.key, depth=depth, tokens=tokens, parent=parent, value=request.value,
-                                     version=h.version, pin=bool(h.flags & Flag.PIN), host=request.client)
+                                     version=h.version, pin=bool(h.flags & Flag.PIN), host=request.client,
+                                     chunk_shift=h.chunk_shift if h.flags & Flag.VALUE else None)
         except (PinError, Denied) as exc:
             log.info("INSERT %s refused: %s", request.key, exc)
             bitmap, _ = self.pool.lookup(request.key)

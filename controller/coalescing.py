@@ -156,7 +156,7 @@ def coalescing_updates(p4info: P4Info, options: CoalescingOptions, ports: Iterab
 
 
 class Writer(Protocol):
-    """What `configure_coalescing` needs of a switch connection (`controller.switch.SwitchConnection`)."""
+    """What `configure_coalescing` needs of a switch connection (`p4rt.connection.SwitchConnection`)."""
 
     p4info: P4Info
 

@@ -39,7 +39,7 @@ class KvpEvent(IntEnum):
 
 
 class PortRole(IntEnum):
-    """`enum bit<8> port_role_t`: who is behind a switch port, hence what it may do (issue 9's trust boundary)."""
+    """`enum bit<8> port_role_t`: who is behind a switch port, hence what it may do (the trust boundary of docs/protocol.md, *Trust*)."""
 
     HOST = 0
     """Default, untrusted: its replies are never stored, its control opcodes dropped."""

@@ -9,34 +9,30 @@ a slot whose owner changed meanwhile is skipped (its counts may be the old owner
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from controller.ledger import SlotLedger
 from kvpool.keys import ChunkKey
 
-if TYPE_CHECKING:
-    from controller.pool import PoolManager
 
-
-def poll(pool: PoolManager, now: float | None = None, only_pending: bool = False) -> int:
+def poll(ledger: SlotLedger, now: float | None = None, only_pending: bool = False) -> int:
     """Read the counters, feed new hits to the policies, time first hits. Returns slots with new hits."""
-    with pool.lock:
+    with ledger.lock:
         if only_pending:
-            owners = fast_poll_owners(pool, pool.clock() if now is None else now)
+            owners = fast_poll_owners(ledger, ledger.clock() if now is None else now)
             if not owners:
                 return 0
         else:
-            owners = {s: (k, pool.tracked[k].admitted_at) for k, s in pool.slots.items() if k in pool.tracked}
-    counts = pool.dataplane.slot_hits(sorted(owners))
-    totals = None if only_pending else pool.dataplane.hit_counts()
-    with pool.lock:
-        now = pool.clock() if now is None else now
+            owners = {s: (k, ledger.tracked[k].admitted_at) for k, s in ledger.slots.items() if k in ledger.tracked}
+    counts = ledger.dataplane.slot_hits(sorted(owners))
+    totals = None if only_pending else ledger.dataplane.hit_counts()
+    with ledger.lock:
+        now = ledger.clock() if now is None else now
         changed = 0
         for slot, total in counts.items():
-            key = pool.slots.key_at(slot)
+            key = ledger.slots.key_at(slot)
             if key is None or slot not in owners or owners[slot][0] != key:
                 continue
             assert isinstance(key, ChunkKey)
-            entry = pool.track(key, now)
+            entry = ledger.track(key, now)
             if entry.admitted_at != owners[slot][1]:
                 continue  # evicted and re-admitted while we were reading
             if total < entry.hit_baseline + entry.switch_hits:  # the switch's counters restarted from zero
@@ -47,28 +43,29 @@ def poll(pool: PoolManager, now: float | None = None, only_pending: bool = False
             changed += 1
             entry.switch_hits += delta
             entry.accesses += delta
-            pool.slotpool.hit(entry.info, now, min(delta, pool.options.hit_weight_cap))
-            entry.score = pool.slotpool.admission.score(entry.info, now)
+            ledger.slotpool.hit(entry.info, now, min(delta, ledger.options.hit_weight_cap))
+            entry.score = ledger.slotpool.admission.score(entry.info, now)
+            entry.stored = True  # a switch hit: the slot held the value
             if entry.first_hit_at is None:
                 entry.first_hit_at = now
-                pool.pending_first_hit.discard(key)
+                ledger.pending_first_hit.discard(key)
                 if entry.first_digest_at is not None:
-                    pool.metrics.latency("hot_to_first_hit", now - entry.first_digest_at)
+                    ledger.metrics.latency("hot_to_first_hit", now - entry.first_digest_at)
         if totals is not None:
-            pool.metrics.hits = totals
+            ledger.metrics.hits = totals
         return changed
 
 
-def fast_poll_owners(pool: PoolManager, now: float) -> dict[int, tuple[ChunkKey, float | None]]:
+def fast_poll_owners(ledger: SlotLedger, now: float) -> dict[int, tuple[ChunkKey, float | None]]:
     """{slot: (key, admitted_at)} of the fast first-hit poll: chunks admitted within `first_hit_window`, the
     newest `first_hit_max_slots` of them; older ones leave the fast poll for good."""
-    horizon = now - pool.options.first_hit_window
+    horizon = now - ledger.options.first_hit_window
     recent = []
-    for key in list(pool.pending_first_hit):
-        entry, slot = pool.tracked.get(key), pool.slots.slot_of(key)
+    for key in list(ledger.pending_first_hit):
+        entry, slot = ledger.tracked.get(key), ledger.slots.slot_of(key)
         if entry is None or slot is None or entry.admitted_at is None or entry.admitted_at < horizon:
-            pool.pending_first_hit.discard(key)  # the regular poll still records its first hit
+            ledger.pending_first_hit.discard(key)  # the regular poll still records its first hit
             continue
         recent.append((entry.admitted_at, slot, key))
     recent.sort(reverse=True)
-    return {slot: (key, admitted) for admitted, slot, key in recent[: pool.options.first_hit_max_slots]}
+    return {slot: (key, admitted) for admitted, slot, key in recent[: ledger.options.first_hit_max_slots]}

@@ -1,5 +1,5 @@
 """The host plan (hosts.json) the controller installs from: which IP lives behind which port (L3 routes), and
-who is behind each port (`port_role`: only storage nodes and other switches may fill the pool, issue 9).
+who is behind each port (`port_role`: only storage nodes and other switches may fill the pool: docs/protocol.md, *Trust*).
 
     {"hosts": [{"name": "h1", "ip": "10.0.0.1", "mac": "...", "port": 1, "role": "inference"}, ...],
      "ports": [{"port": 1, "role": "host"}, {"port": 5, "role": "storage"}, {"port": 3, "role": "fabric"}]}
@@ -38,6 +38,10 @@ class HostPlan:
     hosts: list[Host]
     ports: dict[int, PortRole]
     """Role of each port the plan names; a port not in it is a HOST port (the table's default)."""
+
+    def storage_ports(self) -> list[int]:
+        """Ports whose replies may fill the pool (role STORAGE); none means the pool never fills."""
+        return sorted(port for port, role in self.ports.items() if role is PortRole.STORAGE)
 
 
 def load_plan(path: str | Path) -> HostPlan:

@@ -54,6 +54,15 @@ class Metrics:
         self.denied: Counter[str] = Counter()
         """Requests the tenant policy refused (ERR_DENIED, or an admission over quota), by reason: insert, pin,
         quota."""
+        self.ignored: Counter[str] = Counter()
+        """Signals the controller counted and did not act on, by reason (e.g. a digest of a chunk larger than a
+        slot: the pool can never serve it, so admitting it would only churn)."""
+        self.storage_jobs: Counter[str] = Counter()
+        """Storage-node calls (recycling, fills) handed to the storage worker, by outcome: queued, done, failed,
+        dropped (the bounded queue was full)."""
+        self.storage_ports: int | None = None
+        """Switch ports with the storage role (None until the port roles are installed); 0 means no port may
+        fill the pool: the topology is misconfigured."""
         self.digests = 0
         self._digest_times: deque[float] = deque(maxlen=100_000)
         self.hot_to_installed: deque[float] = deque(maxlen=10_000)
@@ -69,6 +78,13 @@ class Metrics:
         self.capacity = 0
         self.hits = HitCounts()
         self.switch_connections = 0
+
+    def warnings_locked(self) -> list[str]:
+        """What an operator must fix, as sentences (call holding `_lock`)."""
+        if self.storage_ports == 0:
+            return ["no switch port has the storage role: no storage reply may fill the pool (give the storage "
+                    "host \"role\": \"storage\" in the hosts file)"]
+        return []
 
     def count(self, family: str, label: str, n: int = 1) -> None:
         with self._lock:
@@ -119,6 +135,10 @@ class Metrics:
                 "refusals": dict(self.refusals),
                 "client_requests": dict(self.client_requests),
                 "denied": dict(self.denied),
+                "ignored": dict(self.ignored),
+                "storage_jobs": dict(self.storage_jobs),
+                "storage_ports": self.storage_ports,
+                "warnings": self.warnings_locked(),
                 "digests": self.digests,
                 "gets": {"switch": self.hits.switch, "server": self.hits.server, "fills": self.hits.fills},
                 "switch_connections": self.switch_connections,
@@ -150,6 +170,8 @@ class MetricsCollector:
             ("kvswitch_refusals", "Candidates not admitted", snap["refusals"], "reason"),
             ("kvswitch_client_requests", "INSERT/LOOKUP_META requests answered", snap["client_requests"], "op"),
             ("kvswitch_denied", "Requests the tenant policy refused", snap["denied"], "reason"),
+            ("kvswitch_ignored", "Signals counted and not acted on", snap["ignored"], "reason"),
+            ("kvswitch_storage_jobs", "Storage-node calls by outcome", snap["storage_jobs"], "outcome"),
         ):
             family = CounterMetricFamily(name, help_text, labels=[label])
             for key, value in values.items():

@@ -19,12 +19,12 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.codes import KvpEvent, PortRole, PuntReason, members
-from controller.dataplane import HitCounts, SlotContents
+from controller.dataplane import HitCounts, IndexSwap, SlotContents
 from controller.hosts import Host
-from controller.switch import SwitchConnection
 from kvpool import wire
 from kvpool.constants import KVP_HEADER_LEN, KVP_UDP_PORT, Opcode, Status
 from kvpool.keys import ChunkKey
+from p4rt.connection import SwitchConnection
 from p4rt.entities import Exact, Lpm, TableEntry
 from p4rt.errors import P4RuntimeError
 
@@ -40,7 +40,7 @@ class PipelineNames:
     slot_param: str = "slot"
     min_version_param: str = "min_version"
     generation_param: str = "generation"
-    """Admission generation (issue 9); a program without it gets none (the pre-generation kvswitch.p4)."""
+    """Admission generation (docs/dataplane.md, *Coherence*)."""
     slot_hits_counter: str = "slot_hits"
     events_counter: str = "kvp_events"
     events_enum: str = "kvp_event_t"
@@ -74,18 +74,6 @@ CONTROLLER_IP = "169.254.0.1"
 """Source IP of SLOT_* packet-outs (link-local: never routed)."""
 
 
-@dataclass(frozen=True, slots=True)
-class IndexSwap:
-    """What one batched index change (`P4RuntimeDataPlane.swap`) did, update by update."""
-
-    remove_error: P4RuntimeError | None = None
-    """Why the victim's entry could not be deleted (None: deleted, already gone, or no victim)."""
-    install_error: P4RuntimeError | None = None
-    """Why the newcomer could not be indexed (None: its entry is on the switch)."""
-    counter_reset: bool = False
-    """The slot's hit counter was zeroed in the same write: the newcomer's hits count from 0."""
-
-
 class P4RuntimeDataPlane:
     """The pool index and slots of one switch running kvswitch.p4."""
 
@@ -100,9 +88,6 @@ class P4RuntimeDataPlane:
         self.port_roles = info.enum_members(names.port_role_enum, members(PortRole))
         self._key_fields = tuple(info.match_field(names.index_table, field).name for field in names.index_key)
         """kv_index's key fields by their full P4Info names (how entries read back name them)."""
-        self.has_generations = info.has_action_param(names.index_action, names.generation_param)
-        """The program keeps admission generations (set_slot's `generation`); False on the older program."""
-        self.has_port_roles = info.has_table(names.port_role_table)
         self.slot_read_timeout = slot_read_timeout
         self._req_ids = itertools.count(1)
         self._waiting: dict[int, tuple[threading.Event, list]] = {}
@@ -114,9 +99,7 @@ class P4RuntimeDataPlane:
     def _index_entry(self, key: ChunkKey, slot: int = 0, min_version: int = 0, generation: int = 0) -> TableEntry:
         names = self.names
         tenant, prefix_hash, chunk = self._key_fields
-        params = {names.slot_param: slot, names.min_version_param: min_version}
-        if self.has_generations:
-            params[names.generation_param] = generation
+        params = {names.slot_param: slot, names.min_version_param: min_version, names.generation_param: generation}
         return TableEntry(
             names.index_table,
             {tenant: Exact(key.tenant), prefix_hash: Exact(key.prefix_hash), chunk: Exact(key.chunk)},
@@ -212,9 +195,7 @@ class P4RuntimeDataPlane:
                                 {"hot_threshold": options.hot_threshold, "epoch": epoch & 0xFFFFFFFF or 1})
 
     def install_port_roles(self, roles: Mapping[int, PortRole]) -> int:
-        """One `port_role` entry per port whose role is not the default (HOST); 0 on a program without the table."""
-        if not self.has_port_roles:
-            return 0
+        """One `port_role` entry per port whose role is not the default (HOST)."""
         names = self.names
         written = 0
         for port, role in sorted(roles.items()):

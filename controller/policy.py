@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from policies import registry
 from policies.spec import KINDS, MODEL, PolicySet, PolicySpec
 
 __all__ = ["KINDS", "MODEL", "PolicyFactory", "PolicySpec", "build_policies", "infer_kind"]
@@ -25,11 +26,8 @@ def build_policies(spec: PolicySpec, capacity: int, factory: PolicyFactory | Non
         return PolicySet(factory("admission", spec.admission, params["admission"]),
                          factory("eviction", spec.eviction, params["eviction"]),
                          factory("recycling", spec.recycling, params["recycling"]), params)
-    from policies import registry
-
-    for kind, name, table in (("admission", spec.admission, registry.ADMISSION),
-                              ("eviction", spec.eviction, registry.EVICTION)):
-        if name in table and table[name].uses_return_model:
+    for kind, name in (("admission", spec.admission), ("eviction", spec.eviction)):
+        if registry.needs_requests(kind, name):
             raise ValueError(f"{kind} policy {name!r} ranks whole requests (BlockInfo.request), which the "
                              "controller does not see: it runs in the evaluator only")
     return spec.policies(capacity)
@@ -37,8 +35,6 @@ def build_policies(spec: PolicySpec, capacity: int, factory: PolicyFactory | Non
 
 def infer_kind(name: str) -> str:
     """The kind of a registered policy name, when only one kind has it (`lru` → eviction)."""
-    from policies import registry
-
     kinds = [kind for kind, names in registry.names().items() if name in names]
     if len(kinds) == 1:
         return kinds[0]

@@ -1,35 +1,40 @@
 """The switch pool's driver: turns data-plane signals and operator requests into `SlotPool` decisions and writes.
 
-`PoolManager` keeps what only the controller knows (the chunks it tracks, their tiers, the decision log, the
-durable state) and lets `policies.slotpool.SlotPool`, hence `policies.pool.Pool`, decide residency, victims,
-the newcomer-versus-victim rule and recycling: the same code the evaluator's replays run. It talks to the switch
-only through the narrow `DataPlane` protocol and to the storage node through `TierMover`, so the same logic runs
-against a real switch and against a dict in unit tests. Reconciling after restarts is `controller.reconcile`,
-reading hit counters `controller.hitpoll`.
+`PoolManager` decides on a `controller.ledger.SlotLedger` (the chunks it tracks, their tiers, the decision log,
+the durable state) and lets `policies.slotpool.SlotPool`, hence `policies.pool.Pool`, decide residency,
+victims, the newcomer-versus-victim rule and recycling: the same code the evaluator's replays run. It talks to
+the switch only through the `DataPlane` protocol and to the storage node through `TierMover`, so the same logic
+runs against a real switch and against a dict in unit tests. Reconciling after restarts (`controller.reconcile`)
+and reading hit counters (`controller.hitpoll`) work on the ledger they are given.
 
-Every index entry it installs carries a fresh admission generation (issue 9); the only bytes it writes into a
-slot are what the storage node holds (fetched, with the block's real chunk_count and version), never a client's.
+Every index entry it installs carries a fresh admission generation (docs/dataplane.md, *Coherence*); the only
+bytes it writes into a slot are what the storage node holds (fetched, with the block's real chunk_count and
+version), never a client's.
 
-Threading: every public method takes `self.lock`; callers are the P4Runtime stream thread (digests,
-packet-ins), the API threads and the periodic tick.
+Under incast it does not amplify the load: only a chunk a slot can serve is admitted (a digest or INSERT that
+says its chunks are larger is counted under `ignored` and changes nothing), only a chunk whose slot held its
+value is recycled, and storage-node calls (recycling, fills) go to `storage_work` once the lock is released.
+
+Threading: every public method takes the lock through `locked()`; callers are the P4Runtime stream thread
+(digests, packet-ins), the API threads, the periodic tick and the storage worker.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from controller import hitpoll, reconcile
-from controller.dataplane import DataPlane
+from controller.dataplane import CONNECTION_LOST, DataPlane, connection_lost
+from controller.ledger import Decision, PoolOptions, SlotLedger, Tracked
 from controller.metrics import Metrics
 from controller.state import StateStore
-from controller.tenants import TenantPolicy
+from controller.storagework import InlineStorageWork, StorageJob, StorageWork
 from controller.tiers import STORAGE_TIERS, StoredChunk, TierMap, TierMover
+from kvpool.constants import KVP_SLOT_SHIFT
 from kvpool.keys import SLOT_BYTES, ChunkKey
 from policies.base import BlockInfo, Tier
 from policies.slotpool import Evicted, GenerationCounter, Pin, PinnedError, PinTable, SlotMap, SlotPool
@@ -40,95 +45,8 @@ log = logging.getLogger(__name__)
 Policies = PolicySet
 """The three policies in force (replaced as a whole by `policy set`); the name the controller always used."""
 
-CONNECTION_LOST = frozenset({"UNAVAILABLE", "CANCELLED"})
-"""gRPC codes that mean the switch went away (not that it refused one entry): the next write fails the same way."""
-
 GENERATION_CEILING = "generation_ceiling"
 """StateStore meta key: no admission generation at or above it was handed out (see GenerationCounter)."""
-
-
-def connection_lost(exc: BaseException) -> bool:
-    """True when `exc` is a P4Runtime failure of the connection itself rather than of one update."""
-    return getattr(exc, "code", None) in CONNECTION_LOST and not getattr(exc, "updates", ())
-
-
-@dataclass(frozen=True)
-class PoolOptions:
-    """Knobs of the decision logic (policies have their own parameters)."""
-
-    max_tracked: int = 200_000
-    """Candidates remembered at most; the coldest non-resident ones are forgotten beyond this."""
-    client_pin_ttl: float = 60.0
-    """Seconds of the soft pin granted to an INSERT with F_PIN."""
-    max_chain: int = 64
-    """How many ancestors of a block are admitted with it at most (prefix chain)."""
-    hit_weight_cap: int = 64
-    """At most this many accesses are reported to the policies per slot per counter poll."""
-    first_hit_window: float = 1.0
-    """Seconds after its admission during which a chunk's slot is in the fast first-hit poll; a later first hit
-    is seen by the regular poll instead. Without this bound every admitted chunk never hit stayed in the fast
-    poll (every few ms), whose counter Read then grew with the pool and starved INSERT answers."""
-    first_hit_max_slots: int = 32
-    """At most this many slots, the most recently admitted, per fast first-hit poll (bounds one poll's Read)."""
-    tenants: TenantPolicy = field(default_factory=TenantPolicy)
-    """Who may INSERT and pin, and the slot quota per tenant."""
-
-
-@dataclass
-class Tracked:
-    """Soft state of one chunk the controller knows about (a candidate or a resident)."""
-
-    key: ChunkKey
-    info: BlockInfo
-    first_seen: float
-    last_seen: float
-    accesses: int = 0
-    """Accesses the controller learnt of: digests, INSERTs, switch hits."""
-    switch_hits: int = 0
-    version: int = 0
-    """The newest version the storage node is known to hold (read from it): what the CLI shows."""
-    announced: int = 0
-    """The newest version a client announced (INSERT): unverified, never used as a bound."""
-    chunk_count: int = 0
-    """Chunks of its block as the storage node reported them; 0 = not known."""
-    score: float = 0.0
-    first_digest_at: float | None = None
-    last_digest_at: float | None = None
-    admitted_at: float | None = None
-    first_hit_at: float | None = None
-    hit_baseline: int = 0
-    """Slot counter value when this chunk took the slot (counters are per slot and cumulative)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """One logged decision: what, on which chunk, why."""
-
-    at: float
-    action: str
-    """admit, refuse, deny, evict, demote, drop, pin, unpin, expire, adopt, reinstall, fill."""
-    key: ChunkKey
-    reason: str
-    slot: int | None = None
-    score: float | None = None
-
-
-class SwapOutcome(Protocol):
-    """What a batched index change did (controller.p4dataplane.IndexSwap)."""
-
-    @property
-    def remove_error(self) -> Exception | None: ...
-    @property
-    def install_error(self) -> Exception | None: ...
-    @property
-    def counter_reset(self) -> bool: ...
-
-
-class IndexSwapper(Protocol):
-    """Optional batching capability of a `DataPlane`: evict, reset the slot's counter and admit in one write."""
-
-    def swap(self, victim: ChunkKey | None, key: ChunkKey, slot: int, min_version: int = 0,
-             generation: int = 0) -> SwapOutcome: ...
 
 
 class PinError(Exception):
@@ -160,28 +78,53 @@ class PoolManager:
         metrics: Metrics | None = None,
         options: PoolOptions | None = None,
         clock: Callable[[], float] = time.time,
+        storage_work: StorageWork | None = None,
     ) -> None:
-        self.dataplane = dataplane
-        self.state = state
-        self.tiers = mover.tiers if mover is not None else TierMap()
-        self.mover = mover if mover is not None else TierMover(self.tiers, None)
-        self.metrics = metrics or Metrics()
-        self.options = options or PoolOptions()
-        self.clock = clock
+        tiers = mover.tiers if mover is not None else TierMap()
+        self.mover = mover if mover is not None else TierMover(tiers, None)
+        metrics = metrics or Metrics()
+        self.storage_work: StorageWork = storage_work or InlineStorageWork(metrics)
+        """Runs storage-node calls (recycling, fills) once the pool lock is released."""
         generations = GenerationCounter(
             int(state.meta(GENERATION_CEILING, "1") or 1) if state is not None else 1,
             reserve=(lambda ceiling: state.set_meta(GENERATION_CEILING, str(ceiling))) if state is not None else None,
         )
-        self.slotpool: SlotPool[ChunkKey] = SlotPool(dataplane.capacity, policies.admission, policies.eviction, policies.recycling,
-                                 generations)
+        slotpool: SlotPool[ChunkKey] = SlotPool(dataplane.capacity, policies.admission, policies.eviction,
+                                                 policies.recycling, generations)
+        self.ledger = ledger = SlotLedger(dataplane, slotpool, state=state, tiers=tiers, metrics=metrics,
+                                          options=options or PoolOptions(), clock=clock)
+        # The ledger's parts under the names the rest of the controller (and its tests) use.
+        self.dataplane, self.state, self.tiers, self.metrics = dataplane, state, tiers, metrics
+        self.options, self.clock, self.slotpool = ledger.options, clock, slotpool
+        self.tracked, self.decisions, self.lock = ledger.tracked, ledger.decisions, ledger.lock
+        self.pending_first_hit = ledger.pending_first_hit
         self._params = dict(policies.params)
-        self.tracked: dict[ChunkKey, Tracked] = {}
-        self.decisions: deque[Decision] = deque(maxlen=10_000)
-        self.lock = threading.RLock()
-        self.pending_first_hit: set[ChunkKey] = set()
         self._trace: dict[str, object] | None = None
         """Stage times of the hot-digest admission in progress (under the lock), see on_hot_key."""
+        self._deferred: list[tuple[StorageJob, str]] = []
+        """Storage calls decided under the lock, handed to `storage_work` when the outermost holder leaves."""
+        self._depth = 0
         self.metrics.capacity = self.slotpool.capacity
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the pool lock; storage calls decided meanwhile are submitted after it is released."""
+        with self.lock:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                jobs: list[tuple[StorageJob, str]] = []
+                if self._depth == 0:
+                    jobs, self._deferred = self._deferred, []
+        for job, what in jobs:
+            self.storage_work.submit(job, what)
+
+    def defer(self, job: StorageJob, what: str) -> None:
+        """Run the storage call `job` once the pool lock is released (call holding it, through `locked`)."""
+        assert self._depth > 0, "defer() outside locked(): the job would wait for the next holder"
+        self._deferred.append((job, what))
 
     # ---- views of the slot pool --------------------------------------------------------------------------
 
@@ -210,29 +153,10 @@ class PoolManager:
 
     def log_decision(self, action: str, key: ChunkKey, reason: str, slot: int | None = None,
                      score: float | None = None, now: float | None = None) -> Decision:
-        decision = Decision(self.clock() if now is None else now, action, key, reason, slot, score)
-        self.decisions.append(decision)
-        log.info("%s %s%s: %s", action, key, "" if slot is None else f" slot {slot}", reason)
-        return decision
+        return self.ledger.log_decision(action, key, reason, slot, score, now)
 
     def track(self, key: ChunkKey, now: float, info: BlockInfo | None = None) -> Tracked:
-        entry = self.tracked.get(key)
-        if entry is None:
-            entry = Tracked(key, info or BlockInfo(key, size_bytes=SLOT_BYTES), now, now)
-            self.tracked[key] = entry
-            if len(self.tracked) > self.options.max_tracked:
-                self._forget_coldest()
-        elif info is not None:
-            entry.info = info
-        entry.last_seen = now
-        return entry
-
-    def _forget_coldest(self) -> None:
-        keep = self.slots
-        candidates = [t for t in self.tracked.values() if t.key not in keep and t.key not in self.pending_first_hit]
-        candidates.sort(key=lambda t: (t.score, t.last_seen))
-        for stale in candidates[: max(1, len(candidates) // 10)]:
-            del self.tracked[stale.key]
+        return self.ledger.track(key, now, info)
 
     def access(self, entry: Tracked, now: float, times: int = 1) -> None:
         """Accesses that are not switch hits (digests, INSERTs): the policies record them."""
@@ -241,7 +165,18 @@ class PoolManager:
         entry.score = self.slotpool.admission.score(entry.info, now)
 
     def sync_occupancy(self) -> None:
-        self.metrics.occupancy = len(self.slots)
+        self.ledger.sync_occupancy()
+
+    def over_slot(self, key: ChunkKey, chunk_shift: int | None, signal: str, now: float) -> bool:
+        """True (counted under `ignored`, logged) when `chunk_shift` says `key`'s chunks are larger than a slot:
+        the pool can never serve such a chunk, so tracking or admitting it would only churn (docs/protocol.md,
+        *The value chunk*). None: the signal does not say, the chunk is taken to be slot-sized."""
+        if chunk_shift is None or chunk_shift == KVP_SLOT_SHIFT:
+            return False
+        self.metrics.count("ignored", f"over-slot {signal}")
+        log.debug("ignore %s %s: chunks of %d bytes do not fit a %d-byte slot", signal, key, 1 << chunk_shift,
+                  SLOT_BYTES)
+        return True
 
     def deny(self, key: ChunkKey, reason: str, label: str, now: float) -> Denied:
         self.metrics.count("denied", label)
@@ -261,6 +196,7 @@ class PoolManager:
         version: int = 0,
         pin: bool = False,
         host: str | None = None,
+        chunk_shift: int | None = None,
         now: float | None = None,
     ) -> int:
         """INSERT: register the chunk as a candidate, admit it now if its value warrants; returns the tier bitmap.
@@ -268,15 +204,20 @@ class PoolManager:
         The tenant policy may refuse it (`Denied`). A client's `value` is never written into the pool and its
         `version` never bounds the index entry (both are unverified claims): when the INSERT carries a value
         or announces a version newer than the slot's, the controller reads the chunk from the storage node and
-        SLOT_WRITEs what it holds; otherwise the storage node's next reply fills the slot.
+        SLOT_WRITEs what it holds; otherwise the storage node's next reply fills the slot. A chunk larger than a
+        slot (`chunk_shift`, when the INSERT carries a value) is never admitted: its tiers are reported only.
         """
         tenants = self.options.tenants
-        with self.lock:
+        with self.locked():
             now = self.clock() if now is None else now
             if not tenants.may_insert(key.tenant):
                 raise self.deny(key, f"tenant {key.tenant} may not INSERT", "insert", now)
             if pin and not tenants.may_pin(key.tenant):
                 raise self.deny(key, f"tenant {key.tenant} may not pin", "pin", now)
+            if self.over_slot(key, chunk_shift, "INSERT", now):
+                if host is not None:
+                    self.tiers.report_node(key, host, Tier.NODE_HBM)
+                return self.tiers.bitmap(key)
             known = self.tracked.get(key)
             if parent is None and known is not None and isinstance(known.info.parent, ChunkKey):
                 parent = known.info.parent  # another client's INSERT may not know the chain
@@ -295,15 +236,14 @@ class PoolManager:
             elif not resident and self.slotpool.admission.admit(info, now):
                 self.admit_chain(key, now, "admission policy on INSERT", "insert")
             slot = self.slots.slot_of(key)
-            plan = FillPlan(key, slot) if slot is not None and (value is not None or (resident and newer)) else None
-            bitmap = self.tiers.bitmap(key)
-        if plan is not None:
-            self.fill_from_storage(plan)
-        return bitmap
+            if slot is not None and (value is not None or (resident and newer)):
+                plan = FillPlan(key, slot)
+                self.defer(lambda: self.fill_from_storage(plan), f"fill slot {slot} with {key}")
+            return self.tiers.bitmap(key)
 
     def lookup(self, key: ChunkKey) -> tuple[int, int]:
         """LOOKUP_META: (tier bitmap, newest version known: stored, else announced)."""
-        with self.lock:
+        with self.locked():
             entry = self.tracked.get(key)
             return self.tiers.bitmap(key), max(entry.version, entry.announced) if entry else 0
 
@@ -315,7 +255,7 @@ class PoolManager:
         stored = self.mover.fetch(plan.key)
         if stored is None:
             return False
-        with self.lock:
+        with self.locked():
             now = self.clock()
             if self.slots.slot_of(plan.key) != plan.slot:
                 return False
@@ -325,6 +265,7 @@ class PoolManager:
         entry = self.track(key, now)
         entry.version = max(entry.version, stored.version)
         entry.chunk_count = stored.chunk_count
+        entry.stored = True  # even if the write fails below: the storage node's next reply may fill it
         generation = self.slotpool.regenerate(key)
         try:
             self.dataplane.install(key, slot, min_version=stored.version, generation=generation)
@@ -341,12 +282,15 @@ class PoolManager:
     # ---- data-plane signals ------------------------------------------------------------------------------
 
     def on_hot_key(self, key: ChunkKey, estimate: int = 1, now: float | None = None,
-                   received: float | None = None) -> int | None:
+                   received: float | None = None, chunk_shift: int | None = None) -> int | None:
         """A hot-key digest: the data plane saw `estimate` GET misses of `key` this epoch. Returns its slot if admitted.
 
         `received` (time.monotonic()) is when the digest came off the stream; an admission it causes is traced
-        stage by stage (`Metrics.admission_traces`)."""
-        with self.lock:
+        stage by stage (`Metrics.admission_traces`). A digest whose `chunk_shift` says the chunk is larger than a
+        slot is counted (`ignored`) and changes nothing: no tracking, no index write, no eviction."""
+        if self.over_slot(key, chunk_shift, "digest", self.clock() if now is None else now):
+            return None
+        with self.locked():
             self._trace = {"key": str(key), "received": received, "locked": time.monotonic()}
             try:
                 return self._on_hot_key(key, estimate, now)
@@ -377,7 +321,7 @@ class PoolManager:
 
     def poll_hits(self, now: float | None = None, only_pending: bool = False) -> int:
         """Read per-slot hit counters and feed the hits to the policies (controller.hitpoll)."""
-        return hitpoll.poll(self, now, only_pending)
+        return hitpoll.poll(self.ledger, now, only_pending)
 
     # ---- admission ---------------------------------------------------------------------------------------
 
@@ -446,6 +390,7 @@ class PoolManager:
         if entry.first_digest_at is not None and entry.first_digest_at == entry.last_digest_at:
             self.metrics.latency("hot_to_installed", self.clock() - entry.first_digest_at)
         entry.admitted_at = now
+        entry.stored = False
         entry.hit_baseline = 0 if counter_reset else self.slot_counter(slot)
         entry.switch_hits = 0
         entry.first_hit_at = None
@@ -462,19 +407,10 @@ class PoolManager:
     def _index(self, victim: ChunkKey | None, key: ChunkKey, slot: int, version: int,
                generation: int) -> tuple[Exception | None, bool]:
         """Index `key` at `slot`, deleting `victim`'s entry first: (why the newcomer failed or None, whether the
-        slot's hit counter was zeroed with it). A data plane that can batch (`IndexSwapper`) does all of it in
-        one write, counter reset included, so an admission costs one RPC and no counter read."""
-        swap = getattr(self.dataplane, "swap", None)
-        if swap is None:
-            if victim is not None:
-                self.delete_entry(victim)
-            try:
-                self.dataplane.install(key, slot, min_version=version, generation=generation)
-            except Exception as exc:
-                return exc, False
-            return None, False
+        slot's hit counter was zeroed with it). A data plane that can batch does all of it in one write, counter
+        reset included, so an admission costs one RPC and no counter read."""
         try:
-            outcome: SwapOutcome = swap(victim, key, slot, version, generation)
+            outcome = self.dataplane.swap(victim, key, slot, version, generation)
         except Exception as exc:  # e.g. a key that does not fit the table: nothing was written
             if victim is not None:
                 self.delete_entry(victim)
@@ -491,14 +427,7 @@ class PoolManager:
             log.warning("deleting the index entry of %s failed (%s); freeing its slot anyway", key, exc)
 
     def slot_counter(self, slot: int) -> int:
-        try:
-            return self.dataplane.slot_hits([slot]).get(slot, 0)
-        except Exception as exc:  # a counter we cannot read only blurs hit attribution
-            if connection_lost(exc):  # the switch connection reports the outage itself, once
-                log.debug("reading slot %d's hit counter failed: %s", slot, exc)
-            else:
-                log.exception("reading slot %d's hit counter failed", slot)
-            return 0
+        return self.ledger.slot_counter(slot)
 
     # ---- eviction and recycling --------------------------------------------------------------------------
 
@@ -518,27 +447,45 @@ class PoolManager:
         entry.admitted_at = None
         self.metrics.count("evictions", label)
         decision = self.log_decision("evict", key, reason, slot=evicted.slot, score=evicted.victim.residual, now=now)
-        self._recycle(evicted, now)
+        self._recycle(evicted, entry, now)
+        entry.stored = False
         self.sync_occupancy()
         return decision
 
-    def _recycle(self, evicted: Evicted, now: float) -> None:
+    def _recycle(self, evicted: Evicted, entry: Tracked, now: float) -> None:
+        """The recycling decision on an evicted chunk. Only a chunk whose slot held its value is recycled (an
+        entry that never got one has nothing to hand down); a demotion is a storage call, made by the storage
+        worker after the lock is released, and logged when the node answers."""
         key, outcome, residual = evicted.key, evicted.recycle, evicted.victim.residual
         assert isinstance(key, ChunkKey)
-        if outcome.tier in STORAGE_TIERS and self.mover.move(key, outcome.tier, residual):
-            self.metrics.count("recycled", outcome.tier.name)
-            self.log_decision("demote", key, f"to {outcome.tier.name}: {outcome.reason}", score=residual, now=now)
+        if not entry.stored:
+            self.metrics.count("recycled", "ABSENT")
+            self.log_decision("drop", key, "never stored in its slot: nothing to recycle", score=residual, now=now)
             return
-        self.metrics.count("recycled", "ABSENT")
-        if outcome.tier in STORAGE_TIERS:
-            self.log_decision("drop", key, f"demotion to {outcome.tier.name} failed; {outcome.reason}",
-                              score=residual, now=now)
+        if outcome.tier not in STORAGE_TIERS:
+            self.metrics.count("recycled", "ABSENT")
+            self.log_decision("drop", key, outcome.reason, score=residual, now=now)
             return
-        self.log_decision("drop", key, outcome.reason, score=residual, now=now)
+        tier, reason = outcome.tier, outcome.reason
+
+        def demote() -> None:
+            acknowledged = self.mover.ask(key, tier, residual)  # a network round trip: no lock held
+            with self.locked():
+                moved_at = self.clock()
+                if acknowledged:
+                    self.tiers.add(key, tier)
+                    self.metrics.count("recycled", tier.name)
+                    self.log_decision("demote", key, f"to {tier.name}: {reason}", score=residual, now=moved_at)
+                    return
+                self.metrics.count("recycled", "ABSENT")
+                self.log_decision("drop", key, f"demotion to {tier.name} failed; {reason}", score=residual,
+                                  now=moved_at)
+
+        self.defer(demote, f"TIER_MOVE {key} → {tier.name}")
 
     def evict(self, key: ChunkKey, reason: str = "operator request", now: float | None = None) -> Decision:
         """Explicit eviction (CLI `evict`); a pinned chunk must be unpinned first."""
-        with self.lock:
+        with self.locked():
             now = self.clock() if now is None else now
             if self.pins.get(key, now) is not None:
                 raise PinError(f"{key} is pinned; unpin it first")
@@ -553,7 +500,7 @@ class PoolManager:
 
     def pin(self, key: ChunkKey, ttl: float | None = None, now: float | None = None) -> Pin[ChunkKey]:
         """Pin hard (ttl None) or soft; the chunk is admitted at once (evicting an unpinned victim if needed)."""
-        with self.lock:
+        with self.locked():
             now = self.clock() if now is None else now
             return self._pin_locked(key, ttl, now, "operator request")
 
@@ -571,7 +518,7 @@ class PoolManager:
         return pin
 
     def unpin(self, key: ChunkKey, now: float | None = None) -> bool:
-        with self.lock:
+        with self.locked():
             now = self.clock() if now is None else now
             removed = self.slotpool.unpin(key)
             if removed:
@@ -584,7 +531,7 @@ class PoolManager:
 
     def tick(self, now: float | None = None, poll: bool = True) -> None:
         """Expire soft pins and (when `poll`) read the slot counters; called every second or so."""
-        with self.lock:
+        with self.locked():
             now = self.clock() if now is None else now
             for pin in self.slotpool.expire(now):
                 if self.state is not None:
@@ -597,16 +544,24 @@ class PoolManager:
 
     def restore(self, now: float | None = None) -> dict[str, int]:
         """After a controller (re)start: saved state and the switch's index reconciled (controller.reconcile)."""
-        return reconcile.restore(self, now)
+        with self.locked():
+            counts = reconcile.restore(self.ledger, now)
+            now = self.clock() if now is None else now
+            for key in list(self.pins.protected(now)):
+                if key not in self.slots and not counts["deferred"]:
+                    assert isinstance(key, ChunkKey)
+                    self.admit_one(key, now, "pinned (restored)", force=True, label="pin", operator=True)
+            self.sync_occupancy()
+            return counts
 
     def resync(self, now: float | None = None) -> dict[str, int]:
         """After a reconnect: the switch's index made equal to our slot map (controller.reconcile)."""
-        return reconcile.resync(self, now)
+        return reconcile.resync(self.ledger, now)
 
     # ---- views -------------------------------------------------------------------------------------------
 
     def describe(self, key: ChunkKey, now: float | None = None) -> dict:
-        with self.lock:
+        with self.locked():
             now = self.clock() if now is None else now
             entry = self.tracked.get(key)
             if entry is None and key not in self.slots:
@@ -639,7 +594,7 @@ class PoolManager:
     def residents(self, now: float | None = None, batch: int = 256) -> list[dict]:
         """Rows of every resident chunk, by slot; the lock is taken per batch so a 10k-row `ls` never holds
         up digests and punts for long (a chunk evicted meanwhile is left out)."""
-        with self.lock:
+        with self.locked():
             now = self.clock() if now is None else now
             keys = [key for key, _ in sorted(self.slots.items(), key=lambda kv: kv[1])]
         return self.describe_many(keys, now, batch)  # type: ignore[arg-type]
@@ -648,18 +603,18 @@ class PoolManager:
         now = self.clock() if now is None else now
         rows = []
         for start in range(0, len(keys), batch):
-            with self.lock:
+            with self.locked():
                 for key in keys[start:start + batch]:
                     if key in self.slots or key in self.tracked:
                         rows.append(self.describe(key, now))
         return rows
 
     def recent_decisions(self, limit: int = 50) -> list[dict]:
-        with self.lock:
+        with self.locked():
             items = list(self.decisions)[-limit:]
         return [{"at": d.at, "action": d.action, "key": str(d.key), "reason": d.reason, "slot": d.slot,
                  "score": d.score} for d in items]
 
 
 __all__ = ["CONNECTION_LOST", "Decision", "Denied", "FillPlan", "PinError", "PinnedError", "Policies", "PoolManager",
-           "PoolOptions", "Tracked", "connection_lost"]
+           "PoolOptions", "StoredChunk", "Tracked", "connection_lost"]

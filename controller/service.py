@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from controller.api import ApiServer
 from controller.client_ops import ClientService
 from controller.coalescing import CONFIG_TABLE as COALESCE_CONFIG_TABLE
 from controller.coalescing import CoalescingOptions, configure_coalescing
@@ -28,18 +29,22 @@ from controller.policy import PolicyFactory, PolicySpec, build_policies, infer_k
 from controller.pool import PoolManager, PoolOptions
 from controller.state import StateStore
 from controller.steering import BUCKET_TABLE, Steering, SteeringOptions, stat_probe
-from controller.storage import StorageOptions, UdpStorageNode, parse_address
-from controller.switch import DigestList, PacketIn, SwitchConnection, SwitchOptions
+from controller.storage import StorageClientOptions, UdpStorageNode
+from controller.storagework import StorageWorker
 from controller.tiers import TierMap, TierMover
+from kvpool.client import parse_address
 from kvpool.keys import ChunkKey
+from p4rt.connection import DigestList, PacketIn, SwitchConnection, SwitchOptions
 from p4rt.entities import Replica
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
-
-if TYPE_CHECKING:
-    from controller.api import ApiServer
+from policies.base import Tier
 
 log = logging.getLogger(__name__)
+
+
+DEFAULT_API_PORT = 9090
+"""Where the JSON API listens when `--api` names no port (0 there: any free port)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ class ServeOptions:
     device_id: int = 0
     storage: str | None = None
     """Storage node host:port for TIER_MOVE / STAT."""
-    api: str = "127.0.0.1:9090"
+    api: str = f"127.0.0.1:{DEFAULT_API_PORT}"
     """host:port of the local JSON API the CLI talks to."""
     hosts_file: Path | None = None
     metrics_port: int | None = None
@@ -76,6 +81,9 @@ class ServeOptions:
     """Period of the fast poll of newly admitted slots' counters (times the first switch hit)."""
     detector: DetectorOptions = field(default_factory=DetectorOptions)
     pool: PoolOptions = field(default_factory=PoolOptions)
+    storage_queue: int = 1024
+    """Storage-node calls (recycling, fills) queued at most for the storage worker; beyond, they are dropped
+    and counted (a demotion not made leaves the chunk where the storage node keeps it)."""
     coalesce_timeout_us: int = 200_000
     """Lifetime of a coalesced GET in the data plane (0 = coalescing off); below the clients' retry timeout."""
     steering: SteeringOptions | None = None
@@ -99,6 +107,12 @@ class Controller:
         self.cookie = pipeline_cookie(self.p4info.message.SerializeToString(), self.device_config)
         self.plan = load_plan(options.hosts_file) if options.hosts_file else HostPlan([], {})
         self.hosts = self.plan.hosts
+        self.metrics.storage_ports = len(self.plan.storage_ports())
+        if not self.metrics.storage_ports:
+            log.warning("no switch port has the storage role (%s): storage replies arrive on host ports, which "
+                        "may not fill the pool, so it stays empty and readers parked on a coalescing entry wait "
+                        "for their retries; give the storage host \"role\": \"storage\" (or a `ports` list) in the "
+                        "hosts file", options.hosts_file or "no --hosts-file")
         self.switch = SwitchConnection(
             SwitchOptions(options.switch, options.device_id, options.election_id),
             self.p4info, on_packet_in=self._on_packet_in, on_digest=self._on_digest, on_connect=self._on_connect,
@@ -107,13 +121,16 @@ class Controller:
         self.storage = None
         if options.storage:
             host, port = parse_address(options.storage)
-            self.storage = UdpStorageNode(StorageOptions(host, port))
+            self.storage = UdpStorageNode(StorageClientOptions(host, port))
         self.state = StateStore(options.state)
         self.policy_factory = policy_factory
         self.policy_spec = PolicySpec(options.admission, options.eviction, options.recycling, options.policy_params)
         policies = build_policies(self.policy_spec, self.dataplane.capacity, policy_factory)
+        self.storage_worker = StorageWorker(self.metrics, options.storage_queue)
+        """Storage-node calls (recycling, fills) off the pool lock and off the P4Runtime stream thread."""
         self.pool = PoolManager(self.dataplane, policies, state=self.state,
-                                mover=TierMover(TierMap(), self.storage), metrics=self.metrics, options=options.pool)
+                                mover=TierMover(TierMap(), self.storage), metrics=self.metrics, options=options.pool,
+                                storage_work=self.storage_worker)
         self.clients = ClientService(self.pool)
         self.steering = None
         if options.steering is not None:
@@ -133,6 +150,7 @@ class Controller:
 
     def start(self, timeout: float = 30.0) -> None:
         """Connect (pipeline, routes, reconcile), then start the periodic work, the API and metrics."""
+        self.storage_worker.start()
         self.switch.open(timeout)
         loops = [(self._tick_loop, "ctl-tick"), (self._first_hit_loop, "ctl-first-hit")]
         if self.steering is not None:
@@ -141,9 +159,7 @@ class Controller:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
-        from controller.api import ApiServer  # the API imports us for its typing only
-
-        host, port = parse_address(self.options.api, 9090)
+        host, port = parse_address(self.options.api, DEFAULT_API_PORT, listening=True)
         self.api_server = ApiServer(self, host, port)
         self.api_server.start()
         if self.options.metrics_port:
@@ -162,6 +178,7 @@ class Controller:
             self.metrics_server.shutdown()
             self.metrics_server.server_close()
         self.switch.close()
+        self.storage_worker.close()
         if self.storage is not None:
             self.storage.close()
         self.state.close()
@@ -261,7 +278,8 @@ class Controller:
             except (KeyError, ValueError) as exc:
                 log.warning("malformed digest %s: %s", member, exc)
                 continue
-            self.pool.on_hot_key(key, member.get("estimate", 1), received=received)
+            self.pool.on_hot_key(key, member.get("estimate", 1), received=received,
+                                 chunk_shift=member.get("chunk_shift"))  # when the digest carries it
 
     # ---- periodic work -----------------------------------------------------------------------------------
 
@@ -298,13 +316,13 @@ class Controller:
 
     def move_tier(self, key, tier_name: str) -> dict:
         """Promote/demote a chunk between the storage node's DRAM and disk (TIER_MOVE)."""
-        from policies.base import Tier
-
         tiers = {"dram": Tier.STORAGE_DRAM, "disk": Tier.STORAGE_DISK}
         if tier_name not in tiers:
             raise ValueError(f"tier must be one of {', '.join(tiers)}, got {tier_name!r}")
-        with self.pool.lock:
-            moved = self.pool.mover.move(key, tiers[tier_name])
+        moved = self.pool.mover.ask(key, tiers[tier_name])  # a network round trip: not under the pool lock
+        if moved:
+            with self.pool.locked():
+                self.pool.tiers.add(key, tiers[tier_name])
         if not moved:
             raise ValueError(f"the storage node did not move {key} to {tier_name} (unknown chunk, no disk tier, "
                              f"full, or no --storage)")
@@ -342,6 +360,8 @@ class Controller:
             "policies": self.policy_view(),
             "last_reconcile": self.last_reconcile,
             "steering": None if self.steering is None else self.steering.status(),
+            "storage_ports": self.plan.storage_ports(),
+            "warnings": self.metrics.snapshot()["warnings"],
         }
 
     def read_slot(self, slot: int) -> dict:
@@ -361,7 +381,7 @@ class Controller:
         if not kind:
             kind = infer_kind(name)
         spec = self.policy_spec.with_policy(kind, name, params)
-        with self.pool.lock:
+        with self.pool.locked():
             self.pool.set_policies(build_policies(spec, self.pool.slots.capacity, self.policy_factory))
             self.policy_spec = spec
         return self.policy_view()

@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS slots (
     chunk_key TEXT NOT NULL UNIQUE,    -- tenant:prefixhash_hex:chunk
     admitted_at REAL NOT NULL,         -- wall-clock seconds
     version INTEGER NOT NULL DEFAULT 0, -- version the storage node holds (read from it), 0 = not known
-    generation INTEGER NOT NULL DEFAULT 0 -- admission generation of the index entry (issue 9), 0 = none
+    generation INTEGER NOT NULL DEFAULT 0 -- admission generation of the index entry (docs/dataplane.md, Coherence), 0 = none
 );
 CREATE TABLE IF NOT EXISTS pins (
     chunk_key TEXT PRIMARY KEY,

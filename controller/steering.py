@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from controller.hosts import Host
+from kvpool.client import ClientOptions, KVPClient, KVPError, parse_address
+from kvpool.constants import KVP_UDP_PORT
 from p4rt.entities import Exact, Lpm, TableEntry
 from p4rt.errors import P4RuntimeError
 
@@ -67,7 +69,7 @@ class PoolNode:
     """1..255: what LOOKUP_META_REPLY reports (0 means "not said")."""
     address: str
     """Its own IPv4 address in the data plane (where the switch steers to)."""
-    probe_port: int = 7420
+    probe_port: int = KVP_UDP_PORT
     """UDP port the controller STATs it on (at `address`, over the management network in the testbed)."""
 
     def __post_init__(self) -> None:
@@ -106,8 +108,8 @@ class SteeringOptions:
     @classmethod
     def parse_node(cls, text: str, node_id: int) -> PoolNode:
         """`ADDR` or `ADDR:PORT` (the `--pool-node` flag), numbered by its position."""
-        host, _, port = text.partition(":")
-        return PoolNode(node_id, host, int(port) if port else 7420)
+        host, port = parse_address(text)
+        return PoolNode(node_id, host, port)
 
 
 def placement(options: SteeringOptions, live: frozenset[int]) -> dict[int, int | None]:
@@ -147,7 +149,7 @@ class Health:
 
 
 class TableWriter(Protocol):
-    """What steering needs of a switch connection (`controller.switch.SwitchConnection` has it)."""
+    """What steering needs of a switch connection (`p4rt.connection.SwitchConnection` has it)."""
 
     def insert(self, entry: TableEntry) -> None: ...
     def modify(self, entry: TableEntry) -> None: ...
@@ -160,8 +162,6 @@ Probe = Callable[[PoolNode], bool]
 
 def stat_probe(timeout: float) -> Probe:
     """A probe that STATs the node at its own address (the management network's route in the testbed)."""
-    from kvpool.client import ClientOptions, KVPClient, KVPError
-
     def probe(node: PoolNode) -> bool:
         with KVPClient(ClientOptions(server=(node.address, node.probe_port), timeout=timeout, retries=0)) as c:
             try:

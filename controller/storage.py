@@ -1,4 +1,7 @@
-"""A UDP client for the storage node's control requests (TIER_MOVE, STAT), matched to replies by req_id."""
+"""A UDP client for the storage node's control requests (TIER_MOVE, STAT, GET), matched to replies by req_id.
+
+Every call waits up to its timeout: the pool makes them from its storage worker (`controller.storagework`), never
+under the pool lock or on the P4Runtime stream thread."""
 
 from __future__ import annotations
 
@@ -10,37 +13,27 @@ from dataclasses import dataclass
 
 from controller.tiers import StoredChunk
 from kvpool import wire
-from kvpool.constants import KVP_HEADER_LEN, KVP_SLOT_SHIFT, Flag, Opcode, Status
+from kvpool.constants import KVP_HEADER_LEN, KVP_SLOT_SHIFT, KVP_UDP_PORT, Flag, Opcode, Status
 from kvpool.keys import ChunkKey
 from policies.base import Tier
 
 
 @dataclass(frozen=True)
-class StorageOptions:
+class StorageClientOptions:
+    """How the controller reaches one storage node (how a node itself runs is `kvpool.server.StorageOptions`)."""
+
     host: str
     """IPv4 address of the storage node."""
-    port: int = 7420
+    port: int = KVP_UDP_PORT
     """Its KVP port."""
     timeout: float = 0.5
     """Seconds to wait for a reply before giving up (the caller logs and carries on)."""
 
 
-def parse_address(text: str, default_port: int = 7420) -> tuple[str, int]:
-    """`host[:port]` → (host, port), with a clear error for a bad port."""
-    host, _, port = text.rpartition(":") if ":" in text else (text, "", str(default_port))
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"bad address {text!r}: expected HOST:PORT") from None
-    if not host or not 0 <= number < 65536:
-        raise ValueError(f"bad address {text!r}: expected HOST:PORT with 0 ≤ PORT < 65536 (0: any free port)")
-    return host, number
-
-
 class UdpStorageNode:
     """Talks KVP to one storage node; thread-safe (one request in flight at a time)."""
 
-    def __init__(self, options: StorageOptions) -> None:
+    def __init__(self, options: StorageClientOptions) -> None:
         self.options = options
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""Per-tenant policy of the client-facing paths (issue 9): who may INSERT, who may pin, how many slots each holds.
+"""Per-tenant policy of the client-facing paths (docs/protocol.md, *Trust*): who may INSERT, who may pin, how many slots each holds.
 
 Clients name their tenant in every request; the operator decides which tenants may announce blocks (INSERT),
 which may ask for a pin (F_PIN), and a quota of switch slots per tenant. A refused request is answered with

@@ -109,8 +109,8 @@ class TierMover:
         self.tiers = tiers
         self.storage = storage
 
-    def move(self, key: ChunkKey, tier: Tier, residual: float = 0.0) -> bool:
-        """Ask the storage node to hold `key` in `tier`; the map changes only when the node acknowledges."""
+    def ask(self, key: ChunkKey, tier: Tier, residual: float = 0.0) -> bool:
+        """TIER_MOVE only (a network round trip; the TierMap is left to the caller): True when acknowledged."""
         if tier not in STORAGE_TIERS:
             raise ValueError(f"TIER_MOVE targets storage DRAM or disk, not {tier.name}")
         if self.storage is None:
@@ -118,6 +118,12 @@ class TierMover:
             return False
         if not self.storage.tier_move(key, tier, residual):
             log.warning("storage node refused or did not answer TIER_MOVE %s → %s", key, tier.name)
+            return False
+        return True
+
+    def move(self, key: ChunkKey, tier: Tier, residual: float = 0.0) -> bool:
+        """Ask the storage node to hold `key` in `tier`; the map changes only when the node acknowledges."""
+        if not self.ask(key, tier, residual):
             return False
         self.tiers.add(key, tier)
         return True
@@ -131,10 +137,7 @@ class TierMover:
 
     def fetch(self, key: ChunkKey) -> StoredChunk | None:
         """What the storage node holds for `key` (None without a storage node, or when it has nothing)."""
-        fetch = getattr(self.storage, "fetch", None)
-        if fetch is None:
-            return None
-        return fetch(key)
+        return None if self.storage is None else self.storage.fetch(key)
 
     def promote(self, key: ChunkKey) -> bool:
         """Bring a chunk back from storage disk to DRAM (before admitting it to the switch, for instance)."""

@@ -126,13 +126,16 @@ class Meta:
     version: int
 
 
-def parse_address(text: str, default_port: int = KVP_UDP_PORT) -> tuple[str, int]:
-    """"HOST" or "HOST:PORT" -> (host, port); raises ValueError with the reason."""
+def parse_address(text: str, default_port: int = KVP_UDP_PORT, *, listening: bool = False) -> tuple[str, int]:
+    """"HOST" or "HOST:PORT" -> (host, port); raises ValueError with the reason. The project's one address
+    parser. Port 0 means "any free port": only an address to listen on (`listening`) may have it; a destination
+    always names a port 1..65535."""
     host, sep, port = text.rpartition(":")
     if not sep:
         return text, default_port
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"bad port in {text!r}")
+    lowest = 0 if listening else 1
+    if not host or not port.isdigit() or not lowest <= int(port) < 65536:
+        raise ValueError(f"bad address {text!r}: expected HOST[:PORT] with {lowest} ≤ PORT ≤ 65535 (bad port)")
     return host, int(port)
 
 

@@ -1,11 +1,11 @@
-"""A small P4Runtime client for driving a switch process from the tests: names from P4Info, one stream.
+"""The test harness's P4Runtime session for driving a switch process: names from P4Info, one stream.
 
 Only what BMv2's P4Runtime server offers: pipeline config, Write/Read of table entries, indirect and direct
 counters, PRE entries and digest configs; the StreamChannel for arbitration, packet-out, packet-in and digest
-lists. No globals: one `P4RuntimeSession` per switch, closed explicitly. Write errors become `TargetError`
-with the canonical code of the first failed update (BMv2 and the softswitch both report per-update codes in
-the `grpc-status-details-bin` trailer of an UNKNOWN status), so tests see the codes the in-process target
-raises.
+lists. No globals: one `P4RuntimeSession` per switch, closed explicitly. Built on `p4rt/` as the controller is:
+the connection is `p4rt.connection.SwitchConnection`, P4Info look-ups are `p4rt.p4info.P4Info`'s, byte
+strings `p4rt.bytestrings`', and a refused RPC raises `p4rt.errors.P4RuntimeError` (a `TargetError` whose
+`code` is the first failed update's canonical code, as the in-process target raises it).
 """
 
 from __future__ import annotations
@@ -13,38 +13,29 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import grpc
 from google.protobuf import text_format
-from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from p4.v1 import p4runtime_pb2
 
-from softswitch.target import TargetError
+from p4rt.bytestrings import encode as canonical
+from p4rt.connection import DigestList, PacketIn, SwitchConnection, SwitchOptions
+from p4rt.errors import P4RuntimeError, TargetError
+from p4rt.p4info import P4Info
 
 Update = p4runtime_pb2.Update
 
-
-def canonical(value: int) -> bytes:
-    """P4Runtime's canonical bytestring: shortest big-endian form, at least one byte."""
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+__all__ = ["Field", "MatchField", "P4InfoNames", "P4RuntimeError", "P4RuntimeSession", "TableInfo", "Update",
+           "canonical", "header_len", "pack_header", "target_error", "unpack_header"]
 
 
-def target_error(e: grpc.RpcError) -> TargetError:
-    """The `TargetError` an RPC failure stands for: the first failed update's code, else the call's code."""
-    if e.code() == grpc.StatusCode.UNKNOWN:
-        for key, value in e.trailing_metadata() or ():
-            if key != "grpc-status-details-bin":
-                continue
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                err = p4runtime_pb2.Error()
-                if detail.Unpack(err) and err.canonical_code != code_pb2.OK:
-                    return TargetError(code_pb2.Code.Name(err.canonical_code), err.message)
-    return TargetError(e.code().name, e.details() or "")
+def target_error(e: grpc.RpcError) -> P4RuntimeError:
+    """The error an RPC failure stands for (`P4RuntimeError.from_grpc`): `code` is the first failed update's
+    canonical code, else the call's."""
+    return P4RuntimeError.from_grpc(e)
 
 
 # ---- names from P4Info -----------------------------------------------------------------------------------
@@ -77,15 +68,18 @@ class TableInfo:
 
 
 class P4InfoNames:
-    """Look-ups between the fully qualified names the `Target` interface uses and P4Info ids."""
+    """The `p4rt.p4info.P4Info` look-ups in the shape `kvtesting.remote.RemoteTarget` uses them: by the fully
+    qualified names of the `Target` interface (aliases too) and by id; an unknown name is a NOT_FOUND
+    `TargetError`, as the in-process target answers."""
 
     def __init__(self, info: p4info_pb2.P4Info) -> None:
         self.info = info
+        self.p4info = p4info = P4Info(info)
+        direct_counters = {d.preamble.id for d in info.direct_counters}
         self.tables = {t.preamble.name: TableInfo(
             t.preamble.id, t.preamble.name,
             tuple(MatchField(m.id, m.name, m.bitwidth, m.match_type) for m in t.match_fields),
-            t.is_const_table, any(r for r in t.direct_resource_ids
-                                  if any(d.preamble.id == r for d in info.direct_counters)))
+            t.is_const_table, any(r in direct_counters for r in t.direct_resource_ids))
             for t in info.tables}
         self.table_by_id = {t.id: t for t in self.tables.values()}
         self.actions = {a.preamble.name: a for a in info.actions}
@@ -94,9 +88,10 @@ class P4InfoNames:
         self.counter_by_id = {c.preamble.id: c for c in info.counters}
         self.digests = {d.preamble.name: d for d in info.digests}
         self.digest_by_id = {d.preamble.id: d for d in info.digests}
-        self.controller_headers = {h.preamble.name: tuple(Field(m.id, m.name, m.bitwidth)
-                                                          for m in sorted(h.metadata, key=lambda m: m.id))
-                                   for h in info.controller_packet_metadata}
+        self.controller_headers = {
+            h.preamble.name: tuple(Field(m.id, m.name, m.bitwidth)
+                                   for m in sorted(p4info.packet_metadata(h.preamble.name), key=lambda m: m.id))
+            for h in info.controller_packet_metadata}
 
     @classmethod
     def from_text(cls, text: str) -> P4InfoNames:
@@ -104,26 +99,25 @@ class P4InfoNames:
         text_format.Parse(text, info, allow_unknown_field=True)
         return cls(info)
 
-    def table(self, name: str) -> TableInfo:
+    def _lookup(self, resolve, name: str, kind: str):
         try:
-            return self.tables[name]
+            return resolve(name)
         except KeyError:
-            raise TargetError("NOT_FOUND", f"no table {name!r} in P4Info") from None
+            raise TargetError("NOT_FOUND", f"no {kind} {name!r} in P4Info") from None
+
+    def table(self, name: str) -> TableInfo:
+        return self.tables[self._lookup(self.p4info.table_name, name, "table")]
 
     def action(self, name: str) -> p4info_pb2.Action:
-        if name not in self.actions:
-            raise TargetError("NOT_FOUND", f"no action {name!r} in P4Info")
-        return self.actions[name]
+        return self.action_by_id[self._lookup(self.p4info.action_id, name, "action")]
 
     def counter(self, name: str) -> p4info_pb2.Counter:
-        if name not in self.counters:
-            raise TargetError("NOT_FOUND", f"no counter {name!r} in P4Info")
-        return self.counters[name]
+        return self.counter_by_id[self._lookup(self.p4info.counter_id, name, "counter")]
 
     def digest_fields(self, digest: p4info_pb2.Digest) -> tuple[Field, ...]:
         """(name, width) of the digest's struct members, in declaration order (from type_info)."""
-        struct = self.info.type_info.structs[digest.type_spec.struct.name]
-        return tuple(Field(i + 1, m.name, m.type_spec.bitstring.bit.bitwidth) for i, m in enumerate(struct.members))
+        return tuple(Field(i + 1, name, width)
+                     for i, (name, width) in enumerate(self.p4info.digest_fields(digest.preamble.name)))
 
 
 def pack_header(fields: Sequence[Field], values: dict[int, int]) -> bytes:
@@ -155,40 +149,28 @@ def header_len(fields: Sequence[Field]) -> int:
 # ---- the session -----------------------------------------------------------------------------------------
 
 class P4RuntimeSession:
-    """One primary connection to one device: unary RPCs plus a StreamChannel read by a background thread.
-
-    Packet-ins land in `packet_ins` (a queue of `PacketIn`), digest lists are acknowledged at once and land in
-    `digest_lists`; each arrival also writes a byte to `wake_fd`, so a caller can poll it with packet sockets.
+    """One primary connection to one device, the project's `p4rt.connection.SwitchConnection`, shaped for the
+    harness: packet-ins land in `packet_ins` (a queue of `p4.v1.PacketIn`), digest lists are acknowledged as
+    they arrive and land in `digest_lists`; each arrival also writes a byte to `wake_fd`, so a caller can poll
+    it with packet sockets. RPC failures raise `P4RuntimeError`.
     """
 
-    def __init__(self, address: str, device_id: int, election_id: int = 1, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, device_id: int, election_id: int = 1, timeout: float = 30.0,
+                 rpc_timeout: float = 300.0) -> None:
         self.device_id = device_id
-        self.election_id = p4runtime_pb2.Uint128(high=0, low=election_id)
-        self.channel = grpc.insecure_channel(address)
-        grpc.channel_ready_future(self.channel).result(timeout=timeout)
-        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self.packet_ins: queue.SimpleQueue[p4runtime_pb2.PacketIn] = queue.SimpleQueue()
         self.digest_lists: queue.SimpleQueue[p4runtime_pb2.DigestList] = queue.SimpleQueue()
-        self.stream_errors: list[p4runtime_pb2.StreamError] = []
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
-        self._out: queue.SimpleQueue[p4runtime_pb2.StreamMessageRequest | None] = queue.SimpleQueue()
-        self._arbitrated = threading.Event()
-        self._arbitration: p4runtime_pb2.MasterArbitrationUpdate | None = None
-        self._stream = self.stub.StreamChannel(iter(self._out.get, None))
-        self._reader = threading.Thread(target=self._read_stream, name="p4rt-stream", daemon=True)
-        self._reader.start()
-        req = p4runtime_pb2.StreamMessageRequest()
-        req.arbitration.device_id = device_id
-        req.arbitration.election_id.CopyFrom(self.election_id)
-        self._out.put(req)
-        if not self._arbitrated.wait(timeout):
-            self.close()
-            raise TargetError("UNAVAILABLE", f"no arbitration answer from {address} within {timeout} s")
-        assert self._arbitration is not None
-        if self._arbitration.status.code != code_pb2.OK:
-            self.close()
-            raise TargetError("PERMISSION_DENIED", f"not primary on {address}: {self._arbitration.status.message}")
+        # No P4Info until set_pipeline: the stream's messages are handed on as received.
+        self.connection = SwitchConnection(
+            SwitchOptions(address, device_id, election_id, rpc_timeout=rpc_timeout),
+            P4Info(p4info_pb2.P4Info()), on_packet_in=self._on_packet_in, on_digest=self._on_digest)
+        try:
+            self.connection.open(timeout)
+        except P4RuntimeError:
+            self._close_pipe()
+            raise
 
     @property
     def wake_fd(self) -> int:
@@ -201,72 +183,43 @@ class P4RuntimeSession:
         except BlockingIOError:
             pass
 
-    def _read_stream(self) -> None:
-        try:
-            for msg in self._stream:
-                kind = msg.WhichOneof("update")
-                if kind == "arbitration":
-                    self._arbitration = msg.arbitration
-                    self._arbitrated.set()
-                elif kind == "packet":
-                    self.packet_ins.put(msg.packet)
-                    os.write(self._wake_w, b"p")
-                elif kind == "digest":
-                    ack = p4runtime_pb2.StreamMessageRequest()
-                    ack.digest_ack.digest_id = msg.digest.digest_id
-                    ack.digest_ack.list_id = msg.digest.list_id
-                    self._out.put(ack)
-                    self.digest_lists.put(msg.digest)
-                    os.write(self._wake_w, b"d")
-                elif kind == "error":
-                    self.stream_errors.append(msg.error)
-        except grpc.RpcError:
-            pass  # the switch went away or we closed the stream
-        except OSError:
-            pass  # wake pipe closed during shutdown
+    def _wake(self, why: bytes) -> None:
+        with contextlib.suppress(OSError):  # wake pipe closed during shutdown
+            os.write(self._wake_w, why)
+
+    def _on_packet_in(self, packet: PacketIn) -> None:
+        assert packet.message is not None
+        self.packet_ins.put(packet.message)
+        self._wake(b"p")
+
+    def _on_digest(self, digests: DigestList) -> None:
+        assert digests.message is not None
+        self.digest_lists.put(digests.message)  # the connection acknowledges the list when this returns
+        self._wake(b"d")
 
     def close(self) -> None:
-        self._out.put(None)
-        self._stream.cancel()
-        self._reader.join(timeout=2)
-        self.channel.close()
+        self.connection.close()
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
     # -- unary RPCs
     def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
-        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-            device_id=self.device_id, election_id=self.election_id,
-            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
-        req.config.p4info.CopyFrom(p4info)
-        req.config.p4_device_config = device_config
-        try:
-            self.stub.SetForwardingPipelineConfig(req)
-        except grpc.RpcError as e:
-            raise target_error(e) from None
+        self.connection.set_pipeline(device_config, p4info=P4Info(p4info))
 
     def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
-        req = p4runtime_pb2.WriteRequest(device_id=self.device_id, election_id=self.election_id)
-        req.updates.extend(updates)
-        if not req.updates:
-            return
-        try:
-            self.stub.Write(req)
-        except grpc.RpcError as e:
-            raise target_error(e) from None
+        self.connection.write(list(updates))
 
     def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.extend(entities)
-        try:
-            return [e for resp in self.stub.Read(req) for e in resp.entities]
-        except grpc.RpcError as e:
-            raise target_error(e) from None
+        return self.connection.read(list(entities))
 
     def packet_out(self, payload: bytes, metadata: dict[int, int]) -> None:
-        req = p4runtime_pb2.StreamMessageRequest()
-        req.packet.payload = payload
+        """Send `payload` with the `packet_out` header fields given by id (canonical byte strings)."""
+        request = p4runtime_pb2.StreamMessageRequest()
+        request.packet.payload = payload
         for mid, value in sorted(metadata.items()):
-            req.packet.metadata.add(metadata_id=mid, value=canonical(value))
-        self._out.put(req)
+            request.packet.metadata.add(metadata_id=mid, value=canonical(value))
+        self.connection.send(request)

@@ -9,6 +9,8 @@ Wire format: https://protobuf.dev/programming-guides/encoding/ (varints, keys, l
 
 from __future__ import annotations
 
+from p4.v1 import p4runtime_pb2
+
 VARINT, LEN = 0, 2
 """The two wire types P4Runtime messages use (besides fixed64/32, which nothing here reads)."""
 
@@ -101,3 +103,72 @@ def fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | tuple[i
     if pos != end:
         raise Fallback
     return out
+
+
+# ---- counter cells straight from a serialised ReadResponse ----------------------------------------------
+# A full pool's poll reads every slot counter cell each second; the pure-Python protobuf runtime (3.20, pinned
+# by p4runtime-shell) spends about 60 ms parsing 1,024 of them, this decoder a few. The wire format is read
+# with `p4rt.wire`; field numbers come from the descriptors.
+
+class _NotCounterCells(Fallback):
+    """The response holds something this decoder does not read: protobuf parses it instead."""
+
+
+_RESPONSE_ENTITIES = number(p4runtime_pb2.ReadResponse, "entities")
+_ENTITY_COUNTER = number(p4runtime_pb2.Entity, "counter_entry")
+_CE_ID = number(p4runtime_pb2.CounterEntry, "counter_id")
+_CE_INDEX = number(p4runtime_pb2.CounterEntry, "index")
+_CE_DATA = number(p4runtime_pb2.CounterEntry, "data")
+_INDEX = number(p4runtime_pb2.Index, "index")
+_CD_BYTES = number(p4runtime_pb2.CounterData, "byte_count")
+_CD_PACKETS = number(p4runtime_pb2.CounterData, "packet_count")
+
+
+def _int64(value) -> int:
+    """An int64 field's value: the varint's low 64 bits, two's complement (as protobuf decodes it)."""
+    if not isinstance(value, int):
+        raise _NotCounterCells
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
+
+
+def _counter_cell(buf: bytes, start: int, end: int) -> tuple[int, int, int]:
+    """(index, packets, bytes) of one CounterEntry; repeated sub-messages merge and the last scalar wins,
+    as protobuf's parser does."""
+    index = packets = bytes_ = 0
+    for field_number, _, value in fields(buf, start, end):
+        if field_number == _CE_ID:
+            _int64(value)
+        elif field_number == _CE_INDEX and isinstance(value, tuple):
+            for n2, _, v2 in fields(buf, *value):
+                if n2 != _INDEX:
+                    raise _NotCounterCells
+                index = _int64(v2)
+        elif field_number == _CE_DATA and isinstance(value, tuple):
+            for n2, _, v2 in fields(buf, *value):
+                if n2 == _CD_BYTES:
+                    bytes_ = _int64(v2)
+                elif n2 == _CD_PACKETS:
+                    packets = _int64(v2)
+                else:
+                    raise _NotCounterCells
+        else:
+            raise _NotCounterCells
+    return index, packets, bytes_
+
+
+def counter_cells(response: bytes) -> dict[int, tuple[int, int]] | None:
+    """{index: (packets, bytes)} of a serialised ReadResponse holding only counter entries; None otherwise."""
+    cells: dict[int, tuple[int, int]] = {}
+    try:
+        for field_number, _, span in fields(response, 0, len(response)):
+            if field_number != _RESPONSE_ENTITIES or not isinstance(span, tuple):
+                return None
+            entity = fields(response, *span)
+            if len(entity) != 1 or entity[0][0] != _ENTITY_COUNTER or not isinstance(entity[0][2], tuple):
+                return None
+            index, packets, bytes_ = _counter_cell(response, *entity[0][2])
+            cells[index] = (packets, bytes_)
+    except (Fallback, IndexError):
+        return None
+    return cells

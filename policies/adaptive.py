@@ -31,9 +31,10 @@ leader costs only the prefetches of each switch.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from policies.base import BlockInfo, CacheKey, Params, Tier, Victim
+from policies.base import BlockInfo, CacheKey, Params, Victim
 from policies.pool import Adoption, Pool
 
 EXPERTS: tuple[tuple[str, str], ...] = (("always", "lru"), ("always", "arc"), ("conversation", "conversation"))
@@ -87,9 +88,10 @@ class Ensemble:
     """The shadows, their decayed hit scores, the current leader and the real pool's eviction suspects."""
 
     def __init__(self, capacity_blocks: int, params: AdaptiveParams | None = None,
-                 experts: tuple[tuple[str, str], ...] = EXPERTS) -> None:
-        from policies.registry import make_pool  # the registry imports this module
-
+                 experts: tuple[tuple[str, str], ...] = EXPERTS, *,
+                 shadows: Callable[[int, str, str, int | None], Pool]) -> None:
+        """`shadows(capacity_blocks, admission, eviction, log_limit)` builds one expert's shadow pool (drop
+        recycling, switch tier); the registry passes its own `make_pool`: a policy never imports its catalogue."""
         self.params = params or AdaptiveParams()
         if self.params.half_life_capacities <= 0 or self.params.min_half_life <= 0:
             raise ValueError("adaptive: half_life_capacities and min_half_life must be > 0")
@@ -103,7 +105,7 @@ class Ensemble:
         self.names = [f"{a}+{e}" for a, e in experts]
         # Shadows log their changes so that the real pool can evict exactly what the leader evicted.
         self.shadows: list[Pool] = [
-            make_pool(capacity_blocks, a, e, "drop", tier=Tier.SWITCH, log_limit=None) for a, e in experts
+            shadows(capacity_blocks, a, e, None) for a, e in experts
         ]
         self.scores = [0.0] * len(experts)
         self.totals = [0] * len(experts)
@@ -112,7 +114,7 @@ class Ensemble:
         mini = round(capacity_blocks * self.params.tie_break_capacity)
         # Miniature shadows for breaking ties at full size (by expert index; dropped when no longer tied).
         self._minis: dict[int, Pool] = (
-            {i: make_pool(mini, a, e, "drop", tier=Tier.SWITCH, log_limit=0) for i, (a, e) in enumerate(experts)}
+            {i: shadows(mini, a, e, 0) for i, (a, e) in enumerate(experts)}
             if mini >= 1 else {})
         self.mini_hits = [0] * len(experts)
         self.leader = evictions.index(self.params.initial_leader)

@@ -6,7 +6,7 @@ for the evaluator; `SlotPool` drives it and keeps, beside it, the facts a switch
 * **slots**: which register index each resident key occupies (a bijection, lowest free index first), so a
   newcomer takes its victim's slot and the index entry is swapped in one write;
 * **generations**: every placement of a key in a slot gets a fresh, strictly increasing, nonzero 32-bit number
-  (issue 9: a slot is served only under the generation it was filled for, so an old admission's bytes can
+  (docs/dataplane.md, *Coherence*: a slot is served only under the generation it was filled for, so an old admission's bytes can
   never be served to a new one); `GenerationCounter` makes them durable through a reserve callback;
 * **pins** hard or soft (TTL), which the pool's eviction may never choose, plus short holds (a prefix chain's
   ancestors while its block is placed).

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from policies import registry
 from policies.base import AdmissionPolicy, EvictionPolicy, RecyclingPolicy, Tier
 from policies.pool import Pool
 
@@ -97,30 +98,17 @@ class PolicySpec:
         return replace(self, **changes)
 
     def policies(self, capacity_blocks: int) -> PolicySet:
-        """The three policies for a pool of `capacity_blocks`, wired as `registry.make_pool` wires them (the
+        """The three policies for a pool of `capacity_blocks`, built as `registry.make_pool` builds them (the
         `value` admission and eviction share one reuse model)."""
-        from policies import registry
-        from policies.reuse import ReuseModel, ReuseParams
-
         params = {kind: self.params_of(kind) for kind in (*KINDS, MODEL)}
-        if self.admission not in registry.ADMISSION:
-            raise ValueError(f"unknown admission policy {self.admission!r}; "
-                             f"known: {', '.join(sorted(registry.ADMISSION))}")
-        model = None
-        if registry.ADMISSION[self.admission].uses_model:
-            model = ReuseModel(ReuseParams.from_mapping(params[MODEL]))
-        return PolicySet(
-            registry.make_admission(self.admission, params["admission"], model=model),
-            registry.make_eviction(self.eviction, params["eviction"], capacity_blocks=capacity_blocks, model=model,
-                                   model_params=params[MODEL] or None),
-            registry.make_recycling(self.recycling, params["recycling"]),
-            params,
-        )
+        admission, eviction, recycling = registry.make_policies(
+            capacity_blocks, self.admission, self.eviction, self.recycling, admission_params=params["admission"],
+            eviction_params=params["eviction"], recycling_params=params["recycling"],
+            model_params=params[MODEL] or None)
+        return PolicySet(admission, eviction, recycling, params)
 
     def build(self, capacity_blocks: int, tier: Tier = Tier.SWITCH, log: bool = False) -> Pool:
         """A fresh `Pool` running this spec (the evaluator's driver); `log` keeps its events."""
-        from policies import registry
-
         return registry.make_pool(
             capacity_blocks, self.admission, self.eviction, self.recycling,
             admission_params=self.admission_params, eviction_params=self.eviction_params,

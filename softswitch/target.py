@@ -19,20 +19,14 @@ from typing import Protocol
 # Match values, table entries and replicas are target-neutral P4Runtime types (the controller uses them too).
 from p4rt.entities import Exact, Lpm, Match, OptionalMatch, Range, Replica, TableEntry, Ternary
 
+# One error type for every target, in-process or over P4Runtime (p4rt.errors.P4RuntimeError is a TargetError).
+from p4rt.errors import TargetError
+
 __all__ = ["DROP_PORT", "DigestMessage", "Exact", "Lpm", "Match", "OptionalMatch", "Range", "Replica", "TableEntry",
            "Target", "TargetError", "Ternary"]
 
 DROP_PORT = 511
 """v1model's drop port for a 9-bit egress_spec (BMv2's default)."""
-
-
-class TargetError(Exception):
-    """A request the target refuses; `code` is the P4Runtime/gRPC canonical code name it maps to."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code  # "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "OUT_OF_RANGE", "RESOURCE_EXHAUSTED", ...
-        self.message = message
 
 
 __all__ = ["DROP_PORT", "DigestMessage", "Exact", "Lpm", "Match", "OptionalMatch", "Range", "Replica", "TableEntry",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.dataplane import HitCounts
+from controller.dataplane import HitCounts, IndexSwap, swap_one_by_one
 from controller.pool import Policies
 from controller.tiers import StoredChunk
 from kvpool.keys import ChunkKey
@@ -41,6 +41,10 @@ class FakeDataPlane:
 
     def installed_entries(self) -> dict[ChunkKey, tuple[int, int]]:
         return {key: (slot, self.generations.get(key, 0)) for key, slot in self.index.items()}
+
+    def swap(self, victim: ChunkKey | None, key: ChunkKey, slot: int, min_version: int = 0,
+             generation: int = 0) -> IndexSwap:
+        return swap_one_by_one(self, victim, key, slot, min_version, generation)
 
     def remove(self, key: ChunkKey) -> None:
         self.index.pop(key)

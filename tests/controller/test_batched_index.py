@@ -14,10 +14,11 @@ from p4.v1 import p4runtime_pb2
 from controller.p4dataplane import P4RuntimeDataPlane
 from controller.policy import PolicySpec, build_policies
 from controller.pool import PoolManager
-from controller.switch import SwitchConnection, SwitchOptions, counter_cells
 from kvpool.keys import ChunkKey
+from p4rt.connection import SwitchConnection, SwitchOptions
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
+from p4rt.wire import counter_cells
 from softswitch.target import Exact, TableEntry
 from tests.controller.fake_p4rt import FakeServer
 

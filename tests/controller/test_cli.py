@@ -176,6 +176,16 @@ def test_stats_reports_admissions(api):
     assert stats["admissions_total"] == 1 and stats["occupancy"] == 1 and stats["digests"] == 1
 
 
+def test_stats_shows_a_plan_without_storage_ports_as_a_warning(api):
+    backend, address = api
+    backend.metrics.storage_ports = 0
+    _, text = cli(address, "stats")
+    assert "WARNING 1" in text  # the sentence itself may wrap in the table
+    backend.metrics.storage_ports = 1
+    _, text = cli(address, "stats")
+    assert "WARNING" not in text
+
+
 @pytest.mark.parametrize(
     ("method", "target", "body", "status"),
     [("GET", "/nowhere", b"", 404), ("POST", "/pins", b"{not json", 400), ("POST", "/pins", b"[1]", 400),
@@ -227,7 +237,7 @@ def test_tier_command_moves_a_chunk_to_disk(api):
     assert backend.pool.mover.storage.moves[-1][:2] == (K0, Tier.STORAGE_DISK)
 
 
-# ---- blocks (issue 13 item 6) -----------------------------------------------------------------------------
+# ---- blocks ----------------------------------------------------------------------------------------------
 
 B = BlockKey(7, 0xB10C)
 

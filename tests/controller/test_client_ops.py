@@ -49,7 +49,7 @@ def test_insert_ack_comes_back_in_the_storage_nodes_name():
 
 
 def test_insert_with_value_and_pin_is_admitted_and_filled_with_what_the_storage_node_holds():
-    """Issue 9: the client's bytes are never written into the pool; the controller writes the storage node's."""
+    """Coherence: the client's bytes are never written into the pool; the controller writes the storage node's."""
     svc, pool, dp = service()
     key = ChunkKey(1, 0x55, 0)
     pool.mover.storage.stored[key] = StoredChunk(version=3, chunk_count=2, value=b"real")

@@ -1,4 +1,4 @@
-"""Issue 9: every path that (re)installs an index entry carries a fresh, strictly increasing admission
+"""Coherence (docs/dataplane.md): every path that (re)installs an index entry carries a fresh, strictly increasing admission
 generation, persisted across controller restarts and above anything the switch still holds."""
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ from scapy.layers.l2 import Ether
 
 from controller.hosts import Host, load_hosts
 from controller.p4dataplane import P4RuntimeDataPlane
-from controller.switch import SwitchConnection, SwitchOptions
 from kvpool import wire
 from kvpool.constants import KVP_HEADER_LEN, Opcode, Status
 from kvpool.keys import ChunkKey
 from p4rt.bytestrings import encode
+from p4rt.connection import SwitchConnection, SwitchOptions
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
 from softswitch.target import Exact, TableEntry
@@ -195,7 +195,7 @@ def test_slot_write_packet_out_carries_a_valid_checksummed_value(fake, p4info):
         assert wire.check(payload) is None
         header = wire.Header.unpack(payload)
         assert (header.opcode, header.aux, header.version, header.value_len) == (Opcode.SLOT_WRITE, 2, 5, 3)
-        assert header.chunk_count == 3  # the block's real count, not chunk + 1 (issue 9: truncated blocks)
+        assert header.chunk_count == 3  # the block's real count, not chunk + 1 (a truncated block must not look whole)
         assert header.value_csum == wire.value_checksum(b"abc")
         assert len(payload) == KVP_HEADER_LEN + 128
     finally:

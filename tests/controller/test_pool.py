@@ -46,7 +46,7 @@ def test_insert_below_threshold_stays_candidate_until_it_warrants_admission():
 
 
 def test_insert_with_value_fills_the_slot_with_the_storage_nodes_copy_not_the_clients():
-    """Issue 9: client bytes never enter the pool unchecked; the SLOT_WRITE carries what the storage node holds,
+    """Coherence: client bytes never enter the pool unchecked; the SLOT_WRITE carries what the storage node holds,
     with the block's real chunk_count, under a fresh generation installed first."""
     pool, dp, storage = make_pool(threshold=1)
     storage.stored[K[0]] = StoredChunk(version=6, chunk_count=3, value=b"stored")
@@ -286,7 +286,7 @@ def test_default_value_policies_drive_the_pool_end_to_end():
 
 
 def test_insert_announcing_a_newer_version_never_raises_min_version_by_itself():
-    """Issue 9 (deliberate change): an announced version is an unverified claim (a PUT the storage node may
+    """Coherence (deliberate change): an announced version is an unverified claim (a PUT the storage node may
     refuse), so it never bounds the index entry; the controller checks the storage node and refills from it."""
     pool, dp, storage = make_pool(capacity=4, threshold=1)
     pool.offer(K[0], version=1)

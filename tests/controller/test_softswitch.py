@@ -14,7 +14,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.service import Controller, ServeOptions
-from controller.storage import StorageOptions, UdpStorageNode
+from controller.storage import StorageClientOptions, UdpStorageNode
 from kvpool import wire
 from kvpool.constants import Opcode, Status, Tier, tiers_of
 from kvpool.keys import ChunkKey
@@ -97,7 +97,7 @@ class InProcessStorage(UdpStorageNode):
     """The controller's storage client talking to the testbed's in-process storage node (no socket)."""
 
     def __init__(self, node) -> None:
-        super().__init__(StorageOptions("127.0.0.1"))
+        super().__init__(StorageClientOptions("127.0.0.1"))
         self.node = node
 
     def _exchange(self, header: wire.Header, reply_opcode: int):
@@ -106,7 +106,7 @@ class InProcessStorage(UdpStorageNode):
 
 
 def test_insert_with_value_is_filled_with_the_storage_nodes_bytes_and_served(testbed):
-    """Issue 9: an INSERT's value is never written; the controller SLOT_WRITEs what the storage node holds."""
+    """Coherence: an INSERT's value is never written; the controller SLOT_WRITEs what the storage node holds."""
     switch, start_controller = testbed
     controller = start_controller()
     controller.pool.mover.storage = InProcessStorage(switch.storage)
@@ -136,7 +136,7 @@ def test_controller_restart_reconciles_with_what_the_switch_holds(testbed):
 
 
 def test_a_second_controller_with_a_lower_election_id_stays_backup(testbed, program):
-    from controller.switch import SwitchConnection, SwitchOptions
+    from p4rt.connection import SwitchConnection, SwitchOptions
     from p4rt.errors import P4RuntimeError
     from p4rt.p4info import P4Info
 

@@ -7,10 +7,11 @@ import threading
 
 import pytest
 
-from controller.storage import StorageOptions, UdpStorageNode, parse_address
+from controller.storage import StorageClientOptions, UdpStorageNode
 from controller.tiers import TierMap, TierMover
 from kvpool import wire
-from kvpool.constants import Opcode
+from kvpool.client import parse_address
+from kvpool.constants import KVP_UDP_PORT, Opcode
 from kvpool.keys import ChunkKey
 from kvpool.server import StorageNode
 from kvpool.server import StorageOptions as NodeOptions
@@ -44,7 +45,7 @@ def test_demote_to_disk_and_promote_back_are_acknowledged(node):
     server, port = node
     key = ChunkKey(1, 0xFEED, 0)
     put(port, key, b"block")
-    mover = TierMover(TierMap(), UdpStorageNode(StorageOptions("127.0.0.1", port)))
+    mover = TierMover(TierMap(), UdpStorageNode(StorageClientOptions("127.0.0.1", port)))
     assert mover.to_disk(key)
     assert server.backend.chunk(key).tier == Tier.STORAGE_DISK
     assert mover.tiers.storage_tier(key) is Tier.STORAGE_DISK
@@ -55,7 +56,7 @@ def test_demote_to_disk_and_promote_back_are_acknowledged(node):
 
 def test_tier_move_of_an_unknown_chunk_fails_and_changes_nothing(node):
     _, port = node
-    mover = TierMover(TierMap(), UdpStorageNode(StorageOptions("127.0.0.1", port)))
+    mover = TierMover(TierMap(), UdpStorageNode(StorageClientOptions("127.0.0.1", port)))
     assert not mover.demote(ChunkKey(1, 0xDEAD, 0), 1.0)
     assert mover.tiers.storage_tier(ChunkKey(1, 0xDEAD, 0)) is Tier.ABSENT
 
@@ -64,19 +65,24 @@ def test_stat_counts_gets(node):
     _, port = node
     key = ChunkKey(2, 0x1, 0)
     put(port, key, b"x")
-    client = UdpStorageNode(StorageOptions("127.0.0.1", port))
+    client = UdpStorageNode(StorageClientOptions("127.0.0.1", port))
     assert client.stat(key) == 0
 
 
 def test_silent_node_times_out_quietly():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
-        client = UdpStorageNode(StorageOptions("127.0.0.1", s.getsockname()[1], timeout=0.05))
+        client = UdpStorageNode(StorageClientOptions("127.0.0.1", s.getsockname()[1], timeout=0.05))
         assert client.tier_move(ChunkKey(1, 1, 0), Tier.STORAGE_DRAM) is False
         assert client.stat(ChunkKey(1, 1, 0)) is None
 
 
-@pytest.mark.parametrize("text", ["nohost:", ":7420", "h:99999", "h:x", "h:-1"])
+@pytest.mark.parametrize("text", ["nohost:", ":7420", "h:99999", "h:x", "h:-1", "h:0"])
 def test_bad_storage_address_is_rejected(text):
     with pytest.raises(ValueError, match="bad address"):
         parse_address(text)
+
+
+def test_port_zero_means_any_free_port_only_where_the_controller_listens():
+    assert parse_address("127.0.0.1:0", 9090, listening=True) == ("127.0.0.1", 0)
+    assert parse_address("10.0.0.100") == ("10.0.0.100", KVP_UDP_PORT)

@@ -14,13 +14,13 @@ import grpc
 import pytest
 
 from controller import switch as switch_module
-from controller.switch import SwitchConnection, SwitchOptions
+from p4rt.connection import SwitchConnection, SwitchOptions
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
 from tests.controller.fake_p4rt import FakeServer
 
 P4INFO_PATH = Path(__file__).parent / "data" / "kvswitch_min.p4info.txtpb"
-LOGGER = "controller.switch"
+LOGGER = "p4rt.connection"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Issue 9: per-tenant policy of the client paths: who may INSERT, who may pin, slot quotas; ERR_DENIED, counted."""
+"""Trust (docs/protocol.md): per-tenant policy of the client paths: who may INSERT, who may pin, slot quotas; ERR_DENIED, counted."""
 
 from __future__ import annotations
 

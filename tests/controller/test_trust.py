@@ -1,4 +1,4 @@
-"""The controller's side of the P4Runtime contract of issue 9, against the fake P4Runtime server: set_slot's
+"""The controller's side of the P4Runtime contract of docs/protocol.md, *Trust*, against the fake P4Runtime server: set_slot's
 `generation`, `port_role` entries from hosts.json, codes from P4Info or the packaged copy (never p4src)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-from p4.config.v1 import p4info_pb2
 
 from controller.codes import FALLBACKS, PortRole
 from controller.hosts import load_plan
@@ -21,20 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def contract_p4info() -> P4Info:
-    """The minimal P4Info plus what the contract adds: set_slot(…, generation), table port_role(ingress_port)."""
-    message = P4Info.load(P4INFO_PATH).message
-    set_slot = next(a for a in message.actions if a.preamble.alias == "set_slot")
-    set_slot.params.add(id=3, name="generation", bitwidth=32)
-    action = message.actions.add()
-    action.preamble.id, action.preamble.name, action.preamble.alias = 30010, "MyIngress.set_port_role", "set_port_role"
-    action.params.add(id=1, name="role", bitwidth=8)
-    table = message.tables.add()
-    table.preamble.id, table.preamble.name, table.preamble.alias = 40010, "MyIngress.port_role", "port_role"
-    table.match_fields.add(id=1, name="standard_metadata.ingress_port", bitwidth=9,
-                           match_type=p4info_pb2.MatchField.EXACT)
-    table.action_refs.add(id=30010)
-    table.size = 512
-    return P4Info(message)
+    """The minimal P4Info: set_slot(…, generation) and table port_role(ingress_port) are in it, as in kvswitch.p4."""
+    return P4Info.load(P4INFO_PATH)
 
 
 def test_index_entries_carry_the_generation_and_read_back_with_it(fake):  # noqa: F811
@@ -42,25 +29,11 @@ def test_index_entries_carry_the_generation_and_read_back_with_it(fake):  # noqa
     switch = connect(address, contract_p4info())
     try:
         dp = P4RuntimeDataPlane(switch)
-        assert dp.has_generations and dp.has_port_roles
         key = ChunkKey(1, 0xAB, 2)
         dp.install(key, 3, min_version=0, generation=41)
         outcome = dp.swap(None, ChunkKey(1, 0xCD, 0), 4, 0, 42)
         assert outcome.install_error is None
         assert dp.installed_entries() == {key: (3, 41), ChunkKey(1, 0xCD, 0): (4, 42)}
-    finally:
-        switch.close()
-
-
-def test_older_program_without_generations_is_driven_without_them(fake):  # noqa: F811
-    _server, address = fake
-    switch = connect(address, P4Info.load(P4INFO_PATH))
-    try:
-        dp = P4RuntimeDataPlane(switch)
-        assert not dp.has_generations and not dp.has_port_roles
-        dp.install(ChunkKey(1, 1, 0), 0, generation=7)
-        assert dp.installed_entries() == {ChunkKey(1, 1, 0): (0, 0)}
-        assert dp.install_port_roles({5: PortRole.STORAGE}) == 0
     finally:
         switch.close()
 

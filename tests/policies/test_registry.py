@@ -72,3 +72,37 @@ def test_default_pool_shares_one_reuse_model_between_value_admission_and_evictio
 def test_value_eviction_alone_builds_its_model_from_model_params() -> None:
     pool = make_pool(10, "always", "value", model_params={"max_turn": "3"})
     assert pool.eviction.model.params.max_turn == 3
+
+
+def test_every_policy_is_built_through_one_signature() -> None:
+    from policies.registry import KINDS, PolicyContext, build
+
+    for kind, table in KINDS.items():
+        for name, entry in table.items():
+            if entry.shares == "ensemble":
+                continue  # half of a pair: built by make_policies only (next test)
+            policy = build(kind, name, None, PolicyContext(capacity_blocks=32))
+            assert policy.name == name
+
+
+def test_the_adaptive_ensemble_builds_its_shadows_with_the_factory_it_is_given() -> None:
+    from policies.registry import shadow_pool
+
+    asked = []
+
+    def shadows(capacity, admission, eviction, log_limit):
+        asked.append((capacity, admission, eviction))
+        return shadow_pool(capacity, admission, eviction, log_limit)
+
+    pool = make_pool(40, "adaptive", "adaptive", "drop", shadows=shadows)
+    ensemble = pool.admission.ensemble  # type: ignore[attr-defined]
+    assert sorted(f"{a}+{e}" for c, a, e in asked if c == 40) == sorted(ensemble.names)  # one full shadow each
+    assert all(c <= 40 for c, _, _ in asked)  # the rest: the miniature tie-breakers
+
+
+def test_a_value_pair_shares_one_reuse_model_and_a_lone_value_policy_keeps_its_own() -> None:
+    shared = make_pool(8, "value", "value", "drop")
+    assert shared.admission.model is shared.eviction.model  # type: ignore[attr-defined]
+    lone = make_pool(8, "value", "lru", "drop")
+    own = make_pool(8, "tinylfu", "value", "drop")
+    assert lone.admission.model is not None and own.eviction.model is not None  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
-"""One P4Runtime client connection to one switch: arbitration, pipeline, writes, reads, stream messages.
+"""The project's one P4Runtime client: a connection to one switch (arbitration, pipeline, writes, reads, stream
+messages), used by the controller and, through `kvtesting.p4rt.P4RuntimeSession`, by the test harness.
 
 Everything lives on the `SwitchConnection` object (several switches per process are fine; nothing is
 module-global). A supervisor thread owns the bidirectional stream: it arbitrates for primary with our election
@@ -28,6 +29,7 @@ from p4rt.bytestrings import decode, encode
 from p4rt.entities import Replica, TableEntry
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
+from p4rt.wire import counter_cells
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ class PacketIn:
     payload: bytes
     metadata: Mapping[str, int]
     """The `packet_in` controller header's fields by name."""
+    message: p4runtime_pb2.PacketIn | None = None
+    """The message as received, for a client that decodes it itself (the test harness)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +68,9 @@ class DigestList:
     name: str
     list_id: int
     members: tuple[Mapping[str, int], ...]
-    """Each digest's struct fields by name."""
+    """Each digest's struct fields by name (none when the connection's P4Info lacks the digest)."""
+    message: p4runtime_pb2.DigestList | None = None
+    """The list as received, for a client that decodes it itself (the test harness)."""
 
 
 class SwitchConnection:
@@ -270,11 +276,14 @@ class SwitchConnection:
         self._ready.set()
 
     def _on_packet(self, packet) -> None:
-        fields = {p.id: p.name for p in self.p4info.packet_metadata("packet_in")}
+        try:
+            fields = {p.id: p.name for p in self.p4info.packet_metadata("packet_in")}
+        except KeyError:  # not in our P4Info (a harness that never pushed one): fields named by id
+            fields = {}
         metadata = {fields.get(m.metadata_id, str(m.metadata_id)): decode(m.value) for m in packet.metadata}
         if self.on_packet_in is not None:
             try:
-                self.on_packet_in(PacketIn(bytes(packet.payload), metadata))
+                self.on_packet_in(PacketIn(bytes(packet.payload), metadata, packet))
             except Exception:  # one bad packet must not cost us the stream (and the primary role)
                 log.exception("switch %s: packet-in handler failed", self.options.address)
 
@@ -287,14 +296,17 @@ class SwitchConnection:
         finds the key resident."""
         try:
             name = self.p4info.name_of(digest.digest_id)
-            fields = [f for f, _ in self.p4info.digest_fields(name)]
+            try:
+                fields = [f for f, _ in self.p4info.digest_fields(name)]
+            except KeyError:  # not in our P4Info (a harness that never pushed one): the raw list only
+                fields = []
             members = []
-            for data in digest.data:
+            for data in digest.data if fields else ():
                 values = [decode(m.bitstring) for m in data.struct.members]
                 members.append(dict(zip(fields, values, strict=False)))
             if self.on_digest is not None:
                 try:
-                    self.on_digest(DigestList(name, digest.list_id, tuple(members)))
+                    self.on_digest(DigestList(name, digest.list_id, tuple(members), digest))
                 except Exception:
                     log.exception("switch %s: digest handler failed", self.options.address)
         finally:
@@ -302,6 +314,10 @@ class SwitchConnection:
             ack.digest_ack.digest_id = digest.digest_id
             ack.digest_ack.list_id = digest.list_id
             self._send(ack)
+
+    def send(self, request: p4runtime_pb2.StreamMessageRequest) -> None:
+        """Put a stream message (a packet-out built by the caller, say) on the stream; UNAVAILABLE without one."""
+        self._send(request)
 
     def _send(self, request: p4runtime_pb2.StreamMessageRequest) -> None:
         requests = self._requests
@@ -327,8 +343,11 @@ class SwitchConnection:
             return exc
         return P4RuntimeError("UNAVAILABLE", f"connection to {self.options.address} lost; reconnecting")
 
-    def set_pipeline(self, device_config: bytes, cookie: int = 0) -> None:
-        """VERIFY_AND_COMMIT our P4Info with the target's device config (softswitch's or BMv2's JSON)."""
+    def set_pipeline(self, device_config: bytes, cookie: int = 0, p4info: P4Info | None = None) -> None:
+        """VERIFY_AND_COMMIT our P4Info with the target's device config (softswitch's or BMv2's JSON); a given
+        `p4info` becomes the connection's own first (it names what the stream carries from then on)."""
+        if p4info is not None:
+            self.p4info = p4info
         request = p4runtime_pb2.SetForwardingPipelineConfigRequest()
         request.device_id = self.options.device_id
         request.election_id.low = self.options.election_id
@@ -564,72 +583,3 @@ class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
 
 
 _UPDATES_KEY = wire.key(p4runtime_pb2.WriteRequest, "updates", wire.LEN)
-
-
-# ---- counter cells straight from a serialised ReadResponse ----------------------------------------------
-# A full pool's poll reads every slot counter cell each second; the pure-Python protobuf runtime (3.20, pinned
-# by p4runtime-shell) spends about 60 ms parsing 1,024 of them, this decoder a few. The wire format is read
-# with `p4rt.wire`; field numbers come from the descriptors.
-
-class _NotCounterCells(wire.Fallback):
-    """The response holds something this decoder does not read: protobuf parses it instead."""
-
-
-_RESPONSE_ENTITIES = wire.number(p4runtime_pb2.ReadResponse, "entities")
-_ENTITY_COUNTER = wire.number(p4runtime_pb2.Entity, "counter_entry")
-_CE_ID = wire.number(p4runtime_pb2.CounterEntry, "counter_id")
-_CE_INDEX = wire.number(p4runtime_pb2.CounterEntry, "index")
-_CE_DATA = wire.number(p4runtime_pb2.CounterEntry, "data")
-_INDEX = wire.number(p4runtime_pb2.Index, "index")
-_CD_BYTES = wire.number(p4runtime_pb2.CounterData, "byte_count")
-_CD_PACKETS = wire.number(p4runtime_pb2.CounterData, "packet_count")
-
-
-def _int64(value) -> int:
-    """An int64 field's value: the varint's low 64 bits, two's complement (as protobuf decodes it)."""
-    if not isinstance(value, int):
-        raise _NotCounterCells
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >> 63 else value
-
-
-def _counter_cell(buf: bytes, start: int, end: int) -> tuple[int, int, int]:
-    """(index, packets, bytes) of one CounterEntry; repeated sub-messages merge and the last scalar wins,
-    as protobuf's parser does."""
-    index = packets = bytes_ = 0
-    for number, _, value in wire.fields(buf, start, end):
-        if number == _CE_ID:
-            _int64(value)
-        elif number == _CE_INDEX and isinstance(value, tuple):
-            for n2, _, v2 in wire.fields(buf, *value):
-                if n2 != _INDEX:
-                    raise _NotCounterCells
-                index = _int64(v2)
-        elif number == _CE_DATA and isinstance(value, tuple):
-            for n2, _, v2 in wire.fields(buf, *value):
-                if n2 == _CD_BYTES:
-                    bytes_ = _int64(v2)
-                elif n2 == _CD_PACKETS:
-                    packets = _int64(v2)
-                else:
-                    raise _NotCounterCells
-        else:
-            raise _NotCounterCells
-    return index, packets, bytes_
-
-
-def counter_cells(response: bytes) -> dict[int, tuple[int, int]] | None:
-    """{index: (packets, bytes)} of a serialised ReadResponse holding only counter entries; None otherwise."""
-    cells: dict[int, tuple[int, int]] = {}
-    try:
-        for number, _, span in wire.fields(response, 0, len(response)):
-            if number != _RESPONSE_ENTITIES or not isinstance(span, tuple):
-                return None
-            fields = wire.fields(response, *span)
-            if len(fields) != 1 or fields[0][0] != _ENTITY_COUNTER or not isinstance(fields[0][2], tuple):
-                return None
-            index, packets, bytes_ = _counter_cell(response, *fields[0][2])
-            cells[index] = (packets, bytes_)
-    except (wire.Fallback, IndexError):
-        return None
-    return cells

@@ -1,0 +1,162 @@
+"""The controller's slot ledger: what it knows of the chunks it tracks and the slots they hold, behind one lock.
+
+`SlotLedger` is the state `controller.pool.PoolManager` decides on and `controller.hitpoll` and
+`controller.reconcile` read and update: the slot pool (`policies.slotpool.SlotPool`), the tracked chunks, their
+tiers, the durable state, the decision log, and the data plane they are applied to. Keeping it a separate object
+lets the counter poll and the restart reconciliation work on the ledger they are given, not on the PoolManager.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from controller.dataplane import DataPlane, connection_lost
+from controller.metrics import Metrics
+from controller.state import StateStore
+from controller.tenants import TenantPolicy
+from controller.tiers import TierMap
+from kvpool.keys import SLOT_BYTES, ChunkKey
+from policies.base import BlockInfo
+from policies.slotpool import PinTable, SlotMap, SlotPool
+
+log = logging.getLogger("controller.pool")
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """Knobs of the decision logic (policies have their own parameters)."""
+
+    max_tracked: int = 200_000
+    """Candidates remembered at most; the coldest non-resident ones are forgotten beyond this."""
+    client_pin_ttl: float = 60.0
+    """Seconds of the soft pin granted to an INSERT with F_PIN."""
+    max_chain: int = 64
+    """How many ancestors of a block are admitted with it at most (prefix chain)."""
+    hit_weight_cap: int = 64
+    """At most this many accesses are reported to the policies per slot per counter poll."""
+    first_hit_window: float = 1.0
+    """Seconds after its admission during which a chunk's slot is in the fast first-hit poll; a later first hit
+    is seen by the regular poll instead. Without this bound every admitted chunk never hit stayed in the fast
+    poll (every few ms), whose counter Read then grew with the pool and starved INSERT answers."""
+    first_hit_max_slots: int = 32
+    """At most this many slots, the most recently admitted, per fast first-hit poll (bounds one poll's Read)."""
+    tenants: TenantPolicy = field(default_factory=TenantPolicy)
+    """Who may INSERT and pin, and the slot quota per tenant."""
+
+
+@dataclass
+class Tracked:
+    """Soft state of one chunk the controller knows about (a candidate or a resident)."""
+
+    key: ChunkKey
+    info: BlockInfo
+    first_seen: float
+    last_seen: float
+    accesses: int = 0
+    """Accesses the controller learnt of: digests, INSERTs, switch hits."""
+    switch_hits: int = 0
+    version: int = 0
+    """The newest version the storage node is known to hold (read from it): what the CLI shows."""
+    announced: int = 0
+    """The newest version a client announced (INSERT): unverified, never used as a bound."""
+    chunk_count: int = 0
+    """Chunks of its block as the storage node reported them; 0 = not known."""
+    score: float = 0.0
+    first_digest_at: float | None = None
+    last_digest_at: float | None = None
+    admitted_at: float | None = None
+    first_hit_at: float | None = None
+    hit_baseline: int = 0
+    """Slot counter value when this chunk took the slot (counters are per slot and cumulative)."""
+    stored: bool = False
+    """Its current slot is known to have held its value (a switch hit was counted, or the controller filled
+    it): only such a chunk is recycled when evicted; an entry that never got a value has nothing to recycle."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One logged decision: what, on which chunk, why."""
+
+    at: float
+    action: str
+    """admit, refuse, deny, evict, demote, drop, pin, unpin, expire, adopt, reinstall, fill."""
+    key: ChunkKey
+    reason: str
+    slot: int | None = None
+    score: float | None = None
+
+
+class SlotLedger:
+    """Tracked chunks, the slot pool and their bookkeeping; every change is made holding `lock`."""
+
+    def __init__(self, dataplane: DataPlane, slotpool: SlotPool[ChunkKey], *, state: StateStore | None,
+                 tiers: TierMap, metrics: Metrics, options: PoolOptions, clock: Callable[[], float]) -> None:
+        self.dataplane = dataplane
+        self.slotpool = slotpool
+        self.state = state
+        self.tiers = tiers
+        self.metrics = metrics
+        self.options = options
+        self.clock = clock
+        self.tracked: dict[ChunkKey, Tracked] = {}
+        self.decisions: deque[Decision] = deque(maxlen=10_000)
+        self.lock = threading.RLock()
+        self.pending_first_hit: set[ChunkKey] = set()
+        """Chunks admitted recently whose first switch hit is not seen yet (the fast first-hit poll)."""
+
+    @property
+    def slots(self) -> SlotMap[ChunkKey]:
+        """Which chunk holds which slot (read-only for callers: change it through the slot pool)."""
+        return self.slotpool.slots
+
+    @property
+    def pins(self) -> PinTable[ChunkKey]:
+        return self.slotpool.pins
+
+    def log_decision(self, action: str, key: ChunkKey, reason: str, slot: int | None = None,
+                     score: float | None = None, now: float | None = None) -> Decision:
+        decision = Decision(self.clock() if now is None else now, action, key, reason, slot, score)
+        self.decisions.append(decision)
+        log.info("%s %s%s: %s", action, key, "" if slot is None else f" slot {slot}", reason)
+        return decision
+
+    def track(self, key: ChunkKey, now: float, info: BlockInfo | None = None) -> Tracked:
+        """The tracked entry of `key` (created as a candidate when new); its last_seen becomes `now`."""
+        entry = self.tracked.get(key)
+        if entry is None:
+            entry = Tracked(key, info or BlockInfo(key, size_bytes=SLOT_BYTES), now, now)
+            self.tracked[key] = entry
+            if len(self.tracked) > self.options.max_tracked:
+                self._forget_coldest()
+        elif info is not None:
+            entry.info = info
+        entry.last_seen = now
+        return entry
+
+    def _forget_coldest(self) -> None:
+        keep = self.slots
+        candidates = [t for t in self.tracked.values() if t.key not in keep and t.key not in self.pending_first_hit]
+        candidates.sort(key=lambda t: (t.score, t.last_seen))
+        for stale in candidates[: max(1, len(candidates) // 10)]:
+            del self.tracked[stale.key]
+
+    def slot_counter(self, slot: int) -> int:
+        """The cumulative hit counter of `slot` (0 when it cannot be read: that only blurs hit attribution)."""
+        try:
+            return self.dataplane.slot_hits([slot]).get(slot, 0)
+        except Exception as exc:
+            if connection_lost(exc):  # the switch connection reports the outage itself, once
+                log.debug("reading slot %d's hit counter failed: %s", slot, exc)
+            else:
+                log.exception("reading slot %d's hit counter failed", slot)
+            return 0
+
+    def sync_occupancy(self) -> None:
+        self.metrics.occupancy = len(self.slots)
+
+
+__all__ = ["Decision", "PoolOptions", "SlotLedger", "Tracked"]
