@@ -513,10 +513,11 @@ def boundary_section(studies: dict) -> str:
         "Where it pays off and why:",
         "",
         "- **Coalescing pays only for readers the mechanism can merge.** "
-        + (f"At the base point the old model (every read in the same 1 s merged) credited {credited:+,.0f} ms "
-           f"per reader; as built, {base['concurrency']} readers {1000 * window / base['concurrency']:.0f} ms "
-           f"apart share nothing ({b.get('as_built_sends_per_reader', 1.0):.2f} sends per reader) and the net is "
-           f"{built:+,.3f} ms (the extra hop). " if credited is not None and built is not None else "")
+        + (f"With the readers over 1 s, the old model (every read in the same 1 s merged) credited "
+           f"{credited:+,.0f} ms per reader; as built, {base['concurrency']} readers "
+           f"{1000 / base['concurrency']:.0f} ms apart share nothing "
+           f"({b.get('as_built_sends_per_reader', 1.0):.2f} sends per reader) and the net is {built:+,.3f} ms "
+           f"(the extra hop). " if credited is not None and built is not None else "")
         + f"The *sharing x arrival window* plane shows the span over which the group must start for coalescing as "
         f"built ({b.get('round_trip_ms', 4):g} ms round trip) or a per-block stream join (a block's transfer, a "
         "few ms at these rates) to pay; the arrival-spread table says which workloads start that close.",

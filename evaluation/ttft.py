@@ -92,17 +92,21 @@ def readers_per_window(result: ClusterResult, window_s: float) -> Counter:
 
 
 def storage_sends(result: ClusterResult, window_s: float, partial_share: float,
-                  sharing: Sharing | None = None, transfer_s: float = 0.0) -> tuple[Counter, list[dict[int, float]]]:
+                  sharing: Sharing | bool | None = None,
+                  transfer_s: float = 0.0) -> tuple[Counter, list[dict[int, float]]]:
     """Readers per (storage node, window) and, per request, the blocks' worth each storage node sends for it.
 
     A read of the part of a switch hit the switch does not hold counts `partial_share` of a block. With a
     `sharing` mechanism, reads of one block from one storage node that the mechanism merges cost only what it
     says (`SharedReads`: nothing, or the missed part a joiner fetches itself); the switch fans the reply out to
     the others, so only readers that add bytes of their own count towards the node's fan-in. `transfer_s`: one
-    block's stream time (how long a `stream-join` stream lasts).
+    block's stream time (how long a `stream-join` stream lasts). `sharing` True (the former `coalesce` flag):
+    the data plane as built; False or None: no merging.
     """
     readers: Counter = Counter()
-    shared = SharedReads(sharing, transfer_s) if sharing is not None else None
+    if sharing is True:
+        sharing = Sharing()
+    shared = SharedReads(sharing, transfer_s) if isinstance(sharing, Sharing) else None
     sends: list[dict[int, float]] = []
     for outcome in result.outcomes:
         window = int(outcome.arrival_s // window_s)
