@@ -86,6 +86,16 @@ const bit<8> F_VALUE = 0x01;   /* a kvp_value_h follows                 */
 const bit<8> F_BYPASS = 0x02;  /* the switch must not answer or fill    */
 const bit<8> F_CONGESTED = 0x08; /* egress queue over threshold (CE)    */
 
+/* The congestion mark (congestion.p4; docs/dataplane.md, "Congestion  */
+/* mark"): a KVP reply that finds at least this many packets queued    */
+/* ahead of it on its egress port (standard_metadata.enq_qdepth, in    */
+/* packets) leaves with F_CONGESTED.  32 packets: about DCTCP's K for  */
+/* a 1-10 Gb/s port (0.17 x the bandwidth-delay product), and half of  */
+/* BMv2's default 64-packet egress queue, so the mark comes before     */
+/* tail drop.  The controller may set another value in                */
+/* MyEgress.congestion_config.                                          */
+const bit<19> CONGESTED_QDEPTH = 32;
+
 /* Fabric invalidation (docs/dataplane.md, "Fabric coherence").  The    */
 /* clone session the controller configures with the switch's FABRIC    */
 /* ports; without it (one switch, no fabric) the clone is a no-op.     */
