@@ -256,8 +256,10 @@ control MyIngress(inout headers_t hdr,
                 meta.forward = false;
             }
 
-            /* ---- hot-key detection on misses ---- */
-            if (is_get && !meta.served) {
+            /* ---- hot-key detection on misses of chunks a slot can  */
+            /* serve (a larger chunk is never admitted: not counted)  */
+            if (is_get && !meta.served
+                && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT) {
                 sketch_config.apply();
                 if (meta.epoch != 0) {
                     sketch_update();
