@@ -594,7 +594,10 @@ class Checker(ExpressionChecker):
                              what=f"argument '{p.name}' of {sym.name}.apply")
             if p.direction in (Direction.OUT, Direction.INOUT):
                 self._require_lvalue(e, a.loc, ctx)  # type: ignore[attr-defined]
-            if p.direction is Direction.NONE and not is_const(e):
+            if isinstance(p.type, ir.ExternType):
+                if not isinstance(e, ir.ExternInstanceRef):
+                    raise P4Error(a.loc, f"argument for '{p.name}' must be a {p.type.name} instance")  # type: ignore[attr-defined]
+            elif p.direction is Direction.NONE and not is_const(e):
                 raise P4Error(a.loc, f"argument used for directionless parameter '{p.name}' must be a "  # type: ignore[attr-defined]
                                      "compile-time constant")
             args.append(e)
@@ -640,7 +643,8 @@ class Checker(ExpressionChecker):
                 other is not None and overlaps(path, other) and (written or q.direction in (Direction.OUT,
                                                                                          Direction.INOUT))
                 for j, (q, other) in enumerate(zip(params, paths, strict=True)) if j != i)
-            if p.direction is Direction.NONE or (p.direction is Direction.IN and is_const_arg(e)):
+            if isinstance(e, ir.ExternInstanceRef) or p.direction is Direction.NONE or (
+                    p.direction is Direction.IN and is_const_arg(e)):
                 scope.declare(p.name, ConstSym(e), p.loc)
             elif path is not None and not shared:
                 scope.declare(p.name, AliasSym(e, p.direction), p.loc)

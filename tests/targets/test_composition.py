@@ -77,9 +77,11 @@ def test_composed_program_gives_the_same_bytes(target, data: bytes, expected) ->
 
 
 def test_each_instance_has_its_own_counter_under_its_path(target) -> None:
-    before = {name: target.counter_read(name, 2)[0]
-              for name in ("MyIngress.first.mark.marks", "MyIngress.second_add.mark.marks")}
+    names = ("MyIngress.first.mark.marks", "MyIngress.second_add.mark.marks")
+    before = {name: target.counter_read(name, 2)[0] for name in names}
+    routed = target.counter_read("MyIngress.routed", 1)[0]
     assert target.process(1, frame(5, 0, 0, 1)) == [(1, frame(22, 0x30, 6, 1))]
     assert target.process(1, frame(0, 0, 0, 1)) == [(1, frame(17, 0, 0, 1))]  # returns before Mark
     for name, count in before.items():
         assert target.counter_read(name, 2)[0] == count + 1, name
+    assert target.counter_read("MyIngress.routed", 1)[0] == routed + 2, "the caller's counter, given to Route"

@@ -92,10 +92,14 @@ control Add(inout probe_h p, in bit<8> k, inout mark_meta_t m)(bit<8> add) {
     }
 }
 
-/* The output port from a table named as if it were MyIngress's own. */
-control Route(in probe_h p, inout standard_metadata_t std_meta) {
+/* The output port from a table named as if it were MyIngress's own;   */
+/* counts routed packets in a counter its caller owns (an extern given  */
+/* as a directionless argument).                                        */
+control Route(in probe_h p, inout standard_metadata_t std_meta,
+              counter routed) {
     action to_port(bit<9> port) {
         std_meta.egress_spec = port;
+        routed.count((bit<32>)port);
     }
     action drop() {
         mark_to_drop(std_meta);
@@ -114,6 +118,7 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
     Add(8w1) first;
     @name("second_add") Add(8w16) second;
+    counter(4, CounterType.packets) routed;
     Route() route;
     apply {
         if (!hdr.probe.isValid()) {
@@ -123,7 +128,7 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         meta.key = hdr.probe.a;
         first.apply(hdr.probe, hdr.probe.a, meta.mark);
         second.apply(hdr.probe, meta.key, meta.mark);
-        route.apply(hdr.probe, std_meta);
+        route.apply(hdr.probe, std_meta, routed);
     }
 }
 
