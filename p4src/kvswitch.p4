@@ -24,6 +24,7 @@
 #include "validate.p4"
 #include "parser.p4"
 #include "checksum.p4"
+#include "sketch.p4"
 
 /* ==================================================================== *
  *  Ingress                                                              *
@@ -38,10 +39,11 @@ control MyIngress(inout headers_t hdr,
 #include "port_role.p4"
 #include "index.p4"
 #include "store.p4"
-#include "sketch.p4"
 #include "punt.p4"
 #include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
 #include "steer.p4"               /* one pool address, several storage nodes */
+
+    Sketch() sketch;
 
     apply {
         /* ---- request coalescing (coalesce.p4): a reply recirculated to   */
@@ -260,16 +262,7 @@ control MyIngress(inout headers_t hdr,
             /* serve (a larger chunk is never admitted: not counted)  */
             if (is_get && !meta.served
                 && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT) {
-                sketch_config.apply();
-                if (meta.epoch != 0) {
-                    sketch_update();
-                    if (meta.estimate >= meta.hot_threshold) {
-                        bloom_test_and_set();
-                        if (!meta.already_reported) {
-                            report_hot_key();
-                        }
-                    }
-                }
+                sketch.apply(hdr.kvp, kvp_events);
             }
         }
 

@@ -183,12 +183,6 @@ struct metadata_t {
     chunk_index_t slot_chunk_count; /* chunk count read from the slot    */
     kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
 
-    /* sketch */
-    bit<32> epoch;              /* current epoch; 0 = sketch off         */
-    bit<32> hot_threshold;      /* estimate that makes a key hot         */
-    bit<32> estimate;           /* count-min estimate after this GET     */
-    bool already_reported;      /* Bloom filter: digest sent this epoch  */
-
     /* coalescing (coalesce.p4) */
     bit<32> coal_epoch;         /* coalesce_config: current epoch; 0 = off */
     bit<48> coal_timeout;       /* coalesce_config: entry lifetime, in us */
