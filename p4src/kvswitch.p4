@@ -24,6 +24,8 @@
 #include "validate.p4"
 #include "parser.p4"
 #include "checksum.p4"
+#include "port_role.p4"
+#include "index.p4"
 #include "sketch.p4"
 
 /* ==================================================================== *
@@ -36,13 +38,13 @@ control MyIngress(inout headers_t hdr,
 
 #include "counters.p4"
 #include "forward.p4"
-#include "port_role.p4"
-#include "index.p4"
 #include "store.p4"
 #include "punt.p4"
 #include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
 #include "steer.p4"               /* one pool address, several storage nodes */
 
+    PortRole() port_role;
+    Index() index;
     Sketch() sketch;
 
     apply {
@@ -78,7 +80,7 @@ control MyIngress(inout headers_t hdr,
 
         /* ---- who sent it ---- */
         if (!from_cpu) {
-            port_role.apply();
+            port_role.apply(std_meta.ingress_port, meta.port_role);
         }
         bool trusted = is_trusted(meta.port_role);
         bool routable = !from_cpu && hdr.ipv4.isValid();
@@ -127,10 +129,10 @@ control MyIngress(inout headers_t hdr,
         bool is_lookup = is_punt && op == kvp_opcode_t.LOOKUP_META;
 
         /* ---- index (once on every path: BMv2 needs one successor) ---- */
-        meta.slot = hdr.kvp.aux;
+        meta.index.slot = hdr.kvp.aux;
         if (is_slot_write || is_get || is_fill || is_put || is_ack
             || is_invalidate || is_lookup) {
-            kv_index.apply();
+            index.apply(hdr.kvp, meta.index);
         }
         /* ---- request coalescing's configuration (coalesce.p4), applied */
         /* once: the INVALIDATE branch and the call site below use it, and */
@@ -194,7 +196,7 @@ control MyIngress(inout headers_t hdr,
             drop_packet(drop_reason_t.SLOT_OP_NOT_FROM_CPU);
         } else if (refused) {
             drop_packet(drop_reason_t.CONTROL_OP_FROM_HOST);
-        } else if (is_lookup && meta.indexed) {
+        } else if (is_lookup && meta.index.hit) {
             /* ---- steering call site 3 (steer.p4): answered here ---- */
             answer_lookup_meta();
         } else if (is_punt) {
@@ -203,7 +205,7 @@ control MyIngress(inout headers_t hdr,
             count_event(kvp_event_t.PUNT);
         } else if (is_invalidate) {
             /* ---- from another switch (trusted: checked above) ---- */
-            if (meta.indexed) {
+            if (meta.index.hit) {
                 bound_slot();
             }
             /* a GET pending here may be answered with the value before   */
@@ -219,7 +221,7 @@ control MyIngress(inout headers_t hdr,
         } else {
             meta.forward = true;
             /* ---- store ---- */
-            if (is_get && meta.indexed) {
+            if (is_get && meta.index.hit) {
                 serve_slot();
             }
             if (meta.served) {
@@ -229,18 +231,18 @@ control MyIngress(inout headers_t hdr,
             } else if (is_get) {
                 count_event(kvp_event_t.GET_MISS);
             }
-            if (is_fill && meta.indexed) {
+            if (is_fill && meta.index.hit) {
                 check_value();
                 fill_slot();
                 if (meta.filled) {
                     count_event(kvp_event_t.FILL);
                 }
             }
-            if (is_put && meta.indexed) {
+            if (is_put && meta.index.hit) {
                 invalidate_slot();
                 count_event(kvp_event_t.PUT_INVALIDATE);
             }
-            if (is_ack && meta.indexed) {
+            if (is_ack && meta.index.hit) {
                 bound_slot();
                 count_event(kvp_event_t.PUT_ACK_BOUND);
             }

@@ -210,19 +210,19 @@ action answer_lookup_meta() {
     bit<32> generation;
     bit<32> min_version;
     bit<32> version;
-    slot_valid.read(valid, meta.slot);
-    slot_tenant.read(tenant, meta.slot);
-    slot_prefix_hash.read(prefix_hash, meta.slot);
-    slot_chunk_idx.read(chunk_idx, meta.slot);
-    slot_generation.read(generation, meta.slot);
-    slot_version.read(version, meta.slot);
-    slot_min_version.read(min_version, meta.slot);
+    slot_valid.read(valid, meta.index.slot);
+    slot_tenant.read(tenant, meta.index.slot);
+    slot_prefix_hash.read(prefix_hash, meta.index.slot);
+    slot_chunk_idx.read(chunk_idx, meta.index.slot);
+    slot_generation.read(generation, meta.index.slot);
+    slot_version.read(version, meta.index.slot);
+    slot_min_version.read(min_version, meta.index.slot);
     bool ours = tenant == hdr.kvp.tenant
                 && prefix_hash == hdr.kvp.prefix_hash
                 && chunk_idx == hdr.kvp.chunk_idx
-                && generation == meta.index_generation;
+                && generation == meta.index.generation;
     bool servable = valid == 1 && ours && version >= min_version
-                    && version >= meta.index_min_version;
+                    && version >= meta.index.min_version;
     bit<8> node = 0;
     if (meta.steered) {
         node = meta.steer_node;
@@ -233,7 +233,7 @@ action answer_lookup_meta() {
         hdr.kvp.version = version;
     } else {
         hdr.kvp.aux = (bit<32>)node << META_NODE_SHIFT;
-        hdr.kvp.version = meta.index_min_version;
+        hdr.kvp.version = meta.index.min_version;
     }
     count_steer(steer_event_t.META_ANSWERED);
 }

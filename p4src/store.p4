@@ -55,26 +55,26 @@ counter(SLOT_COUNT, CounterType.packets_and_bytes) slot_hits;
 
 /* ---- shared pieces -------------------------------------------------- */
 
-/* Bind slot meta.slot to the packet's key under the entry's admission.  */
+/* Bind slot meta.index.slot to the packet's key under the entry's admission.  */
 /* Only called from inside a slot action (so it is part of that action). */
 action bind_slot() {
-    slot_tenant.write(meta.slot, hdr.kvp.tenant);
-    slot_prefix_hash.write(meta.slot, hdr.kvp.prefix_hash);
-    slot_chunk_idx.write(meta.slot, hdr.kvp.chunk_idx);
-    slot_generation.write(meta.slot, meta.index_generation);
+    slot_tenant.write(meta.index.slot, hdr.kvp.tenant);
+    slot_prefix_hash.write(meta.index.slot, hdr.kvp.prefix_hash);
+    slot_chunk_idx.write(meta.index.slot, hdr.kvp.chunk_idx);
+    slot_generation.write(meta.index.slot, meta.index.generation);
 }
 
 /* Store the packet's value and its header fields as the slot's valid    */
 /* contents (bound to the entry's admission).  Only inside a slot action. */
 action store_value() {
     bind_slot();
-    slot_value.write(meta.slot, hdr.kvp_value.value);
-    slot_version.write(meta.slot, hdr.kvp.version);
-    slot_min_version.write(meta.slot, hdr.kvp.version);
-    slot_value_csum.write(meta.slot, hdr.kvp.value_csum);
-    slot_value_len.write(meta.slot, hdr.kvp.value_len);
-    slot_chunk_count.write(meta.slot, hdr.kvp.chunk_count);
-    slot_valid.write(meta.slot, 1);
+    slot_value.write(meta.index.slot, hdr.kvp_value.value);
+    slot_version.write(meta.index.slot, hdr.kvp.version);
+    slot_min_version.write(meta.index.slot, hdr.kvp.version);
+    slot_value_csum.write(meta.index.slot, hdr.kvp.value_csum);
+    slot_value_len.write(meta.index.slot, hdr.kvp.value_len);
+    slot_chunk_count.write(meta.index.slot, hdr.kvp.chunk_count);
+    slot_valid.write(meta.index.slot, 1);
 }
 
 /* ---- value checksum ------------------------------------------------- */
@@ -101,28 +101,28 @@ action serve_slot() {
     chunk_index_t chunk_idx;
     bit<32> generation;
     bit<32> min_version;
-    slot_valid.read(valid, meta.slot);
-    slot_tenant.read(tenant, meta.slot);
-    slot_prefix_hash.read(prefix_hash, meta.slot);
-    slot_chunk_idx.read(chunk_idx, meta.slot);
-    slot_generation.read(generation, meta.slot);
-    slot_version.read(meta.slot_version, meta.slot);
-    slot_min_version.read(min_version, meta.slot);
-    slot_value_csum.read(meta.slot_value_csum, meta.slot);
-    slot_value_len.read(meta.slot_value_len, meta.slot);
-    slot_chunk_count.read(meta.slot_chunk_count, meta.slot);
+    slot_valid.read(valid, meta.index.slot);
+    slot_tenant.read(tenant, meta.index.slot);
+    slot_prefix_hash.read(prefix_hash, meta.index.slot);
+    slot_chunk_idx.read(chunk_idx, meta.index.slot);
+    slot_generation.read(generation, meta.index.slot);
+    slot_version.read(meta.slot_version, meta.index.slot);
+    slot_min_version.read(min_version, meta.index.slot);
+    slot_value_csum.read(meta.slot_value_csum, meta.index.slot);
+    slot_value_len.read(meta.slot_value_len, meta.index.slot);
+    slot_chunk_count.read(meta.slot_chunk_count, meta.index.slot);
     /* ours: the slot holds this key under the entry's admission */
     bool ours = tenant == hdr.kvp.tenant
                 && prefix_hash == hdr.kvp.prefix_hash
                 && chunk_idx == hdr.kvp.chunk_idx
-                && generation == meta.index_generation;
+                && generation == meta.index.generation;
     meta.served = valid == 1 && ours
         && meta.slot_version >= min_version
-        && meta.slot_version >= meta.index_min_version
+        && meta.slot_version >= meta.index.min_version
         && meta.slot_version >= hdr.kvp.version;
     if (meta.served) {
         hdr.kvp_value.setValid();
-        slot_value.read(hdr.kvp_value.value, meta.slot);
+        slot_value.read(hdr.kvp_value.value, meta.index.slot);
     }
 }
 
@@ -152,7 +152,7 @@ action build_get_reply() {
     hdr.kvp.chunk_shift = KVP_SLOT_SHIFT;
     hdr.kvp.aux = 0;
     std_meta.egress_spec = std_meta.ingress_port;
-    slot_hits.count(meta.slot);
+    slot_hits.count(meta.index.slot);
 }
 
 /* ---- GET_REPLY from a trusted port: fill on reply -------------------- */
@@ -171,24 +171,24 @@ action fill_slot() {
     bit<32> generation;
     bit<32> min_version;
     bit<32> stored_version;
-    slot_valid.read(valid, meta.slot);
-    slot_version.read(stored_version, meta.slot);
-    slot_tenant.read(tenant, meta.slot);
-    slot_prefix_hash.read(prefix_hash, meta.slot);
-    slot_chunk_idx.read(chunk_idx, meta.slot);
-    slot_generation.read(generation, meta.slot);
-    slot_min_version.read(min_version, meta.slot);
+    slot_valid.read(valid, meta.index.slot);
+    slot_version.read(stored_version, meta.index.slot);
+    slot_tenant.read(tenant, meta.index.slot);
+    slot_prefix_hash.read(prefix_hash, meta.index.slot);
+    slot_chunk_idx.read(chunk_idx, meta.index.slot);
+    slot_generation.read(generation, meta.index.slot);
+    slot_min_version.read(min_version, meta.index.slot);
     /* ours: the slot holds this key under the entry's admission */
     bool ours = tenant == hdr.kvp.tenant
                 && prefix_hash == hdr.kvp.prefix_hash
                 && chunk_idx == hdr.kvp.chunk_idx
-                && generation == meta.index_generation;
+                && generation == meta.index.generation;
     meta.filled = false;
-    if (valid == 1 && ours && stored_version >= meta.index_min_version) {
+    if (valid == 1 && ours && stored_version >= meta.index.min_version) {
         /* already filled, and not outdated by the index entry's bound */
     } else if (!meta.csum_ok) {
         count_drop(drop_reason_t.BAD_CHECKSUM);
-    } else if (hdr.kvp.version < meta.index_min_version
+    } else if (hdr.kvp.version < meta.index.min_version
                || (ours && hdr.kvp.version < min_version)) {
         count_drop(drop_reason_t.STALE_FILL);
     } else {
@@ -208,20 +208,20 @@ action invalidate_slot() {
     bit<64> prefix_hash;
     chunk_index_t chunk_idx;
     bit<32> generation;
-    slot_tenant.read(tenant, meta.slot);
-    slot_prefix_hash.read(prefix_hash, meta.slot);
-    slot_chunk_idx.read(chunk_idx, meta.slot);
-    slot_generation.read(generation, meta.slot);
+    slot_tenant.read(tenant, meta.index.slot);
+    slot_prefix_hash.read(prefix_hash, meta.index.slot);
+    slot_chunk_idx.read(chunk_idx, meta.index.slot);
+    slot_generation.read(generation, meta.index.slot);
     /* ours: the slot holds this key under the entry's admission */
     bool ours = tenant == hdr.kvp.tenant
                 && prefix_hash == hdr.kvp.prefix_hash
                 && chunk_idx == hdr.kvp.chunk_idx
-                && generation == meta.index_generation;
+                && generation == meta.index.generation;
     if (!ours) {
         bind_slot();
-        slot_min_version.write(meta.slot, 0);
+        slot_min_version.write(meta.index.slot, 0);
     }
-    slot_valid.write(meta.slot, 0);
+    slot_valid.write(meta.index.slot, 0);
 }
 
 /* ---- PUT_ACK OK (trusted) / INVALIDATE: bound --------------------------- */
@@ -238,18 +238,18 @@ action bound_slot() {
     bit<32> generation;
     bit<32> min_version;
     bit<32> stored_version;
-    slot_valid.read(valid, meta.slot);
-    slot_version.read(stored_version, meta.slot);
-    slot_tenant.read(tenant, meta.slot);
-    slot_prefix_hash.read(prefix_hash, meta.slot);
-    slot_chunk_idx.read(chunk_idx, meta.slot);
-    slot_generation.read(generation, meta.slot);
-    slot_min_version.read(min_version, meta.slot);
+    slot_valid.read(valid, meta.index.slot);
+    slot_version.read(stored_version, meta.index.slot);
+    slot_tenant.read(tenant, meta.index.slot);
+    slot_prefix_hash.read(prefix_hash, meta.index.slot);
+    slot_chunk_idx.read(chunk_idx, meta.index.slot);
+    slot_generation.read(generation, meta.index.slot);
+    slot_min_version.read(min_version, meta.index.slot);
     /* ours: the slot holds this key under the entry's admission */
     bool ours = tenant == hdr.kvp.tenant
                 && prefix_hash == hdr.kvp.prefix_hash
                 && chunk_idx == hdr.kvp.chunk_idx
-                && generation == meta.index_generation;
+                && generation == meta.index.generation;
     if (!ours) {
         bind_slot();
         valid = 0;
@@ -261,8 +261,8 @@ action bound_slot() {
     if (stored_version < min_version) {
         valid = 0;
     }
-    slot_min_version.write(meta.slot, min_version);
-    slot_valid.write(meta.slot, valid);
+    slot_min_version.write(meta.index.slot, min_version);
+    slot_valid.write(meta.index.slot, valid);
 }
 
 /* ---- SLOT_WRITE / SLOT_READ from the controller ---------------------- */
@@ -279,23 +279,23 @@ action write_slot() {
     chunk_index_t chunk_idx;
     bit<32> generation;
     bit<32> min_version;
-    slot_tenant.read(tenant, meta.slot);
-    slot_prefix_hash.read(prefix_hash, meta.slot);
-    slot_chunk_idx.read(chunk_idx, meta.slot);
-    slot_generation.read(generation, meta.slot);
-    slot_min_version.read(min_version, meta.slot);
+    slot_tenant.read(tenant, meta.index.slot);
+    slot_prefix_hash.read(prefix_hash, meta.index.slot);
+    slot_chunk_idx.read(chunk_idx, meta.index.slot);
+    slot_generation.read(generation, meta.index.slot);
+    slot_min_version.read(min_version, meta.index.slot);
     /* ours: the slot holds this key under the entry's admission */
     bool ours = tenant == hdr.kvp.tenant
                 && prefix_hash == hdr.kvp.prefix_hash
                 && chunk_idx == hdr.kvp.chunk_idx
-                && generation == meta.index_generation;
-    if (!meta.indexed || meta.slot != hdr.kvp.aux) {
+                && generation == meta.index.generation;
+    if (!meta.index.hit || meta.index.slot != hdr.kvp.aux) {
         meta.slot_status = kvp_status_t.ERR_DENIED;
         count_drop(drop_reason_t.SLOT_NOT_INDEXED);
     } else if (!meta.csum_ok) {
         meta.slot_status = kvp_status_t.ERR_CHECKSUM;
         count_drop(drop_reason_t.BAD_CHECKSUM);
-    } else if (hdr.kvp.version < meta.index_min_version
+    } else if (hdr.kvp.version < meta.index.min_version
                || (ours && hdr.kvp.version < min_version)) {
         meta.slot_status = kvp_status_t.ERR_STALE;
         count_drop(drop_reason_t.STALE_FILL);
@@ -309,17 +309,17 @@ action write_slot() {
 /* header; status OK when the slot is valid, MISS when not.              */
 action read_slot() {
     bit<1> valid;
-    slot_valid.read(valid, meta.slot);
-    slot_tenant.read(hdr.kvp.tenant, meta.slot);
-    slot_prefix_hash.read(hdr.kvp.prefix_hash, meta.slot);
-    slot_chunk_idx.read(hdr.kvp.chunk_idx, meta.slot);
-    slot_version.read(hdr.kvp.version, meta.slot);
-    slot_value_csum.read(hdr.kvp.value_csum, meta.slot);
-    slot_value_len.read(hdr.kvp.value_len, meta.slot);
-    slot_chunk_count.read(hdr.kvp.chunk_count, meta.slot);
+    slot_valid.read(valid, meta.index.slot);
+    slot_tenant.read(hdr.kvp.tenant, meta.index.slot);
+    slot_prefix_hash.read(hdr.kvp.prefix_hash, meta.index.slot);
+    slot_chunk_idx.read(hdr.kvp.chunk_idx, meta.index.slot);
+    slot_version.read(hdr.kvp.version, meta.index.slot);
+    slot_value_csum.read(hdr.kvp.value_csum, meta.index.slot);
+    slot_value_len.read(hdr.kvp.value_len, meta.index.slot);
+    slot_chunk_count.read(hdr.kvp.chunk_count, meta.index.slot);
     hdr.kvp.chunk_shift = KVP_SLOT_SHIFT;
     hdr.kvp_value.setValid();
-    slot_value.read(hdr.kvp_value.value, meta.slot);
+    slot_value.read(hdr.kvp_value.value, meta.index.slot);
     if (valid == 1) {
         meta.slot_status = kvp_status_t.OK;
     } else {

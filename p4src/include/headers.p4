@@ -146,6 +146,18 @@ struct coalesce_waiter_t {
  *  Per-packet metadata                                                  *
  * ==================================================================== */
 
+/* What the pool index (index.p4) says about the packet's key: crosses  */
+/* from Index to Store and Steer.                                       */
+struct index_t {
+    bool hit;                   /* kv_index has the key                  */
+    bit<32> slot;               /* slot of the key, as a register index  */
+                                /* (a SLOT_* op's kvp.aux before lookup) */
+    bit<32> min_version;        /* lowest servable version (entry param) */
+    bit<32> generation;         /* admission of the key to the slot      */
+                                /* (entry param); a slot filled under    */
+                                /* another one is empty for this entry   */
+}
+
 struct metadata_t {
     /* validation */
     bool kvp_seen;              /* parser read magic and ver (>= 3 bytes) */
@@ -164,13 +176,8 @@ struct metadata_t {
     @field_list(1)
     bit<9> clone_ingress_port;
 
-    /* index */
-    bool indexed;               /* kv_index hit                          */
-    bit<32> slot;               /* slot of the key, as a register index  */
-    bit<32> index_min_version;  /* lowest servable version (entry param) */
-    bit<32> index_generation;   /* admission of the key to the slot      */
-                                /* (entry param); a slot filled under    */
-                                /* another one is empty for this entry   */
+    /* index (index.p4 writes it; store, steering read it) */
+    index_t index;
 
     /* store */
     bool served;                /* GET answered from the slot            */
