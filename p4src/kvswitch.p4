@@ -25,6 +25,7 @@
 #include "parser.p4"
 #include "checksum.p4"
 #include "port_role.p4"
+#include "classify.p4"
 #include "index.p4"
 #include "sketch.p4"
 
@@ -43,7 +44,9 @@ control MyIngress(inout headers_t hdr,
 #include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
 #include "steer.p4"               /* one pool address, several storage nodes */
 
+    Validate() validate;
     PortRole() port_role;
+    Classify() classify;
     Index() index;
     Sketch() sketch;
 
@@ -55,83 +58,21 @@ control MyIngress(inout headers_t hdr,
             return;
         }
 
-        /* ---- what it is ---- */
-        bool kvp_port = hdr.udp.isValid()
-            && (hdr.udp.dst_port == KVP_UDP_PORT
-                || hdr.udp.src_port == KVP_UDP_PORT);
-        meta.drop_reason = drop_reason_t.NONE;
-        if (kvp_port) {
-            meta.drop_reason = kvp_check(
-                meta.kvp_seen, meta.kvp_magic, meta.kvp_ver,
-                hdr.kvp.isValid(), hdr.kvp.opcode, hdr.kvp.flags,
-                hdr.kvp.chunk_shift, hdr.kvp_value.isValid(), hdr.udp.len,
-                hdr.kvp.chunk_idx, hdr.kvp.chunk_count, hdr.kvp.value_len);
-        }
-        meta.kvp_ok = kvp_port && meta.drop_reason == drop_reason_t.NONE;
-        if (meta.drop_reason != drop_reason_t.NONE) {
-            count_drop(meta.drop_reason);
-        }
-        kvp_opcode_t op = hdr.kvp.opcode;
-        bool from_cpu = hdr.packet_out.isValid();
-        /* SLOT_WRITE / SLOT_READ (even malformed: the controller gets */
-        /* its ERR_MALFORMED answer)                                    */
-        bool is_slot_op = hdr.kvp.isValid()
-            && (op == kvp_opcode_t.SLOT_WRITE || op == kvp_opcode_t.SLOT_READ);
-
-        /* ---- who sent it ---- */
-        if (!from_cpu) {
+        /* ---- what it is, who sent it, what it asks ---- */
+        validate.apply(hdr, meta.kvp_seen, meta.kvp_magic, meta.kvp_ver,
+                       meta.kvp_ok, meta.drop_reason, drop_reason);
+        if (!hdr.packet_out.isValid()) {
             port_role.apply(std_meta.ingress_port, meta.port_role);
         }
-        bool trusted = is_trusted(meta.port_role);
-        bool routable = !from_cpu && hdr.ipv4.isValid();
-        bool refused = meta.kvp_ok
-            && (is_slot_op || (!trusted && is_controller_only(op)));
-        bool is_punt = meta.kvp_ok
-            && (op == kvp_opcode_t.INSERT || op == kvp_opcode_t.LOOKUP_META);
-        bool is_invalidate = routable && !refused && meta.kvp_ok
-            && op == kvp_opcode_t.INVALIDATE;
-        bool is_pool_op = routable && !refused && !is_punt && !is_invalidate;
-        if (is_pool_op && meta.kvp_ok && !trusted && is_reply(op)) {
-            /* a host's reply: delivered, but no switch on its way may */
-            /* store it or be bounded by it                             */
-            hdr.kvp.flags = hdr.kvp.flags | F_BYPASS;
-            hdr.udp.checksum = 0;
-            count_drop(drop_reason_t.REPLY_FROM_HOST);
-        }
-
-        /* ---- what it asks of the pool ---- */
-        bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
-        /* a slot holds one slot-sized chunk: a larger one is malformed */
-        bool is_slot_write = from_cpu && meta.kvp_ok
-            && op == kvp_opcode_t.SLOT_WRITE && hdr.kvp.aux < SLOT_COUNT
-            && hdr.kvp_value.isValid();
-        bool is_get = is_pool_op && meta.kvp_ok && !bypass
-            && op == kvp_opcode_t.GET;
-        /* Fill from a storage node's reply or an upstream switch's (so  */
-        /* in a fabric the readers' own leaf can cache the block too);   */
-        /* check_value / fill_slot check CRC and version for both.       */
-        bool is_fill = is_pool_op && meta.kvp_ok && !bypass && trusted
-            && op == kvp_opcode_t.GET_REPLY
-            && (hdr.kvp.status == kvp_status_t.HIT_SERVER
-                || hdr.kvp.status == kvp_status_t.HIT_SWITCH)
-            && hdr.kvp_value.isValid();
-        /* A PUT invalidates even with F_BYPASS: bypass means "do not    */
-        /* answer or fill", never "skip coherence".                      */
-        bool is_put = is_pool_op && meta.kvp_ok && op == kvp_opcode_t.PUT;
-        /* A commit acknowledged by a storage node (or relayed by an     */
-        /* upstream switch) bounds the key's versions.                   */
-        bool is_ack = is_pool_op && meta.kvp_ok && !bypass && trusted
-            && op == kvp_opcode_t.PUT_ACK
-            && hdr.kvp.status == kvp_status_t.OK;
-
-        /* ---- steering call site 1 (steer.p4): LOOKUP_META of an indexed */
-        /* key is answered by the data plane, so it is looked up too      */
-        bool is_lookup = is_punt && op == kvp_opcode_t.LOOKUP_META;
+        classify.apply(hdr, meta.kvp_ok, meta.port_role, meta.req,
+                       drop_reason);
+        kvp_opcode_t op = hdr.kvp.opcode;
 
         /* ---- index (once on every path: BMv2 needs one successor) ---- */
         meta.index.slot = hdr.kvp.aux;
-        if (is_slot_write || is_get || is_fill || is_put || is_ack
-            || is_invalidate || is_lookup) {
+        if (meta.req.slot_write || meta.req.get || meta.req.fill
+            || meta.req.put || meta.req.ack || meta.req.invalidate
+            || meta.req.lookup) {
             index.apply(hdr.kvp, meta.index);
         }
         /* ---- request coalescing's configuration (coalesce.p4), applied */
@@ -143,12 +84,13 @@ control MyIngress(inout headers_t hdr,
 
         /* ---- steering call site 2 (steer.p4): which node, which name ---- */
         bool member_reply = false;
-        if (routable && meta.kvp_ok && !refused && !is_invalidate) {
+        if (meta.req.routable && meta.kvp_ok && !meta.req.refused
+            && !meta.req.invalidate) {
             steer_config.apply();
         }
         if (meta.steer_on && hdr.ipv4.dst_addr == meta.pool_addr
             && (op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
-                || op == kvp_opcode_t.STAT || is_lookup)) {
+                || op == kvp_opcode_t.STAT || meta.req.lookup)) {
             meta.steer_request = true;
             steer_hash();
             steer_bucket.apply();
@@ -166,15 +108,15 @@ control MyIngress(inout headers_t hdr,
             meta.member_request = meta.pool_member && !is_reply(op);
         }
 
-        if (from_cpu) {
+        if (meta.req.from_cpu) {
             /* ---- from the controller ---- */
-            if (!is_slot_op) {
+            if (!meta.req.slot_op) {
                 send_packet_out();
             } else {
                 meta.slot_status = kvp_status_t.ERR_MALFORMED;
                 if (meta.kvp_ok && hdr.kvp.aux >= SLOT_COUNT) {
                     count_drop(drop_reason_t.BAD_SLOT);
-                } else if (is_slot_write) {
+                } else if (meta.req.slot_write) {
                     /* the generation comes from the key's index entry */
                     check_value();
                     write_slot();
@@ -191,19 +133,19 @@ control MyIngress(inout headers_t hdr,
             }
         } else if (!hdr.ipv4.isValid()) {
             drop_packet(drop_reason_t.NOT_IPV4);
-        } else if (meta.kvp_ok && is_slot_op) {
+        } else if (meta.kvp_ok && meta.req.slot_op) {
             /* only the controller may touch slots */
             drop_packet(drop_reason_t.SLOT_OP_NOT_FROM_CPU);
-        } else if (refused) {
+        } else if (meta.req.refused) {
             drop_packet(drop_reason_t.CONTROL_OP_FROM_HOST);
-        } else if (is_lookup && meta.index.hit) {
+        } else if (meta.req.lookup && meta.index.hit) {
             /* ---- steering call site 3 (steer.p4): answered here ---- */
             answer_lookup_meta();
-        } else if (is_punt) {
+        } else if (meta.req.punt) {
             /* ---- for the controller ---- */
             punt(punt_reason_t.CLIENT_OP);
             count_event(kvp_event_t.PUNT);
-        } else if (is_invalidate) {
+        } else if (meta.req.invalidate) {
             /* ---- from another switch (trusted: checked above) ---- */
             if (meta.index.hit) {
                 bound_slot();
@@ -221,32 +163,32 @@ control MyIngress(inout headers_t hdr,
         } else {
             meta.forward = true;
             /* ---- store ---- */
-            if (is_get && meta.index.hit) {
+            if (meta.req.get && meta.index.hit) {
                 serve_slot();
             }
             if (meta.served) {
                 build_get_reply();
                 count_event(kvp_event_t.GET_HIT);
                 meta.forward = false;
-            } else if (is_get) {
+            } else if (meta.req.get) {
                 count_event(kvp_event_t.GET_MISS);
             }
-            if (is_fill && meta.index.hit) {
+            if (meta.req.fill && meta.index.hit) {
                 check_value();
                 fill_slot();
                 if (meta.filled) {
                     count_event(kvp_event_t.FILL);
                 }
             }
-            if (is_put && meta.index.hit) {
+            if (meta.req.put && meta.index.hit) {
                 invalidate_slot();
                 count_event(kvp_event_t.PUT_INVALIDATE);
             }
-            if (is_ack && meta.index.hit) {
+            if (meta.req.ack && meta.index.hit) {
                 bound_slot();
                 count_event(kvp_event_t.PUT_ACK_BOUND);
             }
-            if (is_ack && meta.port_role == port_role_t.STORAGE) {
+            if (meta.req.ack && meta.port_role == port_role_t.STORAGE) {
                 /* the ack's first switch tells the rest of the fabric */
                 meta.clone_ingress_port = std_meta.ingress_port;
                 clone_preserving_field_list(CloneType.I2E,
@@ -262,7 +204,7 @@ control MyIngress(inout headers_t hdr,
 
             /* ---- hot-key detection on misses of chunks a slot can  */
             /* serve (a larger chunk is never admitted: not counted)  */
-            if (is_get && !meta.served
+            if (meta.req.get && !meta.served
                 && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT) {
                 sketch.apply(hdr.kvp, kvp_events);
             }

@@ -158,6 +158,25 @@ struct index_t {
                                 /* another one is empty for this entry   */
 }
 
+/* What the packet asks of the switch (classify.p4): crosses from      */
+/* Classify to every later step.                                        */
+struct request_t {
+    bool from_cpu;    /* a packet-out from the controller              */
+    bool slot_op;     /* SLOT_WRITE / SLOT_READ (even malformed)       */
+    bool trusted;     /* from a STORAGE or FABRIC port                 */
+    bool routable;    /* IPv4 from a port (not the CPU)                */
+    bool refused;     /* a controller-only opcode from a host or port  */
+    bool punt;        /* INSERT / LOOKUP_META: the controller's        */
+    bool invalidate;  /* another switch's INVALIDATE                   */
+    bool pool_op;     /* what the pool may act on (neither of those)   */
+    bool slot_write;  /* the controller's SLOT_WRITE of a valid slot   */
+    bool get;         /* a GET the pool may answer (no F_BYPASS)       */
+    bool fill;        /* a trusted GET_REPLY with a value: may fill    */
+    bool put;         /* a PUT: invalidates (even with F_BYPASS)       */
+    bool ack;         /* a trusted PUT_ACK OK: bounds versions         */
+    bool lookup;      /* LOOKUP_META: answered here when indexed       */
+}
+
 struct metadata_t {
     /* validation */
     bool kvp_seen;              /* parser read magic and ver (>= 3 bytes) */
@@ -166,6 +185,7 @@ struct metadata_t {
                                 /* only when magic and ver are ours)     */
     bool kvp_ok;                /* KVP header valid and well-formed      */
     drop_reason_t drop_reason;  /* why not (NONE when kvp_ok)            */
+    request_t req;              /* what it asks (classify.p4)            */
     bool forward;               /* leave through ipv4_lpm                */
 
     /* trust */
