@@ -27,6 +27,7 @@
 #include "port_role.p4"
 #include "classify.p4"
 #include "index.p4"
+#include "forward.p4"
 #include "sketch.p4"
 
 /* ==================================================================== *
@@ -38,7 +39,6 @@ control MyIngress(inout headers_t hdr,
                   inout standard_metadata_t std_meta) {
 
 #include "counters.p4"
-#include "forward.p4"
 #include "store.p4"
 #include "punt.p4"
 #include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
@@ -49,6 +49,7 @@ control MyIngress(inout headers_t hdr,
     Classify() classify;
     Index() index;
     Sketch() sketch;
+    Forward() forward;
 
     apply {
         /* ---- request coalescing (coalesce.p4): a reply recirculated to   */
@@ -219,7 +220,8 @@ control MyIngress(inout headers_t hdr,
                 if (meta.steered) {
                     steer_forward();     /* steering call site 5: to its node */
                 } else {
-                    ipv4_lpm.apply();    /* rewrites the source MAC      */
+                    /* rewrites the source MAC */
+                    forward.apply(hdr.ethernet, hdr.ipv4, std_meta, drop_reason);
                 }
                 steer_name(member_reply);  /* steering call site 6 */
             }
