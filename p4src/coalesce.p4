@@ -105,17 +105,17 @@ action count_coalesce(in coalesce_event_t event) {
 /* copies; otherwise P x (k + 1) (+ carry), not P x 9 + 1.               */
 action set_coalesce_config(bit<32> timeout_us, bit<32> epoch, bit<16> mcast_group,
                            bit<16> port_group_base) {
-    meta.coal_timeout = (bit<48>)timeout_us;
-    meta.coal_epoch = epoch;
-    meta.coal_mcast_group = mcast_group;
+    meta.coal.timeout = (bit<48>)timeout_us;
+    meta.coal.epoch = epoch;
+    meta.coal.mcast_group = mcast_group;
     meta.coal_port_group_base = port_group_base;
 }
 
 /* Coalescing off (the initial state): every GET miss is forwarded.     */
 action coalesce_off() {
-    meta.coal_timeout = 0;
-    meta.coal_epoch = 0;
-    meta.coal_mcast_group = 0;
+    meta.coal.timeout = 0;
+    meta.coal.epoch = 0;
+    meta.coal.mcast_group = 0;
     meta.coal_port_group_base = 0;
 }
 
@@ -134,7 +134,7 @@ table coalesce_config {
 /* Called just before ipv4_lpm, which overwrites the source MAC: a      */
 /* waiter's copy of the reply goes back to the MAC its GET came from.   */
 action coalesce_note_sender() {
-    meta.coal_sender_mac = hdr.ethernet.src_addr;
+    meta.coal.sender_mac = hdr.ethernet.src_addr;
 }
 
 /* ---- the pending entry of the packet's key ----------------------------- */
@@ -147,7 +147,7 @@ action coalesce_hash() {
 
 /* The request's cell in coalesce_parked (its retry check). */
 action coalesce_parked_hash() {
-    hash(meta.coal_parked_cell, HashAlgorithm.crc32, 32w0,
+    hash(meta.coal.parked_cell, HashAlgorithm.crc32, 32w0,
          { COALESCE_PARKED_SALT, hdr.ipv4.src_addr, hdr.udp.src_port, hdr.kvp.req_id },
          COALESCE_PARKED_CELLS);
 }
@@ -179,8 +179,8 @@ action coalesce_get() {
     coalesce_gen.read(gen, meta.coal_index);
     coalesce_last_gen.read(last_gen, 0);
     coalesce_parked_hash();
-    coalesce_parked.read(parked_gen, meta.coal_parked_cell);
-    coalesce_parked_who.read(parked_who, meta.coal_parked_cell);
+    coalesce_parked.read(parked_gen, meta.coal.parked_cell);
+    coalesce_parked_who.read(parked_who, meta.coal.parked_cell);
     bit<48> who = hdr.udp.src_port ++ hdr.kvp.req_id;
     coalesce_server.read(server, meta.coal_index);
     coalesce_origin_ip.read(origin_ip, meta.coal_index);
@@ -188,8 +188,8 @@ action coalesce_get() {
     coalesce_origin_req_id.read(origin_req_id, meta.coal_index);
     coalesce_waiter_count.read(waiters, meta.coal_index);
     bit<48> now = std_meta.ingress_global_timestamp;
-    bool current = epoch == meta.coal_epoch;
-    bool live = current && now - since < meta.coal_timeout;
+    bool current = epoch == meta.coal.epoch;
+    bool live = current && now - since < meta.coal.timeout;
     bool same = tenant == hdr.kvp.tenant
                 && prefix_hash == hdr.kvp.prefix_hash
                 && chunk_idx == hdr.kvp.chunk_idx
@@ -202,13 +202,13 @@ action coalesce_get() {
     /* request parked in this entry): it waited a whole retry timeout, so  */
     /* the reply it waits for is not coming through this entry (lost, or  */
     /* one that cannot replicate); parking it again would strand it.      */
-    meta.coal_parked = parked_gen == gen && gen != 0 && parked_who == who;
+    meta.coal.parked = parked_gen == gen && gen != 0 && parked_who == who;
     bit<32> base = meta.coal_index << COALESCE_WAITER_WIDTH;
     if (!live) {
         if (current) {
             count_coalesce(coalesce_event_t.EXPIRED);
         }
-        coalesce_epoch.write(meta.coal_index, meta.coal_epoch);
+        coalesce_epoch.write(meta.coal_index, meta.coal.epoch);
         coalesce_since.write(meta.coal_index, now);
         coalesce_tenant.write(meta.coal_index, hdr.kvp.tenant);
         coalesce_prefix_hash.write(meta.coal_index, hdr.kvp.prefix_hash);
@@ -231,7 +231,7 @@ action coalesce_get() {
         count_coalesce(coalesce_event_t.COLLISION);
     } else if (is_origin) {
         /* the forwarded GET's own retransmission: forward it again */
-    } else if (meta.coal_parked) {
+    } else if (meta.coal.parked) {
         /* a waiter's own retransmission: forward it (see above) */
         count_coalesce(coalesce_event_t.RETRY);
     } else if ((bit<32>)waiters >= COALESCE_WAITERS) {
@@ -241,11 +241,11 @@ action coalesce_get() {
         coalesce_waiter_ip.write(cell, hdr.ipv4.src_addr);
         coalesce_waiter_udp_port.write(cell, hdr.udp.src_port);
         coalesce_waiter_req_id.write(cell, hdr.kvp.req_id);
-        coalesce_waiter_mac.write(cell, meta.coal_sender_mac);
+        coalesce_waiter_mac.write(cell, meta.coal.sender_mac);
         coalesce_waiter_port.write(cell, (bit<16>)std_meta.ingress_port);
         coalesce_waiter_gen.write(cell, gen);
-        coalesce_parked.write(meta.coal_parked_cell, gen);
-        coalesce_parked_who.write(meta.coal_parked_cell, who);
+        coalesce_parked.write(meta.coal.parked_cell, gen);
+        coalesce_parked_who.write(meta.coal.parked_cell, who);
         coalesce_waiter_count.write(meta.coal_index, waiters + 1);
         count_coalesce(coalesce_event_t.COALESCED);
         mark_to_drop(std_meta);
@@ -269,128 +269,128 @@ action coalesce_load_batch() {
     bit<32> gen;
     bool stale = false;
     cell = base + 0;
-    coalesce_waiter_ip.read(meta.coal_w0.ip, cell);
-    coalesce_waiter_udp_port.read(meta.coal_w0.udp_port, cell);
-    coalesce_waiter_req_id.read(meta.coal_w0.req_id, cell);
-    coalesce_waiter_mac.read(meta.coal_w0.mac, cell);
-    coalesce_waiter_port.read(meta.coal_w0.port, cell);
+    coalesce_waiter_ip.read(meta.coal.w0.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal.w0.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal.w0.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal.w0.mac, cell);
+    coalesce_waiter_port.read(meta.coal.w0.port, cell);
     coalesce_waiter_gen.read(gen, cell);
     if ((bit<8>)0 >= batch) {
-        meta.coal_w0.port = COALESCE_NO_PORT;
+        meta.coal.w0.port = COALESCE_NO_PORT;
     } else if (gen != meta.coal_gen) {
-        meta.coal_w0.port = COALESCE_NO_PORT;
+        meta.coal.w0.port = COALESCE_NO_PORT;
         stale = true;
     }
     cell = base + 1;
-    coalesce_waiter_ip.read(meta.coal_w1.ip, cell);
-    coalesce_waiter_udp_port.read(meta.coal_w1.udp_port, cell);
-    coalesce_waiter_req_id.read(meta.coal_w1.req_id, cell);
-    coalesce_waiter_mac.read(meta.coal_w1.mac, cell);
-    coalesce_waiter_port.read(meta.coal_w1.port, cell);
+    coalesce_waiter_ip.read(meta.coal.w1.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal.w1.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal.w1.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal.w1.mac, cell);
+    coalesce_waiter_port.read(meta.coal.w1.port, cell);
     coalesce_waiter_gen.read(gen, cell);
     if ((bit<8>)1 >= batch) {
-        meta.coal_w1.port = COALESCE_NO_PORT;
+        meta.coal.w1.port = COALESCE_NO_PORT;
     } else if (gen != meta.coal_gen) {
-        meta.coal_w1.port = COALESCE_NO_PORT;
+        meta.coal.w1.port = COALESCE_NO_PORT;
         stale = true;
     }
     cell = base + 2;
-    coalesce_waiter_ip.read(meta.coal_w2.ip, cell);
-    coalesce_waiter_udp_port.read(meta.coal_w2.udp_port, cell);
-    coalesce_waiter_req_id.read(meta.coal_w2.req_id, cell);
-    coalesce_waiter_mac.read(meta.coal_w2.mac, cell);
-    coalesce_waiter_port.read(meta.coal_w2.port, cell);
+    coalesce_waiter_ip.read(meta.coal.w2.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal.w2.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal.w2.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal.w2.mac, cell);
+    coalesce_waiter_port.read(meta.coal.w2.port, cell);
     coalesce_waiter_gen.read(gen, cell);
     if ((bit<8>)2 >= batch) {
-        meta.coal_w2.port = COALESCE_NO_PORT;
+        meta.coal.w2.port = COALESCE_NO_PORT;
     } else if (gen != meta.coal_gen) {
-        meta.coal_w2.port = COALESCE_NO_PORT;
+        meta.coal.w2.port = COALESCE_NO_PORT;
         stale = true;
     }
     cell = base + 3;
-    coalesce_waiter_ip.read(meta.coal_w3.ip, cell);
-    coalesce_waiter_udp_port.read(meta.coal_w3.udp_port, cell);
-    coalesce_waiter_req_id.read(meta.coal_w3.req_id, cell);
-    coalesce_waiter_mac.read(meta.coal_w3.mac, cell);
-    coalesce_waiter_port.read(meta.coal_w3.port, cell);
+    coalesce_waiter_ip.read(meta.coal.w3.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal.w3.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal.w3.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal.w3.mac, cell);
+    coalesce_waiter_port.read(meta.coal.w3.port, cell);
     coalesce_waiter_gen.read(gen, cell);
     if ((bit<8>)3 >= batch) {
-        meta.coal_w3.port = COALESCE_NO_PORT;
+        meta.coal.w3.port = COALESCE_NO_PORT;
     } else if (gen != meta.coal_gen) {
-        meta.coal_w3.port = COALESCE_NO_PORT;
+        meta.coal.w3.port = COALESCE_NO_PORT;
         stale = true;
     }
     cell = base + 4;
-    coalesce_waiter_ip.read(meta.coal_w4.ip, cell);
-    coalesce_waiter_udp_port.read(meta.coal_w4.udp_port, cell);
-    coalesce_waiter_req_id.read(meta.coal_w4.req_id, cell);
-    coalesce_waiter_mac.read(meta.coal_w4.mac, cell);
-    coalesce_waiter_port.read(meta.coal_w4.port, cell);
+    coalesce_waiter_ip.read(meta.coal.w4.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal.w4.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal.w4.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal.w4.mac, cell);
+    coalesce_waiter_port.read(meta.coal.w4.port, cell);
     coalesce_waiter_gen.read(gen, cell);
     if ((bit<8>)4 >= batch) {
-        meta.coal_w4.port = COALESCE_NO_PORT;
+        meta.coal.w4.port = COALESCE_NO_PORT;
     } else if (gen != meta.coal_gen) {
-        meta.coal_w4.port = COALESCE_NO_PORT;
+        meta.coal.w4.port = COALESCE_NO_PORT;
         stale = true;
     }
     cell = base + 5;
-    coalesce_waiter_ip.read(meta.coal_w5.ip, cell);
-    coalesce_waiter_udp_port.read(meta.coal_w5.udp_port, cell);
-    coalesce_waiter_req_id.read(meta.coal_w5.req_id, cell);
-    coalesce_waiter_mac.read(meta.coal_w5.mac, cell);
-    coalesce_waiter_port.read(meta.coal_w5.port, cell);
+    coalesce_waiter_ip.read(meta.coal.w5.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal.w5.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal.w5.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal.w5.mac, cell);
+    coalesce_waiter_port.read(meta.coal.w5.port, cell);
     coalesce_waiter_gen.read(gen, cell);
     if ((bit<8>)5 >= batch) {
-        meta.coal_w5.port = COALESCE_NO_PORT;
+        meta.coal.w5.port = COALESCE_NO_PORT;
     } else if (gen != meta.coal_gen) {
-        meta.coal_w5.port = COALESCE_NO_PORT;
+        meta.coal.w5.port = COALESCE_NO_PORT;
         stale = true;
     }
     cell = base + 6;
-    coalesce_waiter_ip.read(meta.coal_w6.ip, cell);
-    coalesce_waiter_udp_port.read(meta.coal_w6.udp_port, cell);
-    coalesce_waiter_req_id.read(meta.coal_w6.req_id, cell);
-    coalesce_waiter_mac.read(meta.coal_w6.mac, cell);
-    coalesce_waiter_port.read(meta.coal_w6.port, cell);
+    coalesce_waiter_ip.read(meta.coal.w6.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal.w6.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal.w6.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal.w6.mac, cell);
+    coalesce_waiter_port.read(meta.coal.w6.port, cell);
     coalesce_waiter_gen.read(gen, cell);
     if ((bit<8>)6 >= batch) {
-        meta.coal_w6.port = COALESCE_NO_PORT;
+        meta.coal.w6.port = COALESCE_NO_PORT;
     } else if (gen != meta.coal_gen) {
-        meta.coal_w6.port = COALESCE_NO_PORT;
+        meta.coal.w6.port = COALESCE_NO_PORT;
         stale = true;
     }
     cell = base + 7;
-    coalesce_waiter_ip.read(meta.coal_w7.ip, cell);
-    coalesce_waiter_udp_port.read(meta.coal_w7.udp_port, cell);
-    coalesce_waiter_req_id.read(meta.coal_w7.req_id, cell);
-    coalesce_waiter_mac.read(meta.coal_w7.mac, cell);
-    coalesce_waiter_port.read(meta.coal_w7.port, cell);
+    coalesce_waiter_ip.read(meta.coal.w7.ip, cell);
+    coalesce_waiter_udp_port.read(meta.coal.w7.udp_port, cell);
+    coalesce_waiter_req_id.read(meta.coal.w7.req_id, cell);
+    coalesce_waiter_mac.read(meta.coal.w7.mac, cell);
+    coalesce_waiter_port.read(meta.coal.w7.port, cell);
     coalesce_waiter_gen.read(gen, cell);
     if ((bit<8>)7 >= batch) {
-        meta.coal_w7.port = COALESCE_NO_PORT;
+        meta.coal.w7.port = COALESCE_NO_PORT;
     } else if (gen != meta.coal_gen) {
-        meta.coal_w7.port = COALESCE_NO_PORT;
+        meta.coal.w7.port = COALESCE_NO_PORT;
         stale = true;
     }
     if (stale) {
         count_coalesce(coalesce_event_t.STALE);
     }
-    meta.coal_waiters = batch;
-    meta.coal_more = left > (bit<8>)COALESCE_BATCH;
-    meta.coal_replicate = true;
+    meta.coal.waiters = batch;
+    meta.coal.more = left > (bit<8>)COALESCE_BATCH;
+    meta.coal.replicate = true;
     /* The group sized to the batch (k waiters: rids 0..k), of the one    */
     /* port every copy leaves through (its waiters', and on the first     */
     /* batch the reply's own route) or of all ports (code 511).           */
-    bit<16> p = meta.coal_w0.port;
+    bit<16> p = meta.coal.w0.port;
     bool one_port = meta.coal_port_group_base != 0 && p != COALESCE_NO_PORT
-        && (meta.coal_w1.port == p || meta.coal_w1.port == COALESCE_NO_PORT)
-        && (meta.coal_w2.port == p || meta.coal_w2.port == COALESCE_NO_PORT)
-        && (meta.coal_w3.port == p || meta.coal_w3.port == COALESCE_NO_PORT)
-        && (meta.coal_w4.port == p || meta.coal_w4.port == COALESCE_NO_PORT)
-        && (meta.coal_w5.port == p || meta.coal_w5.port == COALESCE_NO_PORT)
-        && (meta.coal_w6.port == p || meta.coal_w6.port == COALESCE_NO_PORT)
-        && (meta.coal_w7.port == p || meta.coal_w7.port == COALESCE_NO_PORT)
-        && (meta.coal_carry || (bit<16>)meta.coal_origin_port == p);
+        && (meta.coal.w1.port == p || meta.coal.w1.port == COALESCE_NO_PORT)
+        && (meta.coal.w2.port == p || meta.coal.w2.port == COALESCE_NO_PORT)
+        && (meta.coal.w3.port == p || meta.coal.w3.port == COALESCE_NO_PORT)
+        && (meta.coal.w4.port == p || meta.coal.w4.port == COALESCE_NO_PORT)
+        && (meta.coal.w5.port == p || meta.coal.w5.port == COALESCE_NO_PORT)
+        && (meta.coal.w6.port == p || meta.coal.w6.port == COALESCE_NO_PORT)
+        && (meta.coal.w7.port == p || meta.coal.w7.port == COALESCE_NO_PORT)
+        && (meta.coal_carry || (bit<16>)meta.coal.origin_port == p);
     bit<16> code = COALESCE_ALL_PORTS;
     if (one_port) {
         code = p;
@@ -429,7 +429,7 @@ action coalesce_reply() {
     coalesce_origin_udp_port.read(origin_udp_port, meta.coal_index);
     coalesce_origin_req_id.read(origin_req_id, meta.coal_index);
     coalesce_waiter_count.read(waiters, meta.coal_index);
-    bool answers = epoch == meta.coal_epoch
+    bool answers = epoch == meta.coal.epoch
                    && tenant == hdr.kvp.tenant
                    && prefix_hash == hdr.kvp.prefix_hash
                    && chunk_idx == hdr.kvp.chunk_idx
@@ -437,7 +437,7 @@ action coalesce_reply() {
                    && origin_ip == hdr.ipv4.dst_addr
                    && origin_udp_port == hdr.udp.dst_port
                    && origin_req_id == hdr.kvp.req_id;
-    bool live = std_meta.ingress_global_timestamp - since < meta.coal_timeout;
+    bool live = std_meta.ingress_global_timestamp - since < meta.coal.timeout;
     if (!answers) {
         /* not the reply to a pending GET: forwarded as usual */
     } else if (server_port != (bit<16>)std_meta.ingress_port) {
@@ -458,8 +458,8 @@ action coalesce_reply() {
             /* the first batch; coalesce_copy carries the rest on */
             meta.coal_total = waiters;
             meta.coal_next = 0;
-            meta.coal_carry_group = meta.coal_mcast_group;
-            meta.coal_origin_port = std_meta.egress_spec;
+            meta.coal_carry_group = meta.coal.mcast_group;
+            meta.coal.origin_port = std_meta.egress_spec;
             coalesce_load_batch();
         }
     }
@@ -478,7 +478,7 @@ action coalesce_release() {
     coalesce_tenant.read(tenant, meta.coal_index);
     coalesce_prefix_hash.read(prefix_hash, meta.coal_index);
     coalesce_chunk_idx.read(chunk_idx, meta.coal_index);
-    if (epoch == meta.coal_epoch
+    if (epoch == meta.coal.epoch
         && tenant == hdr.kvp.tenant
         && prefix_hash == hdr.kvp.prefix_hash
         && chunk_idx == hdr.kvp.chunk_idx) {
@@ -492,7 +492,7 @@ action coalesce_release() {
 /* does here: a reader that learnt of the write must not join a GET sent  */
 /* before it (its reply may carry the old version).                       */
 action coalesce_invalidate() {
-    if (meta.coal_epoch != 0 && meta.coal_mcast_group != 0) {
+    if (meta.coal.epoch != 0 && meta.coal.mcast_group != 0) {
         coalesce_hash();
         coalesce_release();
     }
@@ -502,7 +502,7 @@ action coalesce_invalidate() {
 /* answered, punted or dropped), after coalesce_config.apply().          */
 action coalesce() {
     bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
-    if (meta.coal_epoch != 0 && meta.coal_mcast_group != 0) {
+    if (meta.coal.epoch != 0 && meta.coal.mcast_group != 0) {
         coalesce_hash();
         if (hdr.kvp.opcode == kvp_opcode_t.GET && !bypass) {
             coalesce_get();

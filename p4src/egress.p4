@@ -38,7 +38,7 @@ control MyEgress(inout headers_t hdr,
 
     apply {
         /* ---- request coalescing: one copy per parked reader ---- */
-        if (meta.coal_replicate
+        if (meta.coal.replicate
             && std_meta.instance_type == PKT_INSTANCE_TYPE_REPLICATION) {
             coalesce_copy();
         }

@@ -89,24 +89,24 @@ control MyIngress(inout headers_t hdr,
             && !meta.req.invalidate) {
             steer_config.apply();
         }
-        if (meta.steer_on && hdr.ipv4.dst_addr == meta.pool_addr
+        if (meta.steer.on && hdr.ipv4.dst_addr == meta.steer.pool_addr
             && (op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
                 || op == kvp_opcode_t.STAT || meta.req.lookup)) {
-            meta.steer_request = true;
+            meta.steer.request = true;
             steer_hash();
             steer_bucket.apply();
-        } else if (meta.steer_on
+        } else if (meta.steer.on
                    && ((is_reply(op) && meta.port_role == port_role_t.STORAGE)
                        || op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
                        || op == kvp_opcode_t.STAT)) {
             if (is_reply(op)) {
-                meta.pool_peer = hdr.ipv4.src_addr;
+                meta.steer.peer = hdr.ipv4.src_addr;
             } else {
-                meta.pool_peer = hdr.ipv4.dst_addr;
+                meta.steer.peer = hdr.ipv4.dst_addr;
             }
             pool_member.apply();
-            member_reply = meta.pool_member && is_reply(op);
-            meta.member_request = meta.pool_member && !is_reply(op);
+            member_reply = meta.steer.member && is_reply(op);
+            meta.steer.member_request = meta.steer.member && !is_reply(op);
         }
 
         if (meta.req.from_cpu) {
@@ -198,7 +198,7 @@ control MyIngress(inout headers_t hdr,
 
             /* ---- steering call site 4 (steer.p4): the bucket's node is */
             /* down: answered here (a switch hit above still served)     */
-            if (meta.forward && meta.steer_unavailable) {
+            if (meta.forward && meta.steer.unavailable) {
                 answer_unavailable();
                 meta.forward = false;
             }
@@ -217,7 +217,7 @@ control MyIngress(inout headers_t hdr,
                 drop_packet(drop_reason_t.TTL_EXPIRED);
             } else {
                 coalesce_note_sender();  /* coalesce.p4: before ipv4_lpm */
-                if (meta.steered) {
+                if (meta.steer.steered) {
                     steer_forward();     /* steering call site 5: to its node */
                 } else {
                     /* rewrites the source MAC */

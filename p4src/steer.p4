@@ -39,14 +39,14 @@ action count_steer(in steer_event_t event) {
 /* The pool address clients send to (a virtual IPv4 address no host    */
 /* owns).  steer_bucket and pool_member must be filled before.          */
 action set_pool(ipv4_addr_t pool_addr) {
-    meta.steer_on = true;
-    meta.pool_addr = pool_addr;
+    meta.steer.on = true;
+    meta.steer.pool_addr = pool_addr;
 }
 
 /* No pool (the initial state): every address is routed by ipv4_lpm.   */
 action steer_off() {
-    meta.steer_on = false;
-    meta.pool_addr = 0;
+    meta.steer.on = false;
+    meta.steer.pool_addr = 0;
 }
 
 /* Keyless: the controller sets only its default action. */
@@ -63,7 +63,7 @@ table steer_config {
 
 /* The block's bucket: every chunk of a block lands in the same one.     */
 action steer_hash() {
-    hash(meta.steer_bucket, HashAlgorithm.crc32, 32w0,
+    hash(meta.steer.bucket, HashAlgorithm.crc32, 32w0,
          { STEER_SALT, hdr.kvp.tenant, hdr.kvp.prefix_hash }, STEER_BUCKETS);
 }
 
@@ -71,22 +71,22 @@ action steer_hash() {
 /* `mac` and `port` are the next hop towards it (the controller copies   */
 /* them from the node's ipv4_lpm route).                                 */
 action steer_to(bit<8> node, ipv4_addr_t addr, mac_addr_t mac, bit<9> port) {
-    meta.steered = true;
-    meta.steer_node = node;
-    meta.steer_node_addr = addr;
-    meta.steer_node_mac = mac;
-    meta.steer_node_port = port;
+    meta.steer.steered = true;
+    meta.steer.node = node;
+    meta.steer.node_addr = addr;
+    meta.steer.node_mac = mac;
+    meta.steer.node_port = port;
 }
 
 /* No live node holds the bucket (memory backend, its node down): the    */
 /* switch answers its requests itself (answer_unavailable).              */
 action bucket_unavailable() {
-    meta.steer_unavailable = true;
+    meta.steer.unavailable = true;
 }
 
 table steer_bucket {
     key = {
-        meta.steer_bucket: exact @name("bucket");
+        meta.steer.bucket: exact @name("bucket");
     }
     actions = {
         steer_to;
@@ -101,13 +101,13 @@ table steer_bucket {
 /* `pool_peer` (a reply's source, a request's destination) is storage   */
 /* node `node` of the pool.                                             */
 action set_pool_member(bit<8> node) {
-    meta.pool_member = true;
-    meta.pool_member_node = node;
+    meta.steer.member = true;
+    meta.steer.member_node = node;
 }
 
 table pool_member {
     key = {
-        meta.pool_peer: exact @name("node_addr");
+        meta.steer.peer: exact @name("node_addr");
     }
     actions = {
         set_pool_member;
@@ -123,9 +123,9 @@ table pool_member {
 /* node's address.  The destination address stays the pool's until       */
 /* steer_finish (after coalescing).                                     */
 action steer_forward() {
-    std_meta.egress_spec = meta.steer_node_port;
+    std_meta.egress_spec = meta.steer.node_port;
     hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
-    hdr.ethernet.dst_addr = meta.steer_node_mac;
+    hdr.ethernet.dst_addr = meta.steer.node_mac;
     hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     count_steer(steer_event_t.STEERED);
 }
@@ -134,12 +134,12 @@ action steer_forward() {
 /* a request already steered upstream is the pool's while coalescing.   */
 action steer_name(in bool member_reply) {
     if (member_reply) {
-        hdr.ipv4.src_addr = meta.pool_addr;
+        hdr.ipv4.src_addr = meta.steer.pool_addr;
         hdr.udp.checksum = 0;
         count_steer(steer_event_t.REPLY_REWRITTEN);
     }
-    if (meta.member_request) {
-        hdr.ipv4.dst_addr = meta.pool_addr;
+    if (meta.steer.member_request) {
+        hdr.ipv4.dst_addr = meta.steer.pool_addr;
         count_steer(steer_event_t.MEMBER_REQUEST);
     }
 }
@@ -148,11 +148,11 @@ action steer_name(in bool member_reply) {
 /* address (or, already steered upstream, stays it); UDP checksum 0,     */
 /* since the pseudo-header changed.                                      */
 action steer_finish() {
-    if (meta.steered) {
-        hdr.ipv4.dst_addr = meta.steer_node_addr;
+    if (meta.steer.steered) {
+        hdr.ipv4.dst_addr = meta.steer.node_addr;
         hdr.udp.checksum = 0;
-    } else if (meta.member_request) {
-        hdr.ipv4.dst_addr = meta.pool_peer;
+    } else if (meta.steer.member_request) {
+        hdr.ipv4.dst_addr = meta.steer.peer;
     }
 }
 
@@ -224,8 +224,8 @@ action answer_lookup_meta() {
     bool servable = valid == 1 && ours && version >= min_version
                     && version >= meta.index.min_version;
     bit<8> node = 0;
-    if (meta.steered) {
-        node = meta.steer_node;
+    if (meta.steer.steered) {
+        node = meta.steer.node;
     }
     reply_in_place(kvp_status_t.OK);
     if (servable) {

@@ -177,6 +177,49 @@ struct request_t {
     bool lookup;      /* LOOKUP_META: answered here when indexed       */
 }
 
+/* Request coalescing's own per-packet state (coalesce.p4,            */
+/* coalesce_egress.p4); what a carried pass keeps is in metadata_t.     */
+struct coalesce_t {
+    bit<32> epoch;              /* coalesce_config: current epoch; 0 = off */
+    bit<48> timeout;            /* coalesce_config: entry lifetime, in us */
+    bit<16> mcast_group;        /* coalesce_config: group of the copies  */
+    mac_addr_t sender_mac;      /* source MAC as received (before lpm)   */
+    bool replicate;             /* this reply is multicast to waiters    */
+    bit<8> waiters;             /* waiters in this batch (copies rid 1..n) */
+    bool more;                  /* waiters beyond this batch: carry on   */
+    bool parked;                /* this GET resends a parked waiter's    */
+    bit<9> origin_port;         /* the reply's own route (copy rid 0)    */
+    bit<32> parked_cell;        /* coalesce_parked cell of this GET      */
+    coalesce_waiter_t w0;       /* waiter i = copy with egress_rid i+1   */
+    coalesce_waiter_t w1;
+    coalesce_waiter_t w2;
+    coalesce_waiter_t w3;
+    coalesce_waiter_t w4;
+    coalesce_waiter_t w5;
+    coalesce_waiter_t w6;
+    coalesce_waiter_t w7;
+}
+
+/* Steering's own per-packet state (steer.p4): one pool address,       */
+/* several storage nodes.                                                */
+struct steer_t {
+    bool on;                    /* steer_config: a pool is configured    */
+    ipv4_addr_t pool_addr;      /* steer_config: the pool address        */
+    bool request;               /* a request to the pool: steered        */
+    bit<32> bucket;             /* its bucket (hash of tenant, prefix)   */
+    bool steered;               /* steer_bucket chose a live node        */
+    bool unavailable;           /* ... or the bucket has none            */
+    bit<8> node;                /* the node id steer_bucket chose        */
+    ipv4_addr_t node_addr;      /* that node's data address              */
+    mac_addr_t node_mac;        /* its MAC (next hop: the node itself)   */
+    bit<9> node_port;           /* the port towards it                   */
+    ipv4_addr_t peer;           /* pool_member key: a reply's source or  */
+                                /* a request's destination               */
+    bool member;                /* peer is one of the pool's nodes       */
+    bit<8> member_node;         /* ... with this node id                 */
+    bool member_request;        /* request already steered upstream      */
+}
+
 struct metadata_t {
     /* validation */
     bool kvp_seen;              /* parser read magic and ver (>= 3 bytes) */
@@ -210,19 +253,10 @@ struct metadata_t {
     chunk_index_t slot_chunk_count; /* chunk count read from the slot    */
     kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
 
-    /* coalescing (coalesce.p4) */
-    bit<32> coal_epoch;         /* coalesce_config: current epoch; 0 = off */
-    bit<48> coal_timeout;       /* coalesce_config: entry lifetime, in us */
-    bit<16> coal_mcast_group;   /* coalesce_config: group of the copies  */
-    mac_addr_t coal_sender_mac; /* source MAC as received (before lpm)   */
-    bool coal_replicate;        /* this reply is multicast to waiters    */
-    bit<8> coal_waiters;        /* waiters in this batch (copies rid 1..n) */
-    bool coal_more;             /* waiters beyond this batch: carry on   */
-    bool coal_parked;           /* this GET resends a parked waiter's    */
-    bit<9> coal_origin_port;    /* the reply's own route (copy rid 0)    */
-    bit<32> coal_parked_cell;   /* coalesce_parked cell of this GET      */
-    /* Kept by the recirculated carry copy (COALESCE_CARRY_FIELDS):     */
-    /* which entry's waiters it serves next.                             */
+    coalesce_t coal;            /* request coalescing (coalesce.p4)      */
+    /* Kept by the recirculated carry copy (COALESCE_CARRY_FIELDS): which */
+    /* entry's waiters it serves next.  Top-level fields: a v1model field */
+    /* list names fields of the metadata struct itself.                   */
     @field_list(2)
     bool coal_carry;            /* a carried pass: serve the next batch  */
     @field_list(2)
@@ -238,30 +272,7 @@ struct metadata_t {
     @field_list(2)
     bit<16> coal_port_group_base; /* coalesce_config: per-port groups    */
                                 /* at base + port; 0 = none              */
-    coalesce_waiter_t coal_w0;  /* waiter i = copy with egress_rid i+1   */
-    coalesce_waiter_t coal_w1;
-    coalesce_waiter_t coal_w2;
-    coalesce_waiter_t coal_w3;
-    coalesce_waiter_t coal_w4;
-    coalesce_waiter_t coal_w5;
-    coalesce_waiter_t coal_w6;
-    coalesce_waiter_t coal_w7;
-    /* steering (steer.p4; appended: one pool address, several nodes)  */
-    bool steer_on;              /* steer_config: a pool is configured    */
-    ipv4_addr_t pool_addr;      /* steer_config: the pool address        */
-    bool steer_request;         /* a request to the pool: steered        */
-    bit<32> steer_bucket;       /* its bucket (hash of tenant, prefix)   */
-    bool steered;               /* steer_bucket chose a live node        */
-    bool steer_unavailable;     /* ... or the bucket has none            */
-    bit<8> steer_node;          /* the node id steer_bucket chose        */
-    ipv4_addr_t steer_node_addr;/* that node's data address              */
-    mac_addr_t steer_node_mac;  /* its MAC (next hop: the node itself)   */
-    bit<9> steer_node_port;     /* the port towards it                   */
-    ipv4_addr_t pool_peer;      /* pool_member key: a reply's source or  */
-                                /* a request's destination               */
-    bool pool_member;           /* pool_peer is one of the pool's nodes  */
-    bit<8> pool_member_node;    /* ... with this node id                 */
-    bool member_request;        /* request already steered upstream      */
+    steer_t steer;              /* steering (steer.p4)                   */
 }
 
 #endif  /* KVSWITCH_HEADERS_P4 */
