@@ -18,9 +18,9 @@ from softswitch.frontend import ir
 from softswitch.frontend.bmv2_rules import check_tables_applied_once
 from softswitch.frontend.composition import (
     ControlParts,
+    applied_arguments,
     contains_return,
     ir_path,
-    is_const_arg,
     overlaps,
     remove_returns,
 )
@@ -524,6 +524,7 @@ class Checker(ExpressionChecker):
         params = self._block_params(d, ctx)
         parts = ControlParts()
         self._control_locals(d.locals, ctx, d.name, parts)
+        self._note_varying_arguments(d.apply, ctx.scope)
         apply_block = self._block(d.apply, ctx.child())
         check_tables_applied_once(apply_block)
         c = ir.Control(d.name, params, tuple(parts.locals), tuple(parts.instances), tuple(parts.actions),
@@ -614,7 +615,7 @@ class Checker(ExpressionChecker):
                            read_only=self._instance_read_only(sym, params, args), parts=ctx.parts)
         stmts: list[ir.Stmt] = []
         for p, e in zip(params, args, strict=True):
-            if p.name in sym.copies and p.direction in (Direction.IN, Direction.INOUT):
+            if p.name in sym.copies and p.direction in (Direction.IN, Direction.INOUT, Direction.NONE):
                 stmts.append(ir.Assign(ir.VarRef(sym.copies[p.name], VarKind.LOCAL, p.type, call.loc), e, call.loc))
         body = self._block(template.apply, body_ctx)
         if contains_return(body):
@@ -643,10 +644,9 @@ class Checker(ExpressionChecker):
                 other is not None and overlaps(path, other) and (written or q.direction in (Direction.OUT,
                                                                                          Direction.INOUT))
                 for j, (q, other) in enumerate(zip(params, paths, strict=True)) if j != i)
-            if isinstance(e, ir.ExternInstanceRef) or p.direction is Direction.NONE or (
-                    p.direction is Direction.IN and is_const_arg(e)):
+            if isinstance(e, ir.ExternInstanceRef):
                 scope.declare(p.name, ConstSym(e), p.loc)
-            elif path is not None and not shared:
+            elif path is not None and not shared and i not in sym.varying:
                 scope.declare(p.name, AliasSym(e, p.direction), p.loc)
             else:
                 var = self._fresh(f"{sym.name}_{p.name}", ctx)
@@ -658,15 +658,27 @@ class Checker(ExpressionChecker):
         decl_ctx = Context(Scope(scope), "control", ctx.block_name, ctx.used_names, calls=ctx.calls,
                            read_only=self._instance_read_only(sym, params, args), parts=parts)
         self._control_locals(template.locals, decl_ctx, sym.prefix, parts)
+        self._note_varying_arguments(template.apply, decl_ctx.scope)
         sym.scope = decl_ctx.scope
+
+    @staticmethod
+    def _note_varying_arguments(apply_block: A.Node, scope: Scope) -> None:
+        """Which arguments differ between the applies of each instance declared in `scope`."""
+        instances = {n: sym for n, sym in scope.names.items() if isinstance(sym, ControlInstanceSym)}
+        for name, calls in applied_arguments(apply_block, set(instances)).items():
+            for i, arg in enumerate(calls[0]):
+                if any(len(c) != len(calls[0]) or c[i] != arg for c in calls[1:]):
+                    instances[name].varying.add(i)
 
     @staticmethod
     def _instance_read_only(sym: ControlInstanceSym, params: tuple[ir.Param, ...],
                             args: list[ir.Expr]) -> tuple[tuple[tuple[str, ...], str], ...]:
         out = []
         for p, e in zip(params, args, strict=True):
-            path = ir_path(e)
-            if p.direction is Direction.IN and p.name not in sym.copies and path is not None:
+            if p.direction not in (Direction.IN, Direction.NONE) or isinstance(e, ir.ExternInstanceRef):
+                continue
+            path = (sym.copies[p.name],) if p.name in sym.copies else ir_path(e)
+            if path is not None:
                 out.append((path, p.name))
         return tuple(out)
 

@@ -5,11 +5,11 @@ become `MyIngress`'s, under the control-plane prefix `MyIngress.step` (`@name(".
 in p4c); `step.apply(args)` becomes the body of `Sub`'s apply block in place. The instance's parameters
 are bound once, at its first apply, so its actions (which may read them) have one meaning:
 
-- a directionless parameter, or an `in` one given a constant, is that constant;
-- an argument that is a plain path (`hdr`, `meta.index`) and does not overlap another written argument is
-  used in place (copy-in/copy-out cannot be told apart from that);
-- anything else is copied into a variable of the instance (in before the body, out after it), as the
-  P4_16 calling convention says.
+- an extern instance (a counter the caller owns) is that instance;
+- an argument that is a plain path (`hdr`, `meta.index`), the same at every apply of the instance, and that
+  does not overlap another written argument is used in place (copy-in/copy-out cannot be told apart);
+- anything else (a constant, an expression, a path that differs between applies) is copied into a
+  variable of the instance (in before the body, out after it), as the P4_16 calling convention says.
 
 A `return` in the instance's apply ends only the instance's body: it sets a flag the rest of the body is
 guarded by (`remove_returns`). This module holds the helpers; `checker.Checker` does the checking.
@@ -17,8 +17,10 @@ guarded by (`remove_returns`). This module holds the helpers; `checker.Checker` 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
+from softswitch.frontend import ast as A
 from softswitch.frontend import ir
 from softswitch.frontend.ir import BoolConst, BoolType, Constant, VarKind
 
@@ -54,10 +56,6 @@ def overlaps(a: Path, b: Path) -> bool:
     """Whether two paths name storage in common (one is a prefix of the other)."""
     n = min(len(a), len(b))
     return a[:n] == b[:n]
-
-
-def is_const_arg(e: ir.Expr) -> bool:
-    return isinstance(e, Constant | BoolConst | ir.EnumMember | ir.ErrorConst)
 
 
 def contains_return(s: ir.Stmt) -> bool:
@@ -104,3 +102,32 @@ def _without_returns(s: ir.Stmt, flag: str) -> ir.Stmt:
         return ir.Switch(s.expr, tuple(ir.SwitchCase(c.labels, remove_returns(c.body, flag), c.loc)
                                        for c in s.cases), s.loc)
     raise AssertionError(s)
+
+
+def ast_shape(n: object) -> object:
+    """An AST node without its source locations: two arguments written alike compare equal."""
+    if dataclasses.is_dataclass(n) and not isinstance(n, type):
+        return (type(n).__name__, tuple(ast_shape(getattr(n, f.name)) for f in dataclasses.fields(n)
+                                        if f.name != "loc"))
+    if isinstance(n, tuple):
+        return tuple(ast_shape(x) for x in n)
+    return n
+
+
+def applied_arguments(block: object, names: set[str]) -> dict[str, list[tuple[object, ...]]]:
+    """For each instance in `names`, the arguments (as `ast_shape`s) of every `name.apply(...)` in `block`."""
+    found: dict[str, list[tuple[object, ...]]] = {}
+
+    def walk(n: object) -> None:
+        if isinstance(n, A.CallExpr) and isinstance(n.callee, A.MemberExpr) and n.callee.member == "apply" \
+                and isinstance(n.callee.expr, A.Name) and n.callee.expr.name in names:
+            found.setdefault(n.callee.expr.name, []).append(tuple(ast_shape(a) for a in n.args))
+        if dataclasses.is_dataclass(n) and not isinstance(n, type):
+            for f in dataclasses.fields(n):
+                walk(getattr(n, f.name))
+        elif isinstance(n, tuple):
+            for x in n:
+                walk(x)
+
+    walk(block)
+    return found

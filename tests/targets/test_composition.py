@@ -32,10 +32,12 @@ ENTRIES = (
 )
 
 CASES = [
-    # first: a 5+1, b 0x10+1, Mark adds 2 to c; second: a +16, b 0x20+16, Mark (seen now 4) adds 4 to c
-    pytest.param(frame(5, 0, 0, 1), [(1, frame(22, 0x30, 6, 1))], id="both-instances-hit"),
-    # k is a copy of a (0) taken at the call: first returns after a += 1 even though a is then 1
-    pytest.param(frame(0, 0, 0, 2), [(2, frame(17, 0, 0, 2))], id="return-ends-only-the-instance"),
+    # first: a 5+1, b 0x10+1, Mark adds 2 to c; second: a +16, b 0x20+16, Mark (seen now 4) adds 4 to c;
+    # Stamp adds 1 to c (port 1)
+    pytest.param(frame(5, 0, 0, 1), [(1, frame(22, 0x30, 7, 1))], id="both-instances-hit"),
+    # k is a copy of a (0) taken at the call: first returns after a += 1 even though a is then 1;
+    # Stamp adds 2 to c (port 2: its other apply)
+    pytest.param(frame(0, 0, 0, 2), [(2, frame(17, 0, 2, 2))], id="return-ends-only-the-instance"),
     pytest.param(frame(5, 0, 0, 3), [], id="no-route-dropped-by-route-default"),
     pytest.param(frame(5, 0, 0, 1, ether_type=0x0800), [], id="not-a-probe-dropped"),
 ]
@@ -80,8 +82,8 @@ def test_each_instance_has_its_own_counter_under_its_path(target) -> None:
     names = ("MyIngress.first.mark.marks", "MyIngress.second_add.mark.marks")
     before = {name: target.counter_read(name, 2)[0] for name in names}
     routed = target.counter_read("MyIngress.routed", 1)[0]
-    assert target.process(1, frame(5, 0, 0, 1)) == [(1, frame(22, 0x30, 6, 1))]
-    assert target.process(1, frame(0, 0, 0, 1)) == [(1, frame(17, 0, 0, 1))]  # returns before Mark
+    assert target.process(1, frame(5, 0, 0, 1)) == [(1, frame(22, 0x30, 7, 1))]
+    assert target.process(1, frame(0, 0, 0, 1)) == [(1, frame(17, 0, 1, 1))]  # returns before Mark
     for name, count in before.items():
         assert target.counter_read(name, 2)[0] == count + 1, name
     assert target.counter_read("MyIngress.routed", 1)[0] == routed + 2, "the caller's counter, given to Route"

@@ -4,7 +4,8 @@
  * test (tests/targets/test_composition.py): controls instantiated inside
  * controls, constructor parameters, `apply` of an instance, directionless
  * parameters, an `in` argument that overlaps an `inout` one (copy-in,
- * copy-out), `return` inside an instance, nested instances, `@name`.
+ * copy-out), `return` inside an instance, nested instances, `@name`,
+ * an extern passed to an instance, one instance applied at two places.
  *
  * Frame: Ethernet (ether_type 0x88B5, a local experimental type) and
  * probe_h.  The output port comes from MyIngress.ports by probe.port.
@@ -114,12 +115,20 @@ control Route(in probe_h p, inout standard_metadata_t std_meta,
     }
 }
 
+/* Applied at two places with different constants. */
+control Stamp(inout probe_h p, in bit<8> v) {
+    apply {
+        p.c = p.c + v;
+    }
+}
+
 control MyIngress(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
     Add(8w1) first;
     @name("second_add") Add(8w16) second;
     counter(4, CounterType.packets) routed;
     Route() route;
+    Stamp() stamp;
     apply {
         if (!hdr.probe.isValid()) {
             mark_to_drop(std_meta);
@@ -128,6 +137,11 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         meta.key = hdr.probe.a;
         first.apply(hdr.probe, hdr.probe.a, meta.mark);
         second.apply(hdr.probe, meta.key, meta.mark);
+        if (hdr.probe.port == 1) {
+            stamp.apply(hdr.probe, 1);
+        } else {
+            stamp.apply(hdr.probe, 2);
+        }
         route.apply(hdr.probe, std_meta, routed);
     }
 }
