@@ -527,13 +527,14 @@ class Checker(ExpressionChecker):
         self._note_varying_arguments(d.apply, ctx.scope)
         apply_block = self._block(d.apply, ctx.child())
         check_tables_applied_once(apply_block)
-        c = ir.Control(d.name, params, tuple(parts.locals), tuple(parts.instances), tuple(parts.actions),
-                       tuple(parts.tables), apply_block, d.annotations, d.loc)
+        every = parts.flat()
+        c = ir.Control(d.name, params, tuple(every.locals), tuple(every.instances), tuple(every.actions),
+                       tuple(every.tables), apply_block, d.annotations, d.loc)
         self.controls.append(c)
         self.globals.declare(d.name, BlockSym("control", d.name, params, d.loc), d.loc)
 
     def _control_locals(self, decls: tuple[A.Node, ...], ctx: Context, prefix: str, parts: ControlParts) -> None:
-        """A control's declarations before `apply`, into `parts` (those of the top-level control it is in)."""
+        """A control's declarations before `apply`, into `parts` (its own, or an instance's)."""
         ctx.parts = parts
         for loc_decl in decls:
             if isinstance(loc_decl, A.ConstDeclA):
@@ -543,7 +544,7 @@ class Checker(ExpressionChecker):
             elif isinstance(loc_decl, A.InstantiationA):
                 sym = ctx.scope.lookup(loc_decl.type.name) if isinstance(loc_decl.type, A.TypeName) else None
                 if isinstance(sym, BlockSym) and sym.kind == "control":
-                    self._control_instance(loc_decl, sym, ctx, prefix)
+                    self._control_instance(loc_decl, sym, ctx, prefix, parts.nest())
                 else:
                     parts.instances.append(self._instantiation(loc_decl, ctx.scope, prefix))
             elif isinstance(loc_decl, A.ActionA):
@@ -559,7 +560,8 @@ class Checker(ExpressionChecker):
 
     # ==== control composition (composition.py) ===========================================================
 
-    def _control_instance(self, d: A.InstantiationA, block: BlockSym, ctx: Context, prefix: str) -> None:
+    def _control_instance(self, d: A.InstantiationA, block: BlockSym, ctx: Context, prefix: str,
+                          parts: ControlParts) -> None:
         """`Sub(args) name;` inside a control: its constructor arguments now, the rest at its first apply."""
         if not isinstance(d.type, A.TypeName) or d.type.args:
             raise P4Error(d.loc, f"control {block.name} takes no type arguments")
@@ -575,7 +577,8 @@ class Checker(ExpressionChecker):
                 raise P4Error(a.loc, f"constructor argument '{p.name}' of {block.name} must be a "  # type: ignore[attr-defined]
                                      "compile-time constant")
             constants[p.name] = e
-        sym = ControlInstanceSym(d.name, self._qualify(d.name, d.annotations, prefix), template, constants, d.loc)
+        sym = ControlInstanceSym(d.name, self._qualify(d.name, d.annotations, prefix), template, constants, d.loc,
+                                 parts=parts)
         ctx.scope.declare(d.name, sym, d.loc)
 
     def _apply_instance(self, sym: ControlInstanceSym, call: A.CallExpr, ctx: Context) -> list[ir.Stmt]:
@@ -631,7 +634,7 @@ class Checker(ExpressionChecker):
     def _bind_instance(self, sym: ControlInstanceSym, params: tuple[ir.Param, ...], args: list[ir.Expr],
                        ctx: Context) -> None:
         """The instance's names, from the arguments of its first apply; then its declarations."""
-        parts = ctx.parts
+        parts = sym.parts
         assert isinstance(parts, ControlParts)
         scope = Scope(self.globals)
         for name, value in sym.constants.items():

@@ -27,12 +27,38 @@ from softswitch.frontend.ir import BoolConst, BoolType, Constant, VarKind
 
 @dataclass
 class ControlParts:
-    """What one top-level control declares: its own objects and those of every instance inlined into it."""
+    """What one control (or control instance) declares, and where each of its instances was declared: as
+    p4c does, an instance's objects take the place of its declaration (P4Info lists them in that order)."""
 
     locals: list[ir.VarDecl] = field(default_factory=list)
     instances: list[ir.ExternInstance] = field(default_factory=list)
     actions: list[ir.Action] = field(default_factory=list)
     tables: list[ir.Table] = field(default_factory=list)
+    nested: list[tuple[tuple[int, int, int, int], ControlParts]] = field(default_factory=list)
+    """Each instance's parts, with the lengths of the four lists where it was declared."""
+
+    def nest(self) -> ControlParts:
+        """The parts of an instance declared here, now."""
+        child = ControlParts()
+        at = (len(self.locals), len(self.instances), len(self.actions), len(self.tables))
+        self.nested.append((at, child))
+        return child
+
+    def flat(self) -> ControlParts:
+        """Every object, the instances' in place of their declarations."""
+        out = ControlParts()
+        kinds = ("locals", "instances", "actions", "tables")
+        children = [(at, child.flat()) for at, child in self.nested]
+        for k, kind in enumerate(kinds):
+            own: list = getattr(self, kind)
+            merged: list = getattr(out, kind)
+            pending = list(children)
+            for i in range(len(own) + 1):
+                while pending and pending[0][0][k] == i:
+                    merged.extend(getattr(pending.pop(0)[1], kind))
+                if i < len(own):
+                    merged.append(own[i])
+        return out
 
 
 Path = tuple[str, ...]

@@ -88,6 +88,8 @@ class ControlInstanceSym:
     """Its names (constructor arguments, parameters, locals); None until its first apply."""
     copies: dict[str, str] = field(default_factory=dict)
     """Parameters copied in and out at each apply: parameter name -> variable name."""
+    parts: object = None
+    """Its `composition.ControlParts`: where its objects go, in place of its declaration."""
     varying: set[int] = field(default_factory=set)
     """Positions of the arguments that differ between the applies of this instance (always copied)."""
 

@@ -7,6 +7,8 @@ argument that overlaps an `inout` one keeps its value at the call), and are the 
 from __future__ import annotations
 
 import pathlib
+import shutil
+import subprocess
 
 import pytest
 
@@ -87,3 +89,18 @@ def test_each_instance_has_its_own_counter_under_its_path(target) -> None:
     for name, count in before.items():
         assert target.counter_read(name, 2)[0] == count + 1, name
     assert target.counter_read("MyIngress.routed", 1)[0] == routed + 2, "the caller's counter, given to Route"
+
+
+@pytest.mark.bmv2
+@pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c not on PATH")
+def test_p4info_is_what_p4c_writes(tmp_path) -> None:
+    """Names (instance paths, `@name`, key names), ids and order: our P4Info text is p4c's."""
+    from softswitch import compile as compiler
+    from softswitch.p4runtime import p4info
+
+    out = tmp_path / "composition.p4info.txtpb"
+    subprocess.run(["p4c", "--target", "bmv2", "--arch", "v1model", "-o", str(tmp_path), "--p4runtime-files",
+                    str(out), str(PROGRAM)], check=True, capture_output=True)
+    theirs = "".join(line for line in out.read_text().splitlines(keepends=True)
+                     if not line.startswith("# proto-")).lstrip("\n")
+    assert p4info.to_text(compiler.compile_program(PROGRAM).p4info) == theirs
