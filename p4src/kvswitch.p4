@@ -29,6 +29,7 @@
 #include "index.p4"
 #include "forward.p4"
 #include "sketch.p4"
+#include "store.p4"
 
 /* ==================================================================== *
  *  Ingress                                                              *
@@ -39,7 +40,6 @@ control MyIngress(inout headers_t hdr,
                   inout standard_metadata_t std_meta) {
 
 #include "counters.p4"
-#include "store.p4"
 #include "punt.p4"
 #include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
 #include "steer.p4"               /* one pool address, several storage nodes */
@@ -48,6 +48,7 @@ control MyIngress(inout headers_t hdr,
     PortRole() port_role;
     Classify() classify;
     Index() index;
+    Store() store;
     Sketch() sketch;
     Forward() forward;
 
@@ -114,17 +115,15 @@ control MyIngress(inout headers_t hdr,
             if (!meta.req.slot_op) {
                 send_packet_out();
             } else {
-                meta.slot_status = kvp_status_t.ERR_MALFORMED;
+                meta.store.slot_status = kvp_status_t.ERR_MALFORMED;
                 if (meta.kvp_ok && hdr.kvp.aux >= SLOT_COUNT) {
                     count_drop(drop_reason_t.BAD_SLOT);
                 } else if (meta.req.slot_write) {
-                    /* the generation comes from the key's index entry */
-                    check_value();
-                    write_slot();
-                    count_event(kvp_event_t.SLOT_WRITE);
+                    store.apply(hdr, std_meta, store_op_t.SLOT_WRITE, meta.req,
+                                meta.index, meta.store, drop_reason, kvp_events);
                 } else if (meta.kvp_ok && op == kvp_opcode_t.SLOT_READ) {
-                    read_slot();
-                    count_event(kvp_event_t.SLOT_READ);
+                    store.apply(hdr, std_meta, store_op_t.SLOT_READ, meta.req,
+                                meta.index, meta.store, drop_reason, kvp_events);
                 }
                 if (op == kvp_opcode_t.SLOT_WRITE) {
                     slot_reply(kvp_opcode_t.SLOT_WRITE_ACK);
@@ -141,6 +140,8 @@ control MyIngress(inout headers_t hdr,
             drop_packet(drop_reason_t.CONTROL_OP_FROM_HOST);
         } else if (meta.req.lookup && meta.index.hit) {
             /* ---- steering call site 3 (steer.p4): answered here ---- */
+            store.apply(hdr, std_meta, store_op_t.PEEK, meta.req,
+                        meta.index, meta.store, drop_reason, kvp_events);
             answer_lookup_meta();
         } else if (meta.req.punt) {
             /* ---- for the controller ---- */
@@ -149,7 +150,8 @@ control MyIngress(inout headers_t hdr,
         } else if (meta.req.invalidate) {
             /* ---- from another switch (trusted: checked above) ---- */
             if (meta.index.hit) {
-                bound_slot();
+                store.apply(hdr, std_meta, store_op_t.BOUND, meta.req,
+                            meta.index, meta.store, drop_reason, kvp_events);
             }
             /* a GET pending here may be answered with the value before   */
             /* the write: nobody may join it any more (coalesce.p4)       */
@@ -163,31 +165,11 @@ control MyIngress(inout headers_t hdr,
             mark_to_drop(std_meta);
         } else {
             meta.forward = true;
-            /* ---- store ---- */
-            if (meta.req.get && meta.index.hit) {
-                serve_slot();
-            }
-            if (meta.served) {
-                build_get_reply();
-                count_event(kvp_event_t.GET_HIT);
+            /* ---- store: serve, fill, invalidate, bound ---- */
+            store.apply(hdr, std_meta, store_op_t.POOL, meta.req,
+                        meta.index, meta.store, drop_reason, kvp_events);
+            if (meta.store.served) {
                 meta.forward = false;
-            } else if (meta.req.get) {
-                count_event(kvp_event_t.GET_MISS);
-            }
-            if (meta.req.fill && meta.index.hit) {
-                check_value();
-                fill_slot();
-                if (meta.filled) {
-                    count_event(kvp_event_t.FILL);
-                }
-            }
-            if (meta.req.put && meta.index.hit) {
-                invalidate_slot();
-                count_event(kvp_event_t.PUT_INVALIDATE);
-            }
-            if (meta.req.ack && meta.index.hit) {
-                bound_slot();
-                count_event(kvp_event_t.PUT_ACK_BOUND);
             }
             if (meta.req.ack && meta.port_role == port_role_t.STORAGE) {
                 /* the ack's first switch tells the rest of the fabric */
@@ -205,7 +187,7 @@ control MyIngress(inout headers_t hdr,
 
             /* ---- hot-key detection on misses of chunks a slot can  */
             /* serve (a larger chunk is never admitted: not counted)  */
-            if (meta.req.get && !meta.served
+            if (meta.req.get && !meta.store.served
                 && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT) {
                 sketch.apply(hdr.kvp, kvp_events);
             }

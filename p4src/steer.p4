@@ -201,36 +201,16 @@ action answer_unavailable() {
 /* a servable value of this admission), the version (the slot's when    */
 /* servable, else the newest the controller gave the entry), and the     */
 /* node id of the block's bucket in aux bits 31..24 (0: not steered).    */
-/* One action: the slot is read as one.                                  */
+/* The store read the slot just before (store.p4: peek_slot).            */
 action answer_lookup_meta() {
-    bit<1> valid;
-    bit<16> tenant;
-    bit<64> prefix_hash;
-    chunk_index_t chunk_idx;
-    bit<32> generation;
-    bit<32> min_version;
-    bit<32> version;
-    slot_valid.read(valid, meta.index.slot);
-    slot_tenant.read(tenant, meta.index.slot);
-    slot_prefix_hash.read(prefix_hash, meta.index.slot);
-    slot_chunk_idx.read(chunk_idx, meta.index.slot);
-    slot_generation.read(generation, meta.index.slot);
-    slot_version.read(version, meta.index.slot);
-    slot_min_version.read(min_version, meta.index.slot);
-    bool ours = tenant == hdr.kvp.tenant
-                && prefix_hash == hdr.kvp.prefix_hash
-                && chunk_idx == hdr.kvp.chunk_idx
-                && generation == meta.index.generation;
-    bool servable = valid == 1 && ours && version >= min_version
-                    && version >= meta.index.min_version;
     bit<8> node = 0;
     if (meta.steer.steered) {
         node = meta.steer.node;
     }
     reply_in_place(kvp_status_t.OK);
-    if (servable) {
+    if (meta.store.servable) {
         hdr.kvp.aux = ((bit<32>)node << META_NODE_SHIFT) | TIER_BIT_SWITCH;
-        hdr.kvp.version = version;
+        hdr.kvp.version = meta.store.version;
     } else {
         hdr.kvp.aux = (bit<32>)node << META_NODE_SHIFT;
         hdr.kvp.version = meta.index.min_version;

@@ -86,6 +86,18 @@ const bit<8> F_VALUE = 0x01;   /* a kvp_value_h follows                 */
 const bit<8> F_BYPASS = 0x02;  /* the switch must not answer or fill    */
 const bit<8> F_CONGESTED = 0x08; /* egress queue over threshold (CE)    */
 
+/* What the ingress asks of the store (store.p4): the request's own     */
+/* operation (POOL), or a fabric INVALIDATE's bound, the controller's   */
+/* SLOT_WRITE / SLOT_READ, a LOOKUP_META's look at the slot (PEEK).      */
+/* Internal: the controller never sees these values.                   */
+enum bit<8> store_op_t {
+    POOL       = 0,
+    BOUND      = 1,
+    SLOT_WRITE = 2,
+    SLOT_READ  = 3,
+    PEEK       = 4
+}
+
 /* The congestion mark (congestion.p4; docs/dataplane.md, "Congestion  */
 /* mark"): a KVP reply that finds at least this many packets queued    */
 /* ahead of it on its egress port (standard_metadata.enq_qdepth, in    */

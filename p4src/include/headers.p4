@@ -220,6 +220,15 @@ struct steer_t {
     bool member_request;        /* request already steered upstream      */
 }
 
+/* What the store (store.p4) tells later steps. */
+struct store_t {
+    bool served;                /* GET answered from the slot            */
+    bool filled;                /* GET_REPLY written into the slot       */
+    kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
+    bool servable;              /* PEEK: the slot's value may be served  */
+    bit<32> version;            /* PEEK: the slot's version              */
+}
+
 struct metadata_t {
     /* validation */
     bool kvp_seen;              /* parser read magic and ver (>= 3 bytes) */
@@ -242,16 +251,7 @@ struct metadata_t {
     /* index (index.p4 writes it; store, steering read it) */
     index_t index;
 
-    /* store */
-    bool served;                /* GET answered from the slot            */
-    bool filled;                /* GET_REPLY written into the slot       */
-    bool csum_ok;               /* crc32 of the value == kvp.value_csum  */
-    bit<32> value_crc;          /* crc32 of the value chunk              */
-    bit<32> slot_version;       /* version read from the slot            */
-    bit<32> slot_value_csum;    /* value checksum read from the slot     */
-    bit<16> slot_value_len;     /* value length read from the slot       */
-    chunk_index_t slot_chunk_count; /* chunk count read from the slot    */
-    kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
+    store_t store;              /* the store's answer (store.p4)         */
 
     coalesce_t coal;            /* request coalescing (coalesce.p4)      */
     /* Kept by the recirculated carry copy (COALESCE_CARRY_FIELDS): which */
