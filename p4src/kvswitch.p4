@@ -3,17 +3,23 @@
  * kvswitch: an in-network memory pool for LLM KV-cache blocks (v1model).
  *
  * The switch keeps hot KV-cache block chunks in register arrays and
- * answers GETs for them itself; everything else is IPv4-forwarded.
+ * answers GETs for them itself, lets readers of one chunk share one GET
+ * (coalescing), spreads one pool address over several storage nodes
+ * (steering), keeps the pool coherent across a fabric and marks replies
+ * behind a long queue; everything else is IPv4-forwarded.
  * docs/dataplane.md explains the pipeline, docs/naming.md lists every
  * name the controller uses, docs/protocol.md the KVP wire format.
  *
- * Layout: one file per pipeline feature.  Pure decisions (validate.p4:
- * validity rules, opcode classes, trust) are top-level functions that
- * take everything they read as parameters.  The stateful ingress features (counters, forward,
- * port_role, index, store, sketch, punt) declare their state, actions and
- * tables inside control MyIngress, so that P4Info names them
- * MyIngress.<name>; the apply block below sequences them.  Egress
- * (egress.p4) turns fabric clones into INVALIDATEs.
+ * Layout: one file per step.  Validate, PortRole, Classify, Index,
+ * Store, Sketch and Forward are controls of their own (each file says
+ * what the step reads and writes), instantiated in MyIngress, whose
+ * apply block orders them; small structs carry what crosses steps
+ * (request_t, index_t, store_t).  Request coalescing (coalesce.p4) and
+ * steering (steer.p4) are still included inside MyIngress.  Every
+ * table, action, register and counter keeps its P4Info name
+ * MyIngress.<name> (@name), docs/naming.md.  Egress (egress.p4) turns
+ * fabric clones into INVALIDATEs, makes the coalescing copies and sets
+ * the congestion mark (congestion.p4).
  */
 
 #include <core.p4>
