@@ -614,7 +614,13 @@ class Checker(ExpressionChecker):
                     raise unsupported(a.loc, f"applying instance '{sym.name}' with another argument for "  # type: ignore[attr-defined]
                                              f"'{p.name}' than at its first apply")
         assert sym.scope is not None
-        body_ctx = Context(Scope(sym.scope), "control", ctx.block_name, ctx.used_names, calls=ctx.calls,
+        body_scope = Scope(sym.scope)
+        for p, e in zip(params, args, strict=True):
+            # a constant given here is that constant in this copy of the body (p4c folds it: a branch it
+            # rules out is gone, tables in it included); the instance's actions read the copied variable
+            if p.name in sym.copies and p.direction in (Direction.IN, Direction.NONE) and is_const(e):
+                body_scope.declare(p.name, ConstSym(e), p.loc)
+        body_ctx = Context(body_scope, "control", ctx.block_name, ctx.used_names, calls=ctx.calls,
                            read_only=self._instance_read_only(sym, params, args), parts=ctx.parts)
         stmts: list[ir.Stmt] = []
         for p, e in zip(params, args, strict=True):
@@ -961,6 +967,9 @@ class Checker(ExpressionChecker):
             cond = self._coerce(self._expr(s.cond, ctx, BoolType()), BoolType(), s.cond.loc)  # type: ignore[attr-defined]
             then = self._block(s.then, ctx)
             else_ = self._block(s.else_, ctx) if s.else_ is not None else None
+            if isinstance(cond, BoolConst):  # as p4c: only the branch taken is code (and applies tables)
+                taken = then if cond.value else else_
+                return [taken] if taken is not None else []
             return [ir.If(cond, then, else_, loc)]
         if isinstance(s, A.BlockStmt):
             return [self._block(s, ctx)]
