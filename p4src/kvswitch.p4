@@ -11,11 +11,12 @@
  * name the controller uses, docs/protocol.md the KVP wire format.
  *
  * Layout: one file per step.  Validate, PortRole, Classify, Index,
- * Store, Sketch and Forward are controls of their own (each file says
- * what the step reads and writes), instantiated in MyIngress, whose
- * apply block orders them; small structs carry what crosses steps
- * (request_t, index_t, store_t).  Request coalescing (coalesce.p4) and
- * steering (steer.p4) are still included inside MyIngress.  Every
+ * SteerChoice, Store, Sketch and Forward are controls of their own
+ * (each file says what the step reads and writes), instantiated in
+ * MyIngress, whose apply block orders them; small structs carry what
+ * crosses steps (request_t, index_t, store_t, steer_t).  Request
+ * coalescing (coalesce.p4) and what follows a steering choice
+ * (steer.p4) are still actions included inside MyIngress.  Every
  * table, action, register and counter keeps its P4Info name
  * MyIngress.<name> (@name), docs/naming.md.  Egress (egress.p4) turns
  * fabric clones into INVALIDATEs, makes the coalescing copies and sets
@@ -36,6 +37,7 @@
 #include "forward.p4"
 #include "sketch.p4"
 #include "store.p4"
+#include "steer_choice.p4"
 
 /* ==================================================================== *
  *  Ingress                                                              *
@@ -57,6 +59,7 @@ control MyIngress(inout headers_t hdr,
     Store() store;
     Sketch() sketch;
     Forward() forward;
+    SteerChoice() steer_choice;
 
     apply {
         /* ---- request coalescing (coalesce.p4): a reply recirculated to   */
@@ -90,31 +93,9 @@ control MyIngress(inout headers_t hdr,
             coalesce_config.apply();
         }
 
-        /* ---- steering call site 2 (steer.p4): which node, which name ---- */
-        bool member_reply = false;
-        if (meta.req.routable && meta.kvp_ok && !meta.req.refused
-            && !meta.req.invalidate) {
-            steer_config.apply();
-        }
-        if (meta.steer.on && hdr.ipv4.dst_addr == meta.steer.pool_addr
-            && (op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
-                || op == kvp_opcode_t.STAT || meta.req.lookup)) {
-            meta.steer.request = true;
-            steer_hash();
-            steer_bucket.apply();
-        } else if (meta.steer.on
-                   && ((is_reply(op) && meta.port_role == port_role_t.STORAGE)
-                       || op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
-                       || op == kvp_opcode_t.STAT)) {
-            if (is_reply(op)) {
-                meta.steer.peer = hdr.ipv4.src_addr;
-            } else {
-                meta.steer.peer = hdr.ipv4.dst_addr;
-            }
-            pool_member.apply();
-            member_reply = meta.steer.member && is_reply(op);
-            meta.steer.member_request = meta.steer.member && !is_reply(op);
-        }
+        /* ---- steering (steer_choice.p4): which node, whose name ---- */
+        steer_choice.apply(hdr, meta.req, meta.kvp_ok, meta.port_role,
+                           meta.steer);
 
         if (meta.req.from_cpu) {
             /* ---- from the controller ---- */
@@ -145,7 +126,7 @@ control MyIngress(inout headers_t hdr,
         } else if (meta.req.refused) {
             drop_packet(drop_reason_t.CONTROL_OP_FROM_HOST);
         } else if (meta.req.lookup && meta.index.hit) {
-            /* ---- steering call site 3 (steer.p4): answered here ---- */
+            /* ---- steering (steer.p4): answered here ---- */
             store.apply(hdr, std_meta, store_op_t.PEEK, meta.req,
                         meta.index, meta.store, drop_reason, kvp_events);
             answer_lookup_meta();
@@ -184,7 +165,7 @@ control MyIngress(inout headers_t hdr,
                     FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             }
 
-            /* ---- steering call site 4 (steer.p4): the bucket's node is */
+            /* ---- steering (steer.p4): the bucket's node is   */
             /* down: answered here (a switch hit above still served)     */
             if (meta.forward && meta.steer.unavailable) {
                 answer_unavailable();
@@ -206,12 +187,12 @@ control MyIngress(inout headers_t hdr,
             } else {
                 coalesce_note_sender();  /* coalesce.p4: before ipv4_lpm */
                 if (meta.steer.steered) {
-                    steer_forward();     /* steering call site 5: to its node */
+                    steer_forward();     /* steer.p4: to its node */
                 } else {
                     /* rewrites the source MAC */
                     forward.apply(hdr.ethernet, hdr.ipv4, std_meta, drop_reason);
                 }
-                steer_name(member_reply);  /* steering call site 6 */
+                steer_name();        /* steer.p4: the pool's name */
             }
         }
 
@@ -221,7 +202,7 @@ control MyIngress(inout headers_t hdr,
             && std_meta.egress_spec != BMV2_DROP_PORT) {
             coalesce();
         }
-        /* ---- steering call site 7 (steer.p4): the node's address, after */
+        /* ---- steering (steer.p4): the node's address, after       */
         /* coalescing keyed the request by the pool's                     */
         if (meta.forward) {
             steer_finish();

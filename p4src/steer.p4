@@ -1,8 +1,10 @@
 /* -*- P4_16 -*- */
 /*
  * kvswitch: one pool address in front of several storage nodes, and
- * block metadata answered in the data plane (included inside control
- * MyIngress, after store.p4; docs/dataplane.md, "Steering").
+ * block metadata answered in the data plane (docs/dataplane.md,
+ * "Steering").  Which node serves a request is the SteerChoice step
+ * (steer_choice.p4); what follows from that choice (forward towards
+ * the node, rename, answer) is here, included inside control MyIngress.
  *
  * Clients address ONE pool address (steer_config).  A request to it
  * (GET, PUT, STAT; LOOKUP_META for the node id) is placed by the block's
@@ -34,89 +36,6 @@ action count_steer(in steer_event_t event) {
     steer_events.count((bit<32>)(bit<8>)event);
 }
 
-/* ---- configuration -------------------------------------------------- */
-
-/* The pool address clients send to (a virtual IPv4 address no host    */
-/* owns).  steer_bucket and pool_member must be filled before.          */
-action set_pool(ipv4_addr_t pool_addr) {
-    meta.steer.on = true;
-    meta.steer.pool_addr = pool_addr;
-}
-
-/* No pool (the initial state): every address is routed by ipv4_lpm.   */
-action steer_off() {
-    meta.steer.on = false;
-    meta.steer.pool_addr = 0;
-}
-
-/* Keyless: the controller sets only its default action. */
-table steer_config {
-    actions = {
-        set_pool;
-        steer_off;
-    }
-    size = 1;
-    default_action = steer_off();
-}
-
-/* ---- buckets ---------------------------------------------------------- */
-
-/* The block's bucket: every chunk of a block lands in the same one.     */
-action steer_hash() {
-    hash(meta.steer.bucket, HashAlgorithm.crc32, 32w0,
-         { STEER_SALT, hdr.kvp.tenant, hdr.kvp.prefix_hash }, STEER_BUCKETS);
-}
-
-/* The bucket's blocks live on storage node `node` (1..255) at `addr`;  */
-/* `mac` and `port` are the next hop towards it (the controller copies   */
-/* them from the node's ipv4_lpm route).                                 */
-action steer_to(bit<8> node, ipv4_addr_t addr, mac_addr_t mac, bit<9> port) {
-    meta.steer.steered = true;
-    meta.steer.node = node;
-    meta.steer.node_addr = addr;
-    meta.steer.node_mac = mac;
-    meta.steer.node_port = port;
-}
-
-/* No live node holds the bucket (memory backend, its node down): the    */
-/* switch answers its requests itself (answer_unavailable).              */
-action bucket_unavailable() {
-    meta.steer.unavailable = true;
-}
-
-table steer_bucket {
-    key = {
-        meta.steer.bucket: exact @name("bucket");
-    }
-    actions = {
-        steer_to;
-        bucket_unavailable;
-    }
-    size = 1 << STEER_BUCKET_WIDTH;
-    default_action = bucket_unavailable();
-}
-
-/* ---- members ---------------------------------------------------------- */
-
-/* `pool_peer` (a reply's source, a request's destination) is storage   */
-/* node `node` of the pool.                                             */
-action set_pool_member(bit<8> node) {
-    meta.steer.member = true;
-    meta.steer.member_node = node;
-}
-
-table pool_member {
-    key = {
-        meta.steer.peer: exact @name("node_addr");
-    }
-    actions = {
-        set_pool_member;
-        @defaultonly NoAction;
-    }
-    size = 256;
-    default_action = NoAction();
-}
-
 /* ---- forwarding --------------------------------------------------------- */
 
 /* A steered request: towards its node, as ipv4_forward would route the  */
@@ -132,8 +51,8 @@ action steer_forward() {
 
 /* Before coalescing: a member's reply takes the pool's name (for good); */
 /* a request already steered upstream is the pool's while coalescing.   */
-action steer_name(in bool member_reply) {
-    if (member_reply) {
+action steer_name() {
+    if (meta.steer.member_reply) {
         hdr.ipv4.src_addr = meta.steer.pool_addr;
         hdr.udp.checksum = 0;
         count_steer(steer_event_t.REPLY_REWRITTEN);

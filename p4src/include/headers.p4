@@ -218,6 +218,7 @@ struct steer_t {
     bool member;                /* peer is one of the pool's nodes       */
     bit<8> member_node;         /* ... with this node id                 */
     bool member_request;        /* request already steered upstream      */
+    bool member_reply;          /* a member's reply: leaves in the pool's name */
 }
 
 /* What the store (store.p4) tells later steps. */
