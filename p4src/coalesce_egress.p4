@@ -45,14 +45,14 @@ action coalesce_copy() {
     bit<16> rid = std_meta.egress_rid;
     if (rid == COALESCE_CARRY_RID) {
         if (meta.coal.more) {
-            meta.coal_carry = true;
-            meta.coal_next = meta.coal_next + (bit<8>)COALESCE_BATCH;
+            meta.coal.carry = true;
+            meta.coal.next = meta.coal.next + (bit<8>)COALESCE_BATCH;
             recirculate_preserving_field_list(COALESCE_CARRY_FIELDS);
         } else {
             mark_to_drop(std_meta);
         }
     } else if (rid == 0) {
-        if (meta.coal_carry || std_meta.egress_port != meta.coal.origin_port) {
+        if (meta.coal.carry || std_meta.egress_port != meta.coal.origin_port) {
             mark_to_drop(std_meta);
         }
     } else if (rid > (bit<16>)meta.coal.waiters) {

@@ -11,12 +11,12 @@
  * name the controller uses, docs/protocol.md the KVP wire format.
  *
  * Layout: one file per step.  Validate, PortRole, Classify, Index,
- * SteerChoice, Store, Sketch and Forward are controls of their own
- * (each file says what the step reads and writes), instantiated in
- * MyIngress, whose apply block orders them; small structs carry what
- * crosses steps (request_t, index_t, store_t, steer_t).  Request
- * coalescing (coalesce.p4) and what follows a steering choice
- * (steer.p4) are still actions included inside MyIngress.  Every
+ * SteerChoice, Store, Sketch, Forward and Coalesce are controls of
+ * their own (each file says what the step reads and writes),
+ * instantiated in MyIngress, whose apply block orders them; small
+ * structs carry what crosses steps (request_t, index_t, store_t,
+ * steer_t, coalesce_t).  What follows a steering choice (steer.p4) is
+ * still actions included inside MyIngress.  Every
  * table, action, register and counter keeps its P4Info name
  * MyIngress.<name> (@name), docs/naming.md.  Egress (egress.p4) turns
  * fabric clones into INVALIDATEs, makes the coalescing copies and sets
@@ -38,6 +38,7 @@
 #include "sketch.p4"
 #include "store.p4"
 #include "steer_choice.p4"
+#include "coalesce.p4"
 
 /* ==================================================================== *
  *  Ingress                                                              *
@@ -49,7 +50,6 @@ control MyIngress(inout headers_t hdr,
 
 #include "counters.p4"
 #include "punt.p4"
-#include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
 #include "steer.p4"               /* one pool address, several storage nodes */
 
     Validate() validate;
@@ -60,12 +60,13 @@ control MyIngress(inout headers_t hdr,
     Sketch() sketch;
     Forward() forward;
     SteerChoice() steer_choice;
+    Coalesce() coalesce;
 
     apply {
         /* ---- request coalescing (coalesce.p4): a reply recirculated to   */
         /* serve its next batch of waiters; nothing else applies to it      */
-        if (meta.coal_carry) {
-            coalesce_carry();
+        if (meta.coal.carry) {
+            coalesce.apply(hdr, std_meta, coalesce_op_t.CARRY, meta.coal);
             return;
         }
 
@@ -90,7 +91,7 @@ control MyIngress(inout headers_t hdr,
         /* once: the INVALIDATE branch and the call site below use it, and */
         /* both need a well-formed KVP message (no cost for other traffic) */
         if (meta.kvp_ok) {
-            coalesce_config.apply();
+            coalesce.apply(hdr, std_meta, coalesce_op_t.CONFIG, meta.coal);
         }
 
         /* ---- steering (steer_choice.p4): which node, whose name ---- */
@@ -142,7 +143,7 @@ control MyIngress(inout headers_t hdr,
             }
             /* a GET pending here may be answered with the value before   */
             /* the write: nobody may join it any more (coalesce.p4)       */
-            coalesce_invalidate();
+            coalesce.apply(hdr, std_meta, coalesce_op_t.INVALIDATE, meta.coal);
             count_event(kvp_event_t.FABRIC_INVALIDATE);
             if (hdr.kvp.aux > 0) {
                 meta.clone_ingress_port = std_meta.ingress_port;
@@ -185,7 +186,9 @@ control MyIngress(inout headers_t hdr,
             if (hdr.ipv4.ttl <= 1) {
                 drop_packet(drop_reason_t.TTL_EXPIRED);
             } else {
-                coalesce_note_sender();  /* coalesce.p4: before ipv4_lpm */
+                /* before routing rewrites the source MAC */
+                coalesce.apply(hdr, std_meta, coalesce_op_t.NOTE_SENDER,
+                               meta.coal);
                 if (meta.steer.steered) {
                     steer_forward();     /* steer.p4: to its node */
                 } else {
@@ -200,7 +203,7 @@ control MyIngress(inout headers_t hdr,
         /* knows its port towards the storage node and a reply its reader's */
         if (meta.kvp_ok && meta.forward
             && std_meta.egress_spec != BMV2_DROP_PORT) {
-            coalesce();
+            coalesce.apply(hdr, std_meta, coalesce_op_t.ROUTED, meta.coal);
         }
         /* ---- steering (steer.p4): the node's address, after       */
         /* coalescing keyed the request by the pool's                     */

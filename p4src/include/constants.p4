@@ -90,6 +90,18 @@ const bit<8> F_CONGESTED = 0x08; /* egress queue over threshold (CE)    */
 /* operation (POOL), or a fabric INVALIDATE's bound, the controller's   */
 /* SLOT_WRITE / SLOT_READ, a LOOKUP_META's look at the slot (PEEK).      */
 /* Internal: the controller never sees these values.                   */
+/* What the ingress asks of request coalescing (coalesce.p4): serve a   */
+/* carried pass's next batch, read the configuration, release the key   */
+/* for a fabric INVALIDATE, note the sender's MAC before routing, or    */
+/* act on a routed GET / GET_REPLY / PUT / PUT_ACK.  Internal.           */
+enum bit<8> coalesce_op_t {
+    CARRY       = 0,
+    CONFIG      = 1,
+    INVALIDATE  = 2,
+    NOTE_SENDER = 3,
+    ROUTED      = 4
+}
+
 enum bit<8> store_op_t {
     POOL       = 0,
     BOUND      = 1,

@@ -178,7 +178,7 @@ struct request_t {
 }
 
 /* Request coalescing's own per-packet state (coalesce.p4,            */
-/* coalesce_egress.p4); what a carried pass keeps is in metadata_t.     */
+/* coalesce_egress.p4), with what a carried pass keeps.                 */
 struct coalesce_t {
     bit<32> epoch;              /* coalesce_config: current epoch; 0 = off */
     bit<48> timeout;            /* coalesce_config: entry lifetime, in us */
@@ -198,6 +198,23 @@ struct coalesce_t {
     coalesce_waiter_t w5;
     coalesce_waiter_t w6;
     coalesce_waiter_t w7;
+    /* Kept by the recirculated carry copy (COALESCE_CARRY_FIELDS): which */
+    /* entry's waiters it serves next.                                    */
+    @field_list(2)
+    bool carry;                 /* a carried pass: serve the next batch  */
+    @field_list(2)
+    bit<32> index;              /* pending entry of the key              */
+    @field_list(2)
+    bit<32> gen;                /* generation of the entry replied to    */
+    @field_list(2)
+    bit<8> total;               /* waiters of that entry                 */
+    @field_list(2)
+    bit<8> next;                /* first waiter of this batch            */
+    @field_list(2)
+    bit<16> carry_group;        /* multicast group of the copies         */
+    @field_list(2)
+    bit<16> port_group_base;    /* coalesce_config: per-port groups      */
+                                /* at base + port; 0 = none              */
 }
 
 /* Steering's own per-packet state (steer.p4): one pool address,       */
@@ -255,24 +272,6 @@ struct metadata_t {
     store_t store;              /* the store's answer (store.p4)         */
 
     coalesce_t coal;            /* request coalescing (coalesce.p4)      */
-    /* Kept by the recirculated carry copy (COALESCE_CARRY_FIELDS): which */
-    /* entry's waiters it serves next.  Top-level fields: a v1model field */
-    /* list names fields of the metadata struct itself.                   */
-    @field_list(2)
-    bool coal_carry;            /* a carried pass: serve the next batch  */
-    @field_list(2)
-    bit<32> coal_index;         /* pending entry of the key              */
-    @field_list(2)
-    bit<32> coal_gen;           /* generation of the entry replied to    */
-    @field_list(2)
-    bit<8> coal_total;          /* waiters of that entry                 */
-    @field_list(2)
-    bit<8> coal_next;           /* first waiter of this batch            */
-    @field_list(2)
-    bit<16> coal_carry_group;   /* multicast group of the copies         */
-    @field_list(2)
-    bit<16> coal_port_group_base; /* coalesce_config: per-port groups    */
-                                /* at base + port; 0 = none              */
     steer_t steer;              /* steering (steer.p4)                   */
 }
 
