@@ -166,8 +166,8 @@ control MyIngress(inout headers_t hdr,
                     FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             }
 
-            /* ---- steering (steer.p4): the bucket's node is   */
-            /* down: answered here (a switch hit above still served)     */
+            /* ---- steering (steer.p4): the bucket's node is down:   */
+            /* answered here (a switch hit above still served)        */
             if (meta.forward && meta.steer.unavailable) {
                 answer_unavailable();
                 meta.forward = false;
@@ -186,13 +186,12 @@ control MyIngress(inout headers_t hdr,
             if (hdr.ipv4.ttl <= 1) {
                 drop_packet(drop_reason_t.TTL_EXPIRED);
             } else {
-                /* before routing rewrites the source MAC */
+                /* the sender's MAC, before routing rewrites it */
                 coalesce.apply(hdr, std_meta, coalesce_op_t.NOTE_SENDER,
                                meta.coal);
                 if (meta.steer.steered) {
                     steer_forward();     /* steer.p4: to its node */
                 } else {
-                    /* rewrites the source MAC */
                     forward.apply(hdr.ethernet, hdr.ipv4, std_meta, drop_reason);
                 }
                 steer_name();        /* steer.p4: the pool's name */
@@ -205,8 +204,8 @@ control MyIngress(inout headers_t hdr,
             && std_meta.egress_spec != BMV2_DROP_PORT) {
             coalesce.apply(hdr, std_meta, coalesce_op_t.ROUTED, meta.coal);
         }
-        /* ---- steering (steer.p4): the node's address, after       */
-        /* coalescing keyed the request by the pool's                     */
+        /* ---- steering (steer.p4): the node's address, after     */
+        /* coalescing keyed the request by the pool's               */
         if (meta.forward) {
             steer_finish();
         }
