@@ -44,51 +44,51 @@ action coalesce_copy_to(in ipv4_addr_t ip, in bit<16> udp_port, in bit<32> req_i
 action coalesce_copy() {
     bit<16> rid = std_meta.egress_rid;
     if (rid == COALESCE_CARRY_RID) {
-        if (meta.coal_more) {
-            meta.coal_carry = true;
-            meta.coal_next = meta.coal_next + (bit<8>)COALESCE_BATCH;
+        if (meta.coal.more) {
+            meta.coal.carry = true;
+            meta.coal.next = meta.coal.next + (bit<8>)COALESCE_BATCH;
             recirculate_preserving_field_list(COALESCE_CARRY_FIELDS);
         } else {
             mark_to_drop(std_meta);
         }
     } else if (rid == 0) {
-        if (meta.coal_carry || std_meta.egress_port != meta.coal_origin_port) {
+        if (meta.coal.carry || std_meta.egress_port != meta.coal.origin_port) {
             mark_to_drop(std_meta);
         }
-    } else if (rid > (bit<16>)meta.coal_waiters) {
+    } else if (rid > (bit<16>)meta.coal.waiters) {
         mark_to_drop(std_meta);
     } else if (rid == 1) {
-        coalesce_copy_to(meta.coal_w0.ip, meta.coal_w0.udp_port,
-                         meta.coal_w0.req_id, meta.coal_w0.mac,
-                         meta.coal_w0.port);
+        coalesce_copy_to(meta.coal.w0.ip, meta.coal.w0.udp_port,
+                         meta.coal.w0.req_id, meta.coal.w0.mac,
+                         meta.coal.w0.port);
     } else if (rid == 2) {
-        coalesce_copy_to(meta.coal_w1.ip, meta.coal_w1.udp_port,
-                         meta.coal_w1.req_id, meta.coal_w1.mac,
-                         meta.coal_w1.port);
+        coalesce_copy_to(meta.coal.w1.ip, meta.coal.w1.udp_port,
+                         meta.coal.w1.req_id, meta.coal.w1.mac,
+                         meta.coal.w1.port);
     } else if (rid == 3) {
-        coalesce_copy_to(meta.coal_w2.ip, meta.coal_w2.udp_port,
-                         meta.coal_w2.req_id, meta.coal_w2.mac,
-                         meta.coal_w2.port);
+        coalesce_copy_to(meta.coal.w2.ip, meta.coal.w2.udp_port,
+                         meta.coal.w2.req_id, meta.coal.w2.mac,
+                         meta.coal.w2.port);
     } else if (rid == 4) {
-        coalesce_copy_to(meta.coal_w3.ip, meta.coal_w3.udp_port,
-                         meta.coal_w3.req_id, meta.coal_w3.mac,
-                         meta.coal_w3.port);
+        coalesce_copy_to(meta.coal.w3.ip, meta.coal.w3.udp_port,
+                         meta.coal.w3.req_id, meta.coal.w3.mac,
+                         meta.coal.w3.port);
     } else if (rid == 5) {
-        coalesce_copy_to(meta.coal_w4.ip, meta.coal_w4.udp_port,
-                         meta.coal_w4.req_id, meta.coal_w4.mac,
-                         meta.coal_w4.port);
+        coalesce_copy_to(meta.coal.w4.ip, meta.coal.w4.udp_port,
+                         meta.coal.w4.req_id, meta.coal.w4.mac,
+                         meta.coal.w4.port);
     } else if (rid == 6) {
-        coalesce_copy_to(meta.coal_w5.ip, meta.coal_w5.udp_port,
-                         meta.coal_w5.req_id, meta.coal_w5.mac,
-                         meta.coal_w5.port);
+        coalesce_copy_to(meta.coal.w5.ip, meta.coal.w5.udp_port,
+                         meta.coal.w5.req_id, meta.coal.w5.mac,
+                         meta.coal.w5.port);
     } else if (rid == 7) {
-        coalesce_copy_to(meta.coal_w6.ip, meta.coal_w6.udp_port,
-                         meta.coal_w6.req_id, meta.coal_w6.mac,
-                         meta.coal_w6.port);
+        coalesce_copy_to(meta.coal.w6.ip, meta.coal.w6.udp_port,
+                         meta.coal.w6.req_id, meta.coal.w6.mac,
+                         meta.coal.w6.port);
     } else if (rid == 8) {
-        coalesce_copy_to(meta.coal_w7.ip, meta.coal_w7.udp_port,
-                         meta.coal_w7.req_id, meta.coal_w7.mac,
-                         meta.coal_w7.port);
+        coalesce_copy_to(meta.coal.w7.ip, meta.coal.w7.udp_port,
+                         meta.coal.w7.req_id, meta.coal.w7.mac,
+                         meta.coal.w7.port);
     } else {
         mark_to_drop(std_meta);
     }

@@ -19,3 +19,9 @@ action count_drop(in drop_reason_t reason) {
 action count_event(in kvp_event_t event) {
     kvp_events.count((bit<32>)(bit<8>)event);
 }
+
+/* Drop the packet, counting why. */
+action drop_packet(in drop_reason_t reason) {
+    mark_to_drop(std_meta);
+    count_drop(reason);
+}

@@ -9,14 +9,19 @@
  * PUT_ACK OK (this switch originates the invalidation) or an INVALIDATE
  * from the fabric (this switch relays it).  Each copy becomes an
  * INVALIDATE with one relay fewer; the copy back out of the port the
- * packet came in on is dropped.  Ordinary packets pass unchanged.
+ * packet came in on is dropped.  Then every KVP reply gets the
+ * congestion mark if its port's queue is long (congestion.p4).
  */
+
+#include "congestion.p4"
 
 control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t std_meta) {
 
 #include "coalesce_egress.p4"     /* request coalescing: per-waiter copies */
+
+    CongestionMark() congestion;
 
     /* PUT_ACK -> INVALIDATE with FABRIC_INVALIDATE_HOPS relays left;    */
     /* INVALIDATE -> one relay fewer.  The key and version stay; the UDP */
@@ -33,7 +38,7 @@ control MyEgress(inout headers_t hdr,
 
     apply {
         /* ---- request coalescing: one copy per parked reader ---- */
-        if (meta.coal_replicate
+        if (meta.coal.replicate
             && std_meta.instance_type == PKT_INSTANCE_TYPE_REPLICATION) {
             coalesce_copy();
         }
@@ -45,5 +50,7 @@ control MyEgress(inout headers_t hdr,
                 make_invalidate();
             }
         }
+        /* ---- the congestion mark, on the copy as it leaves ---- */
+        congestion.apply(hdr.kvp, hdr.udp, std_meta.enq_qdepth);
     }
 }

@@ -3,17 +3,24 @@
  * kvswitch: an in-network memory pool for LLM KV-cache blocks (v1model).
  *
  * The switch keeps hot KV-cache block chunks in register arrays and
- * answers GETs for them itself; everything else is IPv4-forwarded.
+ * answers GETs for them itself, lets readers of one chunk share one GET
+ * (coalescing), spreads one pool address over several storage nodes
+ * (steering), keeps the pool coherent across a fabric and marks replies
+ * behind a long queue; everything else is IPv4-forwarded.
  * docs/dataplane.md explains the pipeline, docs/naming.md lists every
  * name the controller uses, docs/protocol.md the KVP wire format.
  *
- * Layout: one file per pipeline feature.  Pure decisions (validate.p4:
- * validity rules, opcode classes, trust) are top-level functions that
- * take everything they read as parameters.  The stateful ingress features (counters, forward,
- * port_role, index, store, sketch, punt) declare their state, actions and
- * tables inside control MyIngress, so that P4Info names them
- * MyIngress.<name>; the apply block below sequences them.  Egress
- * (egress.p4) turns fabric clones into INVALIDATEs.
+ * Layout: one file per step.  Validate, PortRole, Classify, Index,
+ * SteerChoice, Store, Sketch, Forward and Coalesce are controls of
+ * their own (each file says what the step reads and writes),
+ * instantiated in MyIngress, whose apply block orders them; small
+ * structs carry what crosses steps (request_t, index_t, store_t,
+ * steer_t, coalesce_t).  What follows a steering choice (steer.p4) is
+ * still actions included inside MyIngress.  Every
+ * table, action, register and counter keeps its P4Info name
+ * MyIngress.<name> (@name), docs/naming.md.  Egress (egress.p4) turns
+ * fabric clones into INVALIDATEs, makes the coalescing copies and sets
+ * the congestion mark (congestion.p4).
  */
 
 #include <core.p4>
@@ -24,6 +31,14 @@
 #include "validate.p4"
 #include "parser.p4"
 #include "checksum.p4"
+#include "port_role.p4"
+#include "classify.p4"
+#include "index.p4"
+#include "forward.p4"
+#include "sketch.p4"
+#include "store.p4"
+#include "steer_choice.p4"
+#include "coalesce.p4"
 
 /* ==================================================================== *
  *  Ingress                                                              *
@@ -34,150 +49,69 @@ control MyIngress(inout headers_t hdr,
                   inout standard_metadata_t std_meta) {
 
 #include "counters.p4"
-#include "forward.p4"
-#include "port_role.p4"
-#include "index.p4"
-#include "store.p4"
-#include "sketch.p4"
 #include "punt.p4"
-#include "coalesce.p4"            /* request coalescing (docs/dataplane.md) */
 #include "steer.p4"               /* one pool address, several storage nodes */
+
+    Validate() validate;
+    PortRole() port_role;
+    Classify() classify;
+    Index() index;
+    Store() store;
+    Sketch() sketch;
+    Forward() forward;
+    SteerChoice() steer_choice;
+    Coalesce() coalesce;
 
     apply {
         /* ---- request coalescing (coalesce.p4): a reply recirculated to   */
         /* serve its next batch of waiters; nothing else applies to it      */
-        if (meta.coal_carry) {
-            coalesce_carry();
+        if (meta.coal.carry) {
+            coalesce.apply(hdr, std_meta, coalesce_op_t.CARRY, meta.coal);
             return;
         }
 
-        /* ---- what it is ---- */
-        bool kvp_port = hdr.udp.isValid()
-            && (hdr.udp.dst_port == KVP_UDP_PORT
-                || hdr.udp.src_port == KVP_UDP_PORT);
-        meta.drop_reason = drop_reason_t.NONE;
-        if (kvp_port) {
-            meta.drop_reason = kvp_check(
-                meta.kvp_seen, meta.kvp_magic, meta.kvp_ver,
-                hdr.kvp.isValid(), hdr.kvp.opcode, hdr.kvp.flags,
-                hdr.kvp.chunk_shift, hdr.kvp_value.isValid(), hdr.udp.len,
-                hdr.kvp.chunk_idx, hdr.kvp.chunk_count, hdr.kvp.value_len);
+        /* ---- what it is, who sent it, what it asks ---- */
+        validate.apply(hdr, meta.kvp_seen, meta.kvp_magic, meta.kvp_ver,
+                       meta.kvp_ok, meta.drop_reason, drop_reason);
+        if (!hdr.packet_out.isValid()) {
+            port_role.apply(std_meta.ingress_port, meta.port_role);
         }
-        meta.kvp_ok = kvp_port && meta.drop_reason == drop_reason_t.NONE;
-        if (meta.drop_reason != drop_reason_t.NONE) {
-            count_drop(meta.drop_reason);
-        }
+        classify.apply(hdr, meta.kvp_ok, meta.port_role, meta.req,
+                       drop_reason);
         kvp_opcode_t op = hdr.kvp.opcode;
-        bool from_cpu = hdr.packet_out.isValid();
-        /* SLOT_WRITE / SLOT_READ (even malformed: the controller gets */
-        /* its ERR_MALFORMED answer)                                    */
-        bool is_slot_op = hdr.kvp.isValid()
-            && (op == kvp_opcode_t.SLOT_WRITE || op == kvp_opcode_t.SLOT_READ);
-
-        /* ---- who sent it ---- */
-        if (!from_cpu) {
-            port_role.apply();
-        }
-        bool trusted = is_trusted(meta.port_role);
-        bool routable = !from_cpu && hdr.ipv4.isValid();
-        bool refused = meta.kvp_ok
-            && (is_slot_op || (!trusted && is_controller_only(op)));
-        bool is_punt = meta.kvp_ok
-            && (op == kvp_opcode_t.INSERT || op == kvp_opcode_t.LOOKUP_META);
-        bool is_invalidate = routable && !refused && meta.kvp_ok
-            && op == kvp_opcode_t.INVALIDATE;
-        bool is_pool_op = routable && !refused && !is_punt && !is_invalidate;
-        if (is_pool_op && meta.kvp_ok && !trusted && is_reply(op)) {
-            /* a host's reply: delivered, but no switch on its way may */
-            /* store it or be bounded by it                             */
-            hdr.kvp.flags = hdr.kvp.flags | F_BYPASS;
-            hdr.udp.checksum = 0;
-            count_drop(drop_reason_t.REPLY_FROM_HOST);
-        }
-
-        /* ---- what it asks of the pool ---- */
-        bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
-        /* a slot holds one slot-sized chunk: a larger one is malformed */
-        bool is_slot_write = from_cpu && meta.kvp_ok
-            && op == kvp_opcode_t.SLOT_WRITE && hdr.kvp.aux < SLOT_COUNT
-            && hdr.kvp_value.isValid();
-        bool is_get = is_pool_op && meta.kvp_ok && !bypass
-            && op == kvp_opcode_t.GET;
-        /* Fill from a storage node's reply or an upstream switch's (so  */
-        /* in a fabric the readers' own leaf can cache the block too);   */
-        /* check_value / fill_slot check CRC and version for both.       */
-        bool is_fill = is_pool_op && meta.kvp_ok && !bypass && trusted
-            && op == kvp_opcode_t.GET_REPLY
-            && (hdr.kvp.status == kvp_status_t.HIT_SERVER
-                || hdr.kvp.status == kvp_status_t.HIT_SWITCH)
-            && hdr.kvp_value.isValid();
-        /* A PUT invalidates even with F_BYPASS: bypass means "do not    */
-        /* answer or fill", never "skip coherence".                      */
-        bool is_put = is_pool_op && meta.kvp_ok && op == kvp_opcode_t.PUT;
-        /* A commit acknowledged by a storage node (or relayed by an     */
-        /* upstream switch) bounds the key's versions.                   */
-        bool is_ack = is_pool_op && meta.kvp_ok && !bypass && trusted
-            && op == kvp_opcode_t.PUT_ACK
-            && hdr.kvp.status == kvp_status_t.OK;
-
-        /* ---- steering call site 1 (steer.p4): LOOKUP_META of an indexed */
-        /* key is answered by the data plane, so it is looked up too      */
-        bool is_lookup = is_punt && op == kvp_opcode_t.LOOKUP_META;
 
         /* ---- index (once on every path: BMv2 needs one successor) ---- */
-        meta.slot = hdr.kvp.aux;
-        if (is_slot_write || is_get || is_fill || is_put || is_ack
-            || is_invalidate || is_lookup) {
-            kv_index.apply();
+        meta.index.slot = hdr.kvp.aux;
+        if (meta.req.slot_write || meta.req.get || meta.req.fill
+            || meta.req.put || meta.req.ack || meta.req.invalidate
+            || meta.req.lookup) {
+            index.apply(hdr.kvp, meta.index);
         }
         /* ---- request coalescing's configuration (coalesce.p4), applied */
         /* once: the INVALIDATE branch and the call site below use it, and */
         /* both need a well-formed KVP message (no cost for other traffic) */
         if (meta.kvp_ok) {
-            coalesce_config.apply();
+            coalesce.apply(hdr, std_meta, coalesce_op_t.CONFIG, meta.coal);
         }
 
-        /* ---- steering call site 2 (steer.p4): which node, which name ---- */
-        bool member_reply = false;
-        if (routable && meta.kvp_ok && !refused && !is_invalidate) {
-            steer_config.apply();
-        }
-        if (meta.steer_on && hdr.ipv4.dst_addr == meta.pool_addr
-            && (op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
-                || op == kvp_opcode_t.STAT || is_lookup)) {
-            meta.steer_request = true;
-            steer_hash();
-            steer_bucket.apply();
-        } else if (meta.steer_on
-                   && ((is_reply(op) && meta.port_role == port_role_t.STORAGE)
-                       || op == kvp_opcode_t.GET || op == kvp_opcode_t.PUT
-                       || op == kvp_opcode_t.STAT)) {
-            if (is_reply(op)) {
-                meta.pool_peer = hdr.ipv4.src_addr;
-            } else {
-                meta.pool_peer = hdr.ipv4.dst_addr;
-            }
-            pool_member.apply();
-            member_reply = meta.pool_member && is_reply(op);
-            meta.member_request = meta.pool_member && !is_reply(op);
-        }
+        /* ---- steering (steer_choice.p4): which node, whose name ---- */
+        steer_choice.apply(hdr, meta.req, meta.kvp_ok, meta.port_role,
+                           meta.steer);
 
-        if (from_cpu) {
+        if (meta.req.from_cpu) {
             /* ---- from the controller ---- */
-            if (!is_slot_op) {
+            if (!meta.req.slot_op) {
                 send_packet_out();
             } else {
-                meta.slot_status = kvp_status_t.ERR_MALFORMED;
+                meta.store.slot_status = kvp_status_t.ERR_MALFORMED;
                 if (meta.kvp_ok && hdr.kvp.aux >= SLOT_COUNT) {
                     count_drop(drop_reason_t.BAD_SLOT);
-                } else if (is_slot_write) {
-                    /* the generation comes from the key's index entry */
-                    check_value();
-                    write_slot();
-                    count_event(kvp_event_t.SLOT_WRITE);
+                } else if (meta.req.slot_write) {
+                    store.apply(hdr, std_meta, store_op_t.SLOT_WRITE, meta.req,
+                                meta.index, meta.store, drop_reason, kvp_events);
                 } else if (meta.kvp_ok && op == kvp_opcode_t.SLOT_READ) {
-                    read_slot();
-                    count_event(kvp_event_t.SLOT_READ);
+                    store.apply(hdr, std_meta, store_op_t.SLOT_READ, meta.req,
+                                meta.index, meta.store, drop_reason, kvp_events);
                 }
                 if (op == kvp_opcode_t.SLOT_WRITE) {
                     slot_reply(kvp_opcode_t.SLOT_WRITE_ACK);
@@ -187,26 +121,29 @@ control MyIngress(inout headers_t hdr,
             }
         } else if (!hdr.ipv4.isValid()) {
             drop_packet(drop_reason_t.NOT_IPV4);
-        } else if (meta.kvp_ok && is_slot_op) {
+        } else if (meta.kvp_ok && meta.req.slot_op) {
             /* only the controller may touch slots */
             drop_packet(drop_reason_t.SLOT_OP_NOT_FROM_CPU);
-        } else if (refused) {
+        } else if (meta.req.refused) {
             drop_packet(drop_reason_t.CONTROL_OP_FROM_HOST);
-        } else if (is_lookup && meta.indexed) {
-            /* ---- steering call site 3 (steer.p4): answered here ---- */
+        } else if (meta.req.lookup && meta.index.hit) {
+            /* ---- steering (steer.p4): answered here ---- */
+            store.apply(hdr, std_meta, store_op_t.PEEK, meta.req,
+                        meta.index, meta.store, drop_reason, kvp_events);
             answer_lookup_meta();
-        } else if (is_punt) {
+        } else if (meta.req.punt) {
             /* ---- for the controller ---- */
             punt(punt_reason_t.CLIENT_OP);
             count_event(kvp_event_t.PUNT);
-        } else if (is_invalidate) {
+        } else if (meta.req.invalidate) {
             /* ---- from another switch (trusted: checked above) ---- */
-            if (meta.indexed) {
-                bound_slot();
+            if (meta.index.hit) {
+                store.apply(hdr, std_meta, store_op_t.BOUND, meta.req,
+                            meta.index, meta.store, drop_reason, kvp_events);
             }
             /* a GET pending here may be answered with the value before   */
             /* the write: nobody may join it any more (coalesce.p4)       */
-            coalesce_invalidate();
+            coalesce.apply(hdr, std_meta, coalesce_op_t.INVALIDATE, meta.coal);
             count_event(kvp_event_t.FABRIC_INVALIDATE);
             if (hdr.kvp.aux > 0) {
                 meta.clone_ingress_port = std_meta.ingress_port;
@@ -216,58 +153,31 @@ control MyIngress(inout headers_t hdr,
             mark_to_drop(std_meta);
         } else {
             meta.forward = true;
-            /* ---- store ---- */
-            if (is_get && meta.indexed) {
-                serve_slot();
-            }
-            if (meta.served) {
-                build_get_reply();
-                count_event(kvp_event_t.GET_HIT);
+            /* ---- store: serve, fill, invalidate, bound ---- */
+            store.apply(hdr, std_meta, store_op_t.POOL, meta.req,
+                        meta.index, meta.store, drop_reason, kvp_events);
+            if (meta.store.served) {
                 meta.forward = false;
-            } else if (is_get) {
-                count_event(kvp_event_t.GET_MISS);
             }
-            if (is_fill && meta.indexed) {
-                check_value();
-                fill_slot();
-                if (meta.filled) {
-                    count_event(kvp_event_t.FILL);
-                }
-            }
-            if (is_put && meta.indexed) {
-                invalidate_slot();
-                count_event(kvp_event_t.PUT_INVALIDATE);
-            }
-            if (is_ack && meta.indexed) {
-                bound_slot();
-                count_event(kvp_event_t.PUT_ACK_BOUND);
-            }
-            if (is_ack && meta.port_role == port_role_t.STORAGE) {
+            if (meta.req.ack && meta.port_role == port_role_t.STORAGE) {
                 /* the ack's first switch tells the rest of the fabric */
                 meta.clone_ingress_port = std_meta.ingress_port;
                 clone_preserving_field_list(CloneType.I2E,
                     FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             }
 
-            /* ---- steering call site 4 (steer.p4): the bucket's node is */
-            /* down: answered here (a switch hit above still served)     */
-            if (meta.forward && meta.steer_unavailable) {
+            /* ---- steering (steer.p4): the bucket's node is down:   */
+            /* answered here (a switch hit above still served)        */
+            if (meta.forward && meta.steer.unavailable) {
                 answer_unavailable();
                 meta.forward = false;
             }
 
-            /* ---- hot-key detection on misses ---- */
-            if (is_get && !meta.served) {
-                sketch_config.apply();
-                if (meta.epoch != 0) {
-                    sketch_update();
-                    if (meta.estimate >= meta.hot_threshold) {
-                        bloom_test_and_set();
-                        if (!meta.already_reported) {
-                            report_hot_key();
-                        }
-                    }
-                }
+            /* ---- hot-key detection on misses of chunks a slot can  */
+            /* serve (a larger chunk is never admitted: not counted)  */
+            if (meta.req.get && !meta.store.served
+                && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT) {
+                sketch.apply(hdr.kvp, kvp_events);
             }
         }
 
@@ -276,13 +186,15 @@ control MyIngress(inout headers_t hdr,
             if (hdr.ipv4.ttl <= 1) {
                 drop_packet(drop_reason_t.TTL_EXPIRED);
             } else {
-                coalesce_note_sender();  /* coalesce.p4: before ipv4_lpm */
-                if (meta.steered) {
-                    steer_forward();     /* steering call site 5: to its node */
+                /* the sender's MAC, before routing rewrites it */
+                coalesce.apply(hdr, std_meta, coalesce_op_t.NOTE_SENDER,
+                               meta.coal);
+                if (meta.steer.steered) {
+                    steer_forward();     /* steer.p4: to its node */
                 } else {
-                    ipv4_lpm.apply();    /* rewrites the source MAC      */
+                    forward.apply(hdr.ethernet, hdr.ipv4, std_meta, drop_reason);
                 }
-                steer_name(member_reply);  /* steering call site 6 */
+                steer_name();        /* steer.p4: the pool's name */
             }
         }
 
@@ -290,10 +202,10 @@ control MyIngress(inout headers_t hdr,
         /* knows its port towards the storage node and a reply its reader's */
         if (meta.kvp_ok && meta.forward
             && std_meta.egress_spec != BMV2_DROP_PORT) {
-            coalesce();
+            coalesce.apply(hdr, std_meta, coalesce_op_t.ROUTED, meta.coal);
         }
-        /* ---- steering call site 7 (steer.p4): the node's address, after */
-        /* coalescing keyed the request by the pool's                     */
+        /* ---- steering (steer.p4): the node's address, after     */
+        /* coalescing keyed the request by the pool's               */
         if (meta.forward) {
             steer_finish();
         }

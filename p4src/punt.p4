@@ -29,9 +29,9 @@ action send_packet_out() {
 /* header present iff F_VALUE, IPv4/UDP lengths to match; to the CPU.    */
 action slot_reply(in kvp_opcode_t opcode) {
     hdr.kvp.opcode = opcode;
-    hdr.kvp.status = meta.slot_status;
+    hdr.kvp.status = meta.store.slot_status;
     if (opcode == kvp_opcode_t.SLOT_READ_REPLY
-        && meta.slot_status != kvp_status_t.ERR_MALFORMED) {
+        && meta.store.slot_status != kvp_status_t.ERR_MALFORMED) {
         hdr.kvp.flags = hdr.kvp.flags | F_VALUE;
     } else {
         hdr.kvp.flags = hdr.kvp.flags & ~F_VALUE;

@@ -1,6 +1,6 @@
 /* -*- P4_16 -*- */
 /*
- * kvswitch: hot-key detection (included inside control MyIngress).
+ * kvswitch: hot-key detection (docs/dataplane.md, "Hot-key detection").
  *
  * A count-min sketch (3 rows, different hash functions) estimates how
  * often each key missed the pool in the current epoch.  When a key's
@@ -11,125 +11,163 @@
  * BMv2): the controller sets the epoch in sketch_config's default action.
  * Every cell stores the epoch it was last written in beside its count; a
  * cell from another epoch reads as 0.  Epoch 0 turns detection off.
+ *
+ * Reads: the GET's key (kvp).  Writes: its own registers, the digest,
+ * kvp_events (HOT_DIGEST).  Its state (epoch, threshold, estimate) is
+ * its own.  The caller applies it to GET misses a slot could serve.
  */
 
-/* ---- state ------------------------------------------------------------ */
+control Sketch(in kvp_h kvp, counter kvp_events) {
+    bit<32> current_epoch = 0;  /* sketch_config's epoch; 0 = sketch off */
+    bit<32> threshold = 0;      /* estimate that makes a key hot         */
+    bit<32> estimate = 0;       /* count-min estimate after this GET     */
+    bool already_reported = false; /* Bloom filter: digest sent this epoch */
 
-/* Count of row r's cell (GET misses, saturating) and its epoch tag.    */
-register<bit<32>>(SKETCH_CELLS) sketch_count_r0;
-register<bit<32>>(SKETCH_CELLS) sketch_count_r1;
-register<bit<32>>(SKETCH_CELLS) sketch_count_r2;
-register<bit<32>>(SKETCH_CELLS) sketch_epoch_r0;
-register<bit<32>>(SKETCH_CELLS) sketch_epoch_r1;
-register<bit<32>>(SKETCH_CELLS) sketch_epoch_r2;
+    /* ---- state ------------------------------------------------------------ */
 
-/* Bloom filter: a cell is set iff it holds the current epoch.          */
-register<bit<32>>(BLOOM_CELLS) bloom_epoch_0;
-register<bit<32>>(BLOOM_CELLS) bloom_epoch_1;
+    /* Count of row r's cell (GET misses, saturating) and its epoch tag.    */
+    @name(".MyIngress.sketch_count_r0")
+    register<bit<32>>(SKETCH_CELLS) sketch_count_r0;
+    @name(".MyIngress.sketch_count_r1")
+    register<bit<32>>(SKETCH_CELLS) sketch_count_r1;
+    @name(".MyIngress.sketch_count_r2")
+    register<bit<32>>(SKETCH_CELLS) sketch_count_r2;
+    @name(".MyIngress.sketch_epoch_r0")
+    register<bit<32>>(SKETCH_CELLS) sketch_epoch_r0;
+    @name(".MyIngress.sketch_epoch_r1")
+    register<bit<32>>(SKETCH_CELLS) sketch_epoch_r1;
+    @name(".MyIngress.sketch_epoch_r2")
+    register<bit<32>>(SKETCH_CELLS) sketch_epoch_r2;
 
-/* ---- configuration ---------------------------------------------------- */
+    /* Bloom filter: a cell is set iff it holds the current epoch.          */
+    @name(".MyIngress.bloom_epoch_0")
+    register<bit<32>>(BLOOM_CELLS) bloom_epoch_0;
+    @name(".MyIngress.bloom_epoch_1")
+    register<bit<32>>(BLOOM_CELLS) bloom_epoch_1;
 
-/* hot_threshold: estimate (GET misses this epoch) that makes a key hot; */
-/* epoch: current epoch number, != 0; a new number resets sketch and     */
-/* Bloom filter at once.                                                 */
-action set_sketch_config(bit<32> hot_threshold, bit<32> epoch) {
-    meta.hot_threshold = hot_threshold;
-    meta.epoch = epoch;
-}
+    /* ---- configuration ---------------------------------------------------- */
 
-/* Detection off (the initial state). */
-action sketch_off() {
-    meta.hot_threshold = 0;
-    meta.epoch = 0;
-}
-
-/* Keyless: the controller sets only its default action. */
-table sketch_config {
-    actions = {
-        set_sketch_config;
-        sketch_off;
+    /* hot_threshold: estimate (GET misses this epoch) that makes a key hot; */
+    /* epoch: current epoch number, != 0; a new number resets sketch and     */
+    /* Bloom filter at once.                                                 */
+    @name(".MyIngress.set_sketch_config")
+    action set_sketch_config(bit<32> hot_threshold, bit<32> epoch) {
+        threshold = hot_threshold;
+        current_epoch = epoch;
     }
-    size = 1;
-    default_action = sketch_off();
-}
 
-/* ---- count ------------------------------------------------------------ */
+    /* Detection off (the initial state). */
+    @name(".MyIngress.sketch_off")
+    action sketch_off() {
+        threshold = 0;
+        current_epoch = 0;
+    }
 
-/* Count one GET miss of the packet's key; meta.estimate = min of rows. */
-action sketch_update() {
-    bit<32> i0;
-    bit<32> i1;
-    bit<32> i2;
-    hash(i0, HashAlgorithm.crc32, 32w0,
-         { hdr.kvp.tenant, hdr.kvp.prefix_hash, hdr.kvp.chunk_idx },
-         SKETCH_CELLS);
-    hash(i1, HashAlgorithm.crc16, 32w0,
-         { hdr.kvp.tenant, hdr.kvp.prefix_hash, hdr.kvp.chunk_idx },
-         SKETCH_CELLS);
-    hash(i2, HashAlgorithm.crc32, 32w0,
-         { SKETCH_SALT_ROW2, hdr.kvp.tenant, hdr.kvp.prefix_hash,
-           hdr.kvp.chunk_idx },
-         SKETCH_CELLS);
+    /* Keyless: the controller sets only its default action. */
+    @name(".MyIngress.sketch_config")
+    table sketch_config {
+        actions = {
+            set_sketch_config;
+            sketch_off;
+        }
+        size = 1;
+        default_action = sketch_off();
+    }
 
-    bit<32> c0;
-    bit<32> c1;
-    bit<32> c2;
-    bit<32> e0;
-    bit<32> e1;
-    bit<32> e2;
-    sketch_count_r0.read(c0, i0);
-    sketch_count_r1.read(c1, i1);
-    sketch_count_r2.read(c2, i2);
-    sketch_epoch_r0.read(e0, i0);
-    sketch_epoch_r1.read(e1, i1);
-    sketch_epoch_r2.read(e2, i2);
-    if (e0 != meta.epoch) { c0 = 0; }
-    if (e1 != meta.epoch) { c1 = 0; }
-    if (e2 != meta.epoch) { c2 = 0; }
-    c0 = c0 |+| 1;
-    c1 = c1 |+| 1;
-    c2 = c2 |+| 1;
-    sketch_count_r0.write(i0, c0);
-    sketch_count_r1.write(i1, c1);
-    sketch_count_r2.write(i2, c2);
-    sketch_epoch_r0.write(i0, meta.epoch);
-    sketch_epoch_r1.write(i1, meta.epoch);
-    sketch_epoch_r2.write(i2, meta.epoch);
+    /* ---- count ------------------------------------------------------------ */
 
-    meta.estimate = c0;
-    if (c1 < meta.estimate) { meta.estimate = c1; }
-    if (c2 < meta.estimate) { meta.estimate = c2; }
-}
+    /* Count one GET miss of the packet's key; estimate = min of rows. */
+    @name(".MyIngress.sketch_update")
+    action sketch_update() {
+        bit<32> i0;
+        bit<32> i1;
+        bit<32> i2;
+        hash(i0, HashAlgorithm.crc32, 32w0,
+             { kvp.tenant, kvp.prefix_hash, kvp.chunk_idx },
+             SKETCH_CELLS);
+        hash(i1, HashAlgorithm.crc16, 32w0,
+             { kvp.tenant, kvp.prefix_hash, kvp.chunk_idx },
+             SKETCH_CELLS);
+        hash(i2, HashAlgorithm.crc32, 32w0,
+             { SKETCH_SALT_ROW2, kvp.tenant, kvp.prefix_hash,
+               kvp.chunk_idx },
+             SKETCH_CELLS);
 
-/* ---- report once per epoch ------------------------------------------ */
+        bit<32> c0;
+        bit<32> c1;
+        bit<32> c2;
+        bit<32> e0;
+        bit<32> e1;
+        bit<32> e2;
+        sketch_count_r0.read(c0, i0);
+        sketch_count_r1.read(c1, i1);
+        sketch_count_r2.read(c2, i2);
+        sketch_epoch_r0.read(e0, i0);
+        sketch_epoch_r1.read(e1, i1);
+        sketch_epoch_r2.read(e2, i2);
+        if (e0 != current_epoch) { c0 = 0; }
+        if (e1 != current_epoch) { c1 = 0; }
+        if (e2 != current_epoch) { c2 = 0; }
+        c0 = c0 |+| 1;
+        c1 = c1 |+| 1;
+        c2 = c2 |+| 1;
+        sketch_count_r0.write(i0, c0);
+        sketch_count_r1.write(i1, c1);
+        sketch_count_r2.write(i2, c2);
+        sketch_epoch_r0.write(i0, current_epoch);
+        sketch_epoch_r1.write(i1, current_epoch);
+        sketch_epoch_r2.write(i2, current_epoch);
 
-/* meta.already_reported = both Bloom cells hold this epoch; then set.   */
-action bloom_test_and_set() {
-    bit<32> j0;
-    bit<32> j1;
-    hash(j0, HashAlgorithm.crc32, 32w0,
-         { BLOOM_SALT_0, hdr.kvp.tenant, hdr.kvp.prefix_hash,
-           hdr.kvp.chunk_idx },
-         BLOOM_CELLS);
-    hash(j1, HashAlgorithm.crc16, 32w0,
-         { BLOOM_SALT_1, hdr.kvp.tenant, hdr.kvp.prefix_hash,
-           hdr.kvp.chunk_idx },
-         BLOOM_CELLS);
-    bit<32> b0;
-    bit<32> b1;
-    bloom_epoch_0.read(b0, j0);
-    bloom_epoch_1.read(b1, j1);
-    meta.already_reported = b0 == meta.epoch && b1 == meta.epoch;
-    bloom_epoch_0.write(j0, meta.epoch);
-    bloom_epoch_1.write(j1, meta.epoch);
-}
+        estimate = c0;
+        if (c1 < estimate) { estimate = c1; }
+        if (c2 < estimate) { estimate = c2; }
+    }
 
-action report_hot_key() {
-    digest<hot_key_digest_t>(HOT_DIGEST_RECEIVER, {
-        hdr.kvp.tenant,
-        hdr.kvp.prefix_hash,
-        hdr.kvp.chunk_idx,
-        meta.estimate
-    });
-    count_event(kvp_event_t.HOT_DIGEST);
+    /* ---- report once per current_epoch ------------------------------------------ */
+
+    /* already_reported = both Bloom cells hold this current_epoch; then set.   */
+    @name(".MyIngress.bloom_test_and_set")
+    action bloom_test_and_set() {
+        bit<32> j0;
+        bit<32> j1;
+        hash(j0, HashAlgorithm.crc32, 32w0,
+             { BLOOM_SALT_0, kvp.tenant, kvp.prefix_hash,
+               kvp.chunk_idx },
+             BLOOM_CELLS);
+        hash(j1, HashAlgorithm.crc16, 32w0,
+             { BLOOM_SALT_1, kvp.tenant, kvp.prefix_hash,
+               kvp.chunk_idx },
+             BLOOM_CELLS);
+        bit<32> b0;
+        bit<32> b1;
+        bloom_epoch_0.read(b0, j0);
+        bloom_epoch_1.read(b1, j1);
+        already_reported = b0 == current_epoch && b1 == current_epoch;
+        bloom_epoch_0.write(j0, current_epoch);
+        bloom_epoch_1.write(j1, current_epoch);
+    }
+
+    @name(".MyIngress.report_hot_key")
+    action report_hot_key() {
+        digest<hot_key_digest_t>(HOT_DIGEST_RECEIVER, {
+            kvp.tenant,
+            kvp.prefix_hash,
+            kvp.chunk_idx,
+            estimate
+        });
+        kvp_events.count((bit<32>)(bit<8>)kvp_event_t.HOT_DIGEST);
+    }
+
+    apply {
+        sketch_config.apply();
+        if (current_epoch != 0) {
+            sketch_update();
+            if (estimate >= threshold) {
+                bloom_test_and_set();
+                if (!already_reported) {
+                    report_hot_key();
+                }
+            }
+        }
+    }
 }

@@ -1,8 +1,10 @@
 /* -*- P4_16 -*- */
 /*
  * kvswitch: one pool address in front of several storage nodes, and
- * block metadata answered in the data plane (included inside control
- * MyIngress, after store.p4; docs/dataplane.md, "Steering").
+ * block metadata answered in the data plane (docs/dataplane.md,
+ * "Steering").  Which node serves a request is the SteerChoice step
+ * (steer_choice.p4); what follows from that choice (forward towards
+ * the node, rename, answer) is here, included inside control MyIngress.
  *
  * Clients address ONE pool address (steer_config).  A request to it
  * (GET, PUT, STAT; LOOKUP_META for the node id) is placed by the block's
@@ -34,112 +36,29 @@ action count_steer(in steer_event_t event) {
     steer_events.count((bit<32>)(bit<8>)event);
 }
 
-/* ---- configuration -------------------------------------------------- */
-
-/* The pool address clients send to (a virtual IPv4 address no host    */
-/* owns).  steer_bucket and pool_member must be filled before.          */
-action set_pool(ipv4_addr_t pool_addr) {
-    meta.steer_on = true;
-    meta.pool_addr = pool_addr;
-}
-
-/* No pool (the initial state): every address is routed by ipv4_lpm.   */
-action steer_off() {
-    meta.steer_on = false;
-    meta.pool_addr = 0;
-}
-
-/* Keyless: the controller sets only its default action. */
-table steer_config {
-    actions = {
-        set_pool;
-        steer_off;
-    }
-    size = 1;
-    default_action = steer_off();
-}
-
-/* ---- buckets ---------------------------------------------------------- */
-
-/* The block's bucket: every chunk of a block lands in the same one.     */
-action steer_hash() {
-    hash(meta.steer_bucket, HashAlgorithm.crc32, 32w0,
-         { STEER_SALT, hdr.kvp.tenant, hdr.kvp.prefix_hash }, STEER_BUCKETS);
-}
-
-/* The bucket's blocks live on storage node `node` (1..255) at `addr`;  */
-/* `mac` and `port` are the next hop towards it (the controller copies   */
-/* them from the node's ipv4_lpm route).                                 */
-action steer_to(bit<8> node, ipv4_addr_t addr, mac_addr_t mac, bit<9> port) {
-    meta.steered = true;
-    meta.steer_node = node;
-    meta.steer_node_addr = addr;
-    meta.steer_node_mac = mac;
-    meta.steer_node_port = port;
-}
-
-/* No live node holds the bucket (memory backend, its node down): the    */
-/* switch answers its requests itself (answer_unavailable).              */
-action bucket_unavailable() {
-    meta.steer_unavailable = true;
-}
-
-table steer_bucket {
-    key = {
-        meta.steer_bucket: exact @name("bucket");
-    }
-    actions = {
-        steer_to;
-        bucket_unavailable;
-    }
-    size = 1 << STEER_BUCKET_WIDTH;
-    default_action = bucket_unavailable();
-}
-
-/* ---- members ---------------------------------------------------------- */
-
-/* `pool_peer` (a reply's source, a request's destination) is storage   */
-/* node `node` of the pool.                                             */
-action set_pool_member(bit<8> node) {
-    meta.pool_member = true;
-    meta.pool_member_node = node;
-}
-
-table pool_member {
-    key = {
-        meta.pool_peer: exact @name("node_addr");
-    }
-    actions = {
-        set_pool_member;
-        @defaultonly NoAction;
-    }
-    size = 256;
-    default_action = NoAction();
-}
-
 /* ---- forwarding --------------------------------------------------------- */
 
 /* A steered request: towards its node, as ipv4_forward would route the  */
 /* node's address.  The destination address stays the pool's until       */
 /* steer_finish (after coalescing).                                     */
 action steer_forward() {
-    std_meta.egress_spec = meta.steer_node_port;
+    std_meta.egress_spec = meta.steer.node_port;
     hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
-    hdr.ethernet.dst_addr = meta.steer_node_mac;
+    hdr.ethernet.dst_addr = meta.steer.node_mac;
     hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     count_steer(steer_event_t.STEERED);
 }
 
 /* Before coalescing: a member's reply takes the pool's name (for good); */
 /* a request already steered upstream is the pool's while coalescing.   */
-action steer_name(in bool member_reply) {
-    if (member_reply) {
-        hdr.ipv4.src_addr = meta.pool_addr;
+action steer_name() {
+    if (meta.steer.member_reply) {
+        hdr.ipv4.src_addr = meta.steer.pool_addr;
         hdr.udp.checksum = 0;
         count_steer(steer_event_t.REPLY_REWRITTEN);
     }
-    if (meta.member_request) {
-        hdr.ipv4.dst_addr = meta.pool_addr;
+    if (meta.steer.member_request) {
+        hdr.ipv4.dst_addr = meta.steer.pool_addr;
         count_steer(steer_event_t.MEMBER_REQUEST);
     }
 }
@@ -148,11 +67,11 @@ action steer_name(in bool member_reply) {
 /* address (or, already steered upstream, stays it); UDP checksum 0,     */
 /* since the pseudo-header changed.                                      */
 action steer_finish() {
-    if (meta.steered) {
-        hdr.ipv4.dst_addr = meta.steer_node_addr;
+    if (meta.steer.steered) {
+        hdr.ipv4.dst_addr = meta.steer.node_addr;
         hdr.udp.checksum = 0;
-    } else if (meta.member_request) {
-        hdr.ipv4.dst_addr = meta.pool_peer;
+    } else if (meta.steer.member_request) {
+        hdr.ipv4.dst_addr = meta.steer.peer;
     }
 }
 
@@ -201,39 +120,19 @@ action answer_unavailable() {
 /* a servable value of this admission), the version (the slot's when    */
 /* servable, else the newest the controller gave the entry), and the     */
 /* node id of the block's bucket in aux bits 31..24 (0: not steered).    */
-/* One action: the slot is read as one.                                  */
+/* The store read the slot just before (store.p4: peek_slot).            */
 action answer_lookup_meta() {
-    bit<1> valid;
-    bit<16> tenant;
-    bit<64> prefix_hash;
-    chunk_index_t chunk_idx;
-    bit<32> generation;
-    bit<32> min_version;
-    bit<32> version;
-    slot_valid.read(valid, meta.slot);
-    slot_tenant.read(tenant, meta.slot);
-    slot_prefix_hash.read(prefix_hash, meta.slot);
-    slot_chunk_idx.read(chunk_idx, meta.slot);
-    slot_generation.read(generation, meta.slot);
-    slot_version.read(version, meta.slot);
-    slot_min_version.read(min_version, meta.slot);
-    bool ours = tenant == hdr.kvp.tenant
-                && prefix_hash == hdr.kvp.prefix_hash
-                && chunk_idx == hdr.kvp.chunk_idx
-                && generation == meta.index_generation;
-    bool servable = valid == 1 && ours && version >= min_version
-                    && version >= meta.index_min_version;
     bit<8> node = 0;
-    if (meta.steered) {
-        node = meta.steer_node;
+    if (meta.steer.steered) {
+        node = meta.steer.node;
     }
     reply_in_place(kvp_status_t.OK);
-    if (servable) {
+    if (meta.store.servable) {
         hdr.kvp.aux = ((bit<32>)node << META_NODE_SHIFT) | TIER_BIT_SWITCH;
-        hdr.kvp.version = version;
+        hdr.kvp.version = meta.store.version;
     } else {
         hdr.kvp.aux = (bit<32>)node << META_NODE_SHIFT;
-        hdr.kvp.version = meta.index_min_version;
+        hdr.kvp.version = meta.index.min_version;
     }
     count_steer(steer_event_t.META_ANSWERED);
 }

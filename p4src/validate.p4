@@ -103,3 +103,33 @@ drop_reason_t kvp_check(in bool seen, in bit<16> magic, in bit<8> ver,
     }
     return reason;
 }
+
+/* ---- the Validate step --------------------------------------------- */
+/*
+ * Which UDP datagrams are KVP (port 7420 either way) and whether each is
+ * well-formed.  Reads: the headers and what the parser saw of the first
+ * 3 bytes (`peek_*`).  Writes: kvp_ok, the reason when not (counted in
+ * `drops`).
+ */
+control Validate(in headers_t hdr,
+                 in bool peek_seen, in bit<16> peek_magic, in bit<8> peek_ver,
+                 out bool kvp_ok, out drop_reason_t reason,
+                 counter drops) {
+    apply {
+        bool kvp_port = hdr.udp.isValid()
+            && (hdr.udp.dst_port == KVP_UDP_PORT
+                || hdr.udp.src_port == KVP_UDP_PORT);
+        reason = drop_reason_t.NONE;
+        if (kvp_port) {
+            reason = kvp_check(
+                peek_seen, peek_magic, peek_ver,
+                hdr.kvp.isValid(), hdr.kvp.opcode, hdr.kvp.flags,
+                hdr.kvp.chunk_shift, hdr.kvp_value.isValid(), hdr.udp.len,
+                hdr.kvp.chunk_idx, hdr.kvp.chunk_count, hdr.kvp.value_len);
+        }
+        kvp_ok = kvp_port && reason == drop_reason_t.NONE;
+        if (reason != drop_reason_t.NONE) {
+            drops.count((bit<32>)(bit<8>)reason);
+        }
+    }
+}

@@ -180,7 +180,8 @@ class Switch:
 
     def _make_ports(self) -> Ports:
         if self.options.packet_in is None:
-            return PortSet(self.options.ports, self.device.receive, self.options.pcap_dir)
+            return PortSet(self.options.ports, self.device.receive, self.options.pcap_dir,
+                           on_burst=self.device.receive_burst)
         from softswitch.nanomsg import NanomsgPorts
 
         if self.options.ports:

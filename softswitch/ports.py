@@ -87,7 +87,10 @@ class PortSet:
     """The switch's ports; `send` transmits, a background thread receives."""
 
     def __init__(self, specs: Sequence[PortSpec], on_frame: Callable[[int, bytes], None],
-                 pcap_dir: pathlib.Path | None = None) -> None:
+                 pcap_dir: pathlib.Path | None = None,
+                 on_burst: Callable[[Sequence[tuple[int, bytes]]], None] | None = None) -> None:
+        """`on_burst`, if given, gets the frames read together (in arrival order) in one call instead, so the
+        switch can queue them towards their egress ports as a burst (`SoftSwitch.process_burst`)."""
         numbers = [s.number for s in specs]
         ifaces = [s.interface for s in specs]
         if len(set(numbers)) != len(numbers):
@@ -96,6 +99,7 @@ class PortSet:
             raise PortError(f"an interface is given twice: {ifaces}")
         self._specs = list(specs)
         self._on_frame = on_frame
+        self._on_burst = on_burst
         self._pcap_dir = pcap_dir
         self._socks: dict[int, socket.socket] = {}
         self._captures: dict[int, PortCapture] = {}
@@ -173,19 +177,28 @@ class PortSet:
         Every port with nothing queued is read (without blocking) before each pick, so no frame still waiting
         in a socket can be older than the one processed."""
         on_frame = self._on_frame
+        burst: list[tuple[int, bytes]] | None = [] if self._on_burst is not None else None
         for _ in range(MERGE_BATCH):
             for port, queue in queues.items():
                 if not queue:
                     self._read(port, queue)
             heads = [(queue[0][0], port) for port, queue in queues.items() if queue]
             if not heads:
-                return
+                break
             port = min(heads)[1]
             frame = queues[port].popleft()[1]
+            if burst is not None:
+                burst.append((port, frame))
+                continue
             try:
                 on_frame(port, frame)
             except Exception:  # one bad frame must not stop the port thread
                 log.exception("frame from port %d failed", port)
+        if burst and self._on_burst is not None:
+            try:
+                self._on_burst(burst)
+            except Exception:  # one bad burst must not stop the port thread
+                log.exception("a burst of %d frames failed", len(burst))
 
     def _read(self, port: int, queue: deque[tuple[int, bytes]]) -> None:
         """Move up to READ_BATCH frames from the port's socket into its queue, with their arrival times (ns)."""

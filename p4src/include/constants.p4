@@ -86,6 +86,40 @@ const bit<8> F_VALUE = 0x01;   /* a kvp_value_h follows                 */
 const bit<8> F_BYPASS = 0x02;  /* the switch must not answer or fill    */
 const bit<8> F_CONGESTED = 0x08; /* egress queue over threshold (CE)    */
 
+/* What the ingress asks of the store (store.p4): the request's own     */
+/* operation (POOL), or a fabric INVALIDATE's bound, the controller's   */
+/* SLOT_WRITE / SLOT_READ, a LOOKUP_META's look at the slot (PEEK).      */
+/* Internal: the controller never sees these values.                   */
+/* What the ingress asks of request coalescing (coalesce.p4): serve a   */
+/* carried pass's next batch, read the configuration, release the key   */
+/* for a fabric INVALIDATE, note the sender's MAC before routing, or    */
+/* act on a routed GET / GET_REPLY / PUT / PUT_ACK.  Internal.           */
+enum bit<8> coalesce_op_t {
+    CARRY       = 0,
+    CONFIG      = 1,
+    INVALIDATE  = 2,
+    NOTE_SENDER = 3,
+    ROUTED      = 4
+}
+
+enum bit<8> store_op_t {
+    POOL       = 0,
+    BOUND      = 1,
+    SLOT_WRITE = 2,
+    SLOT_READ  = 3,
+    PEEK       = 4
+}
+
+/* The congestion mark (congestion.p4; docs/dataplane.md, "Congestion  */
+/* mark"): a KVP reply that finds at least this many packets queued    */
+/* ahead of it on its egress port (standard_metadata.enq_qdepth, in    */
+/* packets) leaves with F_CONGESTED.  32 packets: about DCTCP's K for  */
+/* a 1-10 Gb/s port (0.17 x the bandwidth-delay product), and half of  */
+/* BMv2's default 64-packet egress queue, so the mark comes before     */
+/* tail drop.  The controller may set another value in                */
+/* MyEgress.congestion_config.                                          */
+const bit<19> CONGESTED_QDEPTH = 32;
+
 /* Fabric invalidation (docs/dataplane.md, "Fabric coherence").  The    */
 /* clone session the controller configures with the switch's FABRIC    */
 /* ports; without it (one switch, no fabric) the clone is a no-op.     */

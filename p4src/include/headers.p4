@@ -146,6 +146,107 @@ struct coalesce_waiter_t {
  *  Per-packet metadata                                                  *
  * ==================================================================== */
 
+/* What the pool index (index.p4) says about the packet's key: crosses  */
+/* from Index to Store and Steer.                                       */
+struct index_t {
+    bool hit;                   /* kv_index has the key                  */
+    bit<32> slot;               /* slot of the key, as a register index  */
+                                /* (a SLOT_* op's kvp.aux before lookup) */
+    bit<32> min_version;        /* lowest servable version (entry param) */
+    bit<32> generation;         /* admission of the key to the slot      */
+                                /* (entry param); a slot filled under    */
+                                /* another one is empty for this entry   */
+}
+
+/* What the packet asks of the switch (classify.p4): crosses from      */
+/* Classify to every later step.                                        */
+struct request_t {
+    bool from_cpu;    /* a packet-out from the controller              */
+    bool slot_op;     /* SLOT_WRITE / SLOT_READ (even malformed)       */
+    bool trusted;     /* from a STORAGE or FABRIC port                 */
+    bool routable;    /* IPv4 from a port (not the CPU)                */
+    bool refused;     /* a controller-only opcode from a host or port  */
+    bool punt;        /* INSERT / LOOKUP_META: the controller's        */
+    bool invalidate;  /* another switch's INVALIDATE                   */
+    bool pool_op;     /* what the pool may act on (neither of those)   */
+    bool slot_write;  /* the controller's SLOT_WRITE of a valid slot   */
+    bool get;         /* a GET the pool may answer (no F_BYPASS)       */
+    bool fill;        /* a trusted GET_REPLY with a value: may fill    */
+    bool put;         /* a PUT: invalidates (even with F_BYPASS)       */
+    bool ack;         /* a trusted PUT_ACK OK: bounds versions         */
+    bool lookup;      /* LOOKUP_META: answered here when indexed       */
+}
+
+/* Request coalescing's own per-packet state (coalesce.p4,            */
+/* coalesce_egress.p4), with what a carried pass keeps.                 */
+struct coalesce_t {
+    bit<32> epoch;              /* coalesce_config: current epoch; 0 = off */
+    bit<48> timeout;            /* coalesce_config: entry lifetime, in us */
+    bit<16> mcast_group;        /* coalesce_config: group of the copies  */
+    mac_addr_t sender_mac;      /* source MAC as received (before lpm)   */
+    bool replicate;             /* this reply is multicast to waiters    */
+    bit<8> waiters;             /* waiters in this batch (copies rid 1..n) */
+    bool more;                  /* waiters beyond this batch: carry on   */
+    bool parked;                /* this GET resends a parked waiter's    */
+    bit<9> origin_port;         /* the reply's own route (copy rid 0)    */
+    bit<32> parked_cell;        /* coalesce_parked cell of this GET      */
+    coalesce_waiter_t w0;       /* waiter i = copy with egress_rid i+1   */
+    coalesce_waiter_t w1;
+    coalesce_waiter_t w2;
+    coalesce_waiter_t w3;
+    coalesce_waiter_t w4;
+    coalesce_waiter_t w5;
+    coalesce_waiter_t w6;
+    coalesce_waiter_t w7;
+    /* Kept by the recirculated carry copy (COALESCE_CARRY_FIELDS): which */
+    /* entry's waiters it serves next.                                    */
+    @field_list(2)
+    bool carry;                 /* a carried pass: serve the next batch  */
+    @field_list(2)
+    bit<32> index;              /* pending entry of the key              */
+    @field_list(2)
+    bit<32> gen;                /* generation of the entry replied to    */
+    @field_list(2)
+    bit<8> total;               /* waiters of that entry                 */
+    @field_list(2)
+    bit<8> next;                /* first waiter of this batch            */
+    @field_list(2)
+    bit<16> carry_group;        /* multicast group of the copies         */
+    @field_list(2)
+    bit<16> port_group_base;    /* coalesce_config: per-port groups      */
+                                /* at base + port; 0 = none              */
+}
+
+/* Steering's own per-packet state (steer.p4): one pool address,       */
+/* several storage nodes.                                                */
+struct steer_t {
+    bool on;                    /* steer_config: a pool is configured    */
+    ipv4_addr_t pool_addr;      /* steer_config: the pool address        */
+    bool request;               /* a request to the pool: steered        */
+    bit<32> bucket;             /* its bucket (hash of tenant, prefix)   */
+    bool steered;               /* steer_bucket chose a live node        */
+    bool unavailable;           /* ... or the bucket has none            */
+    bit<8> node;                /* the node id steer_bucket chose        */
+    ipv4_addr_t node_addr;      /* that node's data address              */
+    mac_addr_t node_mac;        /* its MAC (next hop: the node itself)   */
+    bit<9> node_port;           /* the port towards it                   */
+    ipv4_addr_t peer;           /* pool_member key: a reply's source or  */
+                                /* a request's destination               */
+    bool member;                /* peer is one of the pool's nodes       */
+    bit<8> member_node;         /* ... with this node id                 */
+    bool member_request;        /* request already steered upstream      */
+    bool member_reply;          /* a member's reply: leaves in the pool's name */
+}
+
+/* What the store (store.p4) tells later steps. */
+struct store_t {
+    bool served;                /* GET answered from the slot            */
+    bool filled;                /* GET_REPLY written into the slot       */
+    kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
+    bool servable;              /* PEEK: the slot's value may be served  */
+    bit<32> version;            /* PEEK: the slot's version              */
+}
+
 struct metadata_t {
     /* validation */
     bool kvp_seen;              /* parser read magic and ver (>= 3 bytes) */
@@ -154,6 +255,7 @@ struct metadata_t {
                                 /* only when magic and ver are ours)     */
     bool kvp_ok;                /* KVP header valid and well-formed      */
     drop_reason_t drop_reason;  /* why not (NONE when kvp_ok)            */
+    request_t req;              /* what it asks (classify.p4)            */
     bool forward;               /* leave through ipv4_lpm                */
 
     /* trust */
@@ -164,83 +266,13 @@ struct metadata_t {
     @field_list(1)
     bit<9> clone_ingress_port;
 
-    /* index */
-    bool indexed;               /* kv_index hit                          */
-    bit<32> slot;               /* slot of the key, as a register index  */
-    bit<32> index_min_version;  /* lowest servable version (entry param) */
-    bit<32> index_generation;   /* admission of the key to the slot      */
-                                /* (entry param); a slot filled under    */
-                                /* another one is empty for this entry   */
+    /* index (index.p4 writes it; store, steering read it) */
+    index_t index;
 
-    /* store */
-    bool served;                /* GET answered from the slot            */
-    bool filled;                /* GET_REPLY written into the slot       */
-    bool csum_ok;               /* crc32 of the value == kvp.value_csum  */
-    bit<32> value_crc;          /* crc32 of the value chunk              */
-    bit<32> slot_version;       /* version read from the slot            */
-    bit<32> slot_value_csum;    /* value checksum read from the slot     */
-    bit<16> slot_value_len;     /* value length read from the slot       */
-    chunk_index_t slot_chunk_count; /* chunk count read from the slot    */
-    kvp_status_t slot_status;   /* outcome of a SLOT_* operation         */
+    store_t store;              /* the store's answer (store.p4)         */
 
-    /* sketch */
-    bit<32> epoch;              /* current epoch; 0 = sketch off         */
-    bit<32> hot_threshold;      /* estimate that makes a key hot         */
-    bit<32> estimate;           /* count-min estimate after this GET     */
-    bool already_reported;      /* Bloom filter: digest sent this epoch  */
-
-    /* coalescing (coalesce.p4) */
-    bit<32> coal_epoch;         /* coalesce_config: current epoch; 0 = off */
-    bit<48> coal_timeout;       /* coalesce_config: entry lifetime, in us */
-    bit<16> coal_mcast_group;   /* coalesce_config: group of the copies  */
-    mac_addr_t coal_sender_mac; /* source MAC as received (before lpm)   */
-    bool coal_replicate;        /* this reply is multicast to waiters    */
-    bit<8> coal_waiters;        /* waiters in this batch (copies rid 1..n) */
-    bool coal_more;             /* waiters beyond this batch: carry on   */
-    bool coal_parked;           /* this GET resends a parked waiter's    */
-    bit<9> coal_origin_port;    /* the reply's own route (copy rid 0)    */
-    bit<32> coal_parked_cell;   /* coalesce_parked cell of this GET      */
-    /* Kept by the recirculated carry copy (COALESCE_CARRY_FIELDS):     */
-    /* which entry's waiters it serves next.                             */
-    @field_list(2)
-    bool coal_carry;            /* a carried pass: serve the next batch  */
-    @field_list(2)
-    bit<32> coal_index;         /* pending entry of the key              */
-    @field_list(2)
-    bit<32> coal_gen;           /* generation of the entry replied to    */
-    @field_list(2)
-    bit<8> coal_total;          /* waiters of that entry                 */
-    @field_list(2)
-    bit<8> coal_next;           /* first waiter of this batch            */
-    @field_list(2)
-    bit<16> coal_carry_group;   /* multicast group of the copies         */
-    @field_list(2)
-    bit<16> coal_port_group_base; /* coalesce_config: per-port groups    */
-                                /* at base + port; 0 = none              */
-    coalesce_waiter_t coal_w0;  /* waiter i = copy with egress_rid i+1   */
-    coalesce_waiter_t coal_w1;
-    coalesce_waiter_t coal_w2;
-    coalesce_waiter_t coal_w3;
-    coalesce_waiter_t coal_w4;
-    coalesce_waiter_t coal_w5;
-    coalesce_waiter_t coal_w6;
-    coalesce_waiter_t coal_w7;
-    /* steering (steer.p4; appended: one pool address, several nodes)  */
-    bool steer_on;              /* steer_config: a pool is configured    */
-    ipv4_addr_t pool_addr;      /* steer_config: the pool address        */
-    bool steer_request;         /* a request to the pool: steered        */
-    bit<32> steer_bucket;       /* its bucket (hash of tenant, prefix)   */
-    bool steered;               /* steer_bucket chose a live node        */
-    bool steer_unavailable;     /* ... or the bucket has none            */
-    bit<8> steer_node;          /* the node id steer_bucket chose        */
-    ipv4_addr_t steer_node_addr;/* that node's data address              */
-    mac_addr_t steer_node_mac;  /* its MAC (next hop: the node itself)   */
-    bit<9> steer_node_port;     /* the port towards it                   */
-    ipv4_addr_t pool_peer;      /* pool_member key: a reply's source or  */
-                                /* a request's destination               */
-    bool pool_member;           /* pool_peer is one of the pool's nodes  */
-    bit<8> pool_member_node;    /* ... with this node id                 */
-    bool member_request;        /* request already steered upstream      */
+    coalesce_t coal;            /* request coalescing (coalesce.p4)      */
+    steer_t steer;              /* steering (steer.p4)                   */
 }
 
 #endif  /* KVSWITCH_HEADERS_P4 */

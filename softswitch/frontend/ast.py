@@ -519,6 +519,8 @@ class ControlA:
     locals: tuple[Node, ...]
     apply: BlockStmt
     loc: SourceLoc
+    ctor_params: tuple[ParamA, ...] = ()
+    """`control C(...)(bit<32> size)`: compile-time values given where C is instantiated."""
 
 
 @dataclass(frozen=True, slots=True)

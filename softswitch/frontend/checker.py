@@ -10,10 +10,20 @@ This module checks declarations and statements; `expressions.py` checks expressi
 
 from __future__ import annotations
 
+import dataclasses
+
 from softswitch.frontend import ast as A
 from softswitch.frontend import builtins as B
 from softswitch.frontend import ir
 from softswitch.frontend.bmv2_rules import check_tables_applied_once
+from softswitch.frontend.composition import (
+    ControlParts,
+    applied_arguments,
+    contains_return,
+    ir_path,
+    overlaps,
+    remove_returns,
+)
 from softswitch.frontend.errors import P4Error, unsupported
 from softswitch.frontend.expressions import ExpressionChecker, expr_text
 from softswitch.frontend.ir import (
@@ -30,9 +40,11 @@ from softswitch.frontend.ir import (
 )
 from softswitch.frontend.scopes import (
     ActionSym,
+    AliasSym,
     BlockSym,
     ConstSym,
     Context,
+    ControlInstanceSym,
     FunctionSym,
     InstanceSym,
     Scope,
@@ -69,6 +81,7 @@ class Checker(ExpressionChecker):
         self.controller_headers: list[tuple[str, ir.HeaderType]] = []
         self.main: ir.PackageInstance | None = None
         self.block_calls: dict[str, list[tuple[str, SourceLoc]]] = {}
+        self.control_templates: dict[str, A.ControlA] = {}
         self.warnings: list[ir.Diagnostic] = []
 
     # ==== program ========================================================================================
@@ -80,6 +93,10 @@ class Checker(ExpressionChecker):
             loc = SourceLoc(self.files[0] if self.files else "<input>", 1, 1)
             raise P4Error(loc, "no package instantiation: expected 'V1Switch(...) main;'")
         self._check_egress_only_calls()
+        # As in p4c, only what main reaches is in the program (a control used only as an instance is
+        # inlined where it is applied).
+        used = {block for _, block in self.main.slots}
+        self.controls = [c for c in self.controls if c.name in used]
         self._check_unique_control_plane_names()
         return ir.Program(
             types=tuple(self.type_decls), constants=tuple(self.constants), errors=tuple(self.errors),
@@ -366,7 +383,7 @@ class Checker(ExpressionChecker):
     # ==== parsers ========================================================================================
 
     def _block_params(self, d: A.ParserA | A.ControlA, ctx: Context) -> tuple[ir.Param, ...]:
-        params = self._params(d.params, allow_directionless=False)
+        params = self._params(d.params, allow_directionless=isinstance(d, A.ControlA))
         for p in params:
             ctx.scope.declare(p.name, Var(p.name, VarKind.BLOCK_PARAM, p.type, p.direction), p.loc)
             ctx.used_names.add(p.name)
@@ -492,36 +509,187 @@ class Checker(ExpressionChecker):
     # ==== controls =======================================================================================
 
     def _control(self, d: A.ControlA) -> None:
+        self.control_templates[d.name] = d
+        if d.ctor_params:
+            # Checked where it is instantiated, with its constructor arguments known.
+            ctor = self._params(d.ctor_params, allow_directionless=True)
+            for p in ctor:
+                if p.direction is not Direction.NONE:
+                    raise P4Error(p.loc, f"constructor parameter '{p.name}' cannot have a direction")
+            params = self._params(d.params, allow_directionless=True)
+            self.globals.declare(d.name, BlockSym("control", d.name, params, d.loc, ctor), d.loc)
+            return
         ctx = Context(Scope(self.globals), "control", d.name, set())
         self.block_calls[d.name] = ctx.calls
         params = self._block_params(d, ctx)
-        locals_: list[ir.VarDecl] = []
-        instances: list[ir.ExternInstance] = []
-        actions: list[ir.Action] = []
-        tables: list[ir.Table] = []
-        for loc_decl in d.locals:
+        parts = ControlParts()
+        self._control_locals(d.locals, ctx, d.name, parts)
+        self._note_varying_arguments(d.apply, ctx.scope)
+        apply_block = self._block(d.apply, ctx.child())
+        check_tables_applied_once(apply_block)
+        every = parts.flat()
+        c = ir.Control(d.name, params, tuple(every.locals), tuple(every.instances), tuple(every.actions),
+                       tuple(every.tables), apply_block, d.annotations, d.loc)
+        self.controls.append(c)
+        self.globals.declare(d.name, BlockSym("control", d.name, params, d.loc), d.loc)
+
+    def _control_locals(self, decls: tuple[A.Node, ...], ctx: Context, prefix: str, parts: ControlParts) -> None:
+        """A control's declarations before `apply`, into `parts` (its own, or an instance's)."""
+        ctx.parts = parts
+        for loc_decl in decls:
             if isinstance(loc_decl, A.ConstDeclA):
                 self._const_decl(loc_decl, ctx.scope, ctx)
             elif isinstance(loc_decl, A.VarDeclA):
-                locals_.append(self._var_decl(loc_decl, ctx))
+                parts.locals.append(self._var_decl(loc_decl, ctx))
             elif isinstance(loc_decl, A.InstantiationA):
-                instances.append(self._instantiation(loc_decl, ctx.scope, d.name))
+                sym = ctx.scope.lookup(loc_decl.type.name) if isinstance(loc_decl.type, A.TypeName) else None
+                if isinstance(sym, BlockSym) and sym.kind == "control":
+                    self._control_instance(loc_decl, sym, ctx, prefix, parts.nest())
+                else:
+                    parts.instances.append(self._instantiation(loc_decl, ctx.scope, prefix))
             elif isinstance(loc_decl, A.ActionA):
-                a = self._action(loc_decl, ctx, d.name)
-                actions.append(a)
+                a = self._action(loc_decl, ctx, prefix)
+                parts.actions.append(a)
                 ctx.scope.declare(loc_decl.name, ActionSym(a), loc_decl.loc)
             elif isinstance(loc_decl, A.TableA):
-                t = self._table(loc_decl, ctx, d.name, instances)
-                tables.append(t)
+                t = self._table(loc_decl, ctx, prefix, parts.instances)
+                parts.tables.append(t)
                 ctx.scope.declare(loc_decl.name, TableSym(t), loc_decl.loc)
             else:
-                raise unsupported(getattr(loc_decl, "loc", d.loc), type(loc_decl).__name__)
-        apply_block = self._block(d.apply, ctx.child())
-        check_tables_applied_once(apply_block)
-        c = ir.Control(d.name, params, tuple(locals_), tuple(instances), tuple(actions), tuple(tables),
-                       apply_block, d.annotations, d.loc)
-        self.controls.append(c)
-        self.globals.declare(d.name, BlockSym("control", d.name, params, d.loc), d.loc)
+                raise unsupported(getattr(loc_decl, "loc", ir.NO_LOC), type(loc_decl).__name__)
+
+    # ==== control composition (composition.py) ===========================================================
+
+    def _control_instance(self, d: A.InstantiationA, block: BlockSym, ctx: Context, prefix: str,
+                          parts: ControlParts) -> None:
+        """`Sub(args) name;` inside a control: its constructor arguments now, the rest at its first apply."""
+        if not isinstance(d.type, A.TypeName) or d.type.args:
+            raise P4Error(d.loc, f"control {block.name} takes no type arguments")
+        template = self.control_templates[block.name]
+        if len(d.args) != len(block.ctor_params):
+            raise P4Error(d.loc, f"control {block.name} takes {len(block.ctor_params)} constructor argument(s), "
+                                 f"got {len(d.args)}")
+        constants: dict[str, ir.Expr] = {}
+        const_ctx = self._const_ctx(ctx.scope)
+        for a, p in zip(d.args, block.ctor_params, strict=True):
+            e = self._coerce(self._expr(a, const_ctx, p.type), p.type, a.loc)  # type: ignore[attr-defined]
+            if not is_const(e):
+                raise P4Error(a.loc, f"constructor argument '{p.name}' of {block.name} must be a "  # type: ignore[attr-defined]
+                                     "compile-time constant")
+            constants[p.name] = e
+        sym = ControlInstanceSym(d.name, self._qualify(d.name, d.annotations, prefix), template, constants, d.loc,
+                                 parts=parts)
+        ctx.scope.declare(d.name, sym, d.loc)
+
+    def _apply_instance(self, sym: ControlInstanceSym, call: A.CallExpr, ctx: Context) -> list[ir.Stmt]:
+        """`name.apply(args)`: the instance's body in place, its parameters bound (composition.py)."""
+        template: A.ControlA = sym.control  # type: ignore[assignment]
+        if ctx.in_action:
+            raise P4Error(call.loc, "a control cannot be applied inside an action")
+        if ctx.block_kind != "control":
+            raise P4Error(call.loc, f"a control cannot be applied in a {ctx.block_kind}")
+        params = self._params(template.params, allow_directionless=True)
+        args_ast = self._named_args(call.args, params, call.loc)
+        if len(args_ast) != len(params):
+            raise P4Error(call.loc, f"{sym.name}.apply takes {len(params)} argument(s), got {len(args_ast)}")
+        args: list[ir.Expr] = []
+        for a, p in zip(args_ast, params, strict=True):
+            e = self._coerce(self._expr(a, ctx, p.type), p.type, a.loc,  # type: ignore[attr-defined]
+                             what=f"argument '{p.name}' of {sym.name}.apply")
+            if p.direction in (Direction.OUT, Direction.INOUT):
+                self._require_lvalue(e, a.loc, ctx)  # type: ignore[attr-defined]
+            if isinstance(p.type, ir.ExternType):
+                if not isinstance(e, ir.ExternInstanceRef):
+                    raise P4Error(a.loc, f"argument for '{p.name}' must be a {p.type.name} instance")  # type: ignore[attr-defined]
+            elif p.direction is Direction.NONE and not is_const(e):
+                raise P4Error(a.loc, f"argument used for directionless parameter '{p.name}' must be a "  # type: ignore[attr-defined]
+                                     "compile-time constant")
+            args.append(e)
+        if sym.scope is None:
+            self._bind_instance(sym, params, args, ctx)
+        else:
+            for a, p, e, first in zip(args_ast, params, args, sym.arguments, strict=True):
+                if p.name not in sym.copies and e != dataclasses.replace(first, loc=e.loc) and \
+                        ir_path(e) != ir_path(first):  # type: ignore[arg-type]
+                    raise unsupported(a.loc, f"applying instance '{sym.name}' with another argument for "  # type: ignore[attr-defined]
+                                             f"'{p.name}' than at its first apply")
+        assert sym.scope is not None
+        body_scope = Scope(sym.scope)
+        for p, e in zip(params, args, strict=True):
+            # a constant given here is that constant in this copy of the body (p4c folds it: a branch it
+            # rules out is gone, tables in it included); the instance's actions read the copied variable
+            if p.name in sym.copies and p.direction in (Direction.IN, Direction.NONE) and is_const(e):
+                body_scope.declare(p.name, ConstSym(e), p.loc)
+        body_ctx = Context(body_scope, "control", ctx.block_name, ctx.used_names, calls=ctx.calls,
+                           read_only=self._instance_read_only(sym, params, args), parts=ctx.parts)
+        stmts: list[ir.Stmt] = []
+        for p, e in zip(params, args, strict=True):
+            if p.name in sym.copies and p.direction in (Direction.IN, Direction.INOUT, Direction.NONE):
+                stmts.append(ir.Assign(ir.VarRef(sym.copies[p.name], VarKind.LOCAL, p.type, call.loc), e, call.loc))
+        body = self._block(template.apply, body_ctx)
+        if contains_return(body):
+            flag = self._fresh(f"{sym.name}_returned", ctx)
+            stmts.append(ir.VarDecl(flag, BoolType(), BoolConst(False, loc=call.loc), (), call.loc))
+            body = remove_returns(body, flag)
+        stmts.append(body)
+        for p, e in zip(params, args, strict=True):
+            if p.name in sym.copies and p.direction in (Direction.OUT, Direction.INOUT):
+                stmts.append(ir.Assign(e, ir.VarRef(sym.copies[p.name], VarKind.LOCAL, p.type, call.loc), call.loc))
+        return [ir.Block(tuple(stmts), call.loc)]
+
+    def _bind_instance(self, sym: ControlInstanceSym, params: tuple[ir.Param, ...], args: list[ir.Expr],
+                       ctx: Context) -> None:
+        """The instance's names, from the arguments of its first apply; then its declarations."""
+        parts = sym.parts
+        assert isinstance(parts, ControlParts)
+        scope = Scope(self.globals)
+        for name, value in sym.constants.items():
+            scope.declare(name, ConstSym(value), sym.loc)
+        paths = [ir_path(e) for e in args]
+        for i, (p, e) in enumerate(zip(params, args, strict=True)):
+            path = paths[i]
+            written = p.direction in (Direction.OUT, Direction.INOUT)
+            shared = path is not None and any(
+                other is not None and overlaps(path, other) and (written or q.direction in (Direction.OUT,
+                                                                                         Direction.INOUT))
+                for j, (q, other) in enumerate(zip(params, paths, strict=True)) if j != i)
+            if isinstance(e, ir.ExternInstanceRef):
+                scope.declare(p.name, ConstSym(e), p.loc)
+            elif path is not None and not shared and i not in sym.varying:
+                scope.declare(p.name, AliasSym(e, p.direction), p.loc)
+            else:
+                var = self._fresh(f"{sym.name}_{p.name}", ctx)
+                parts.locals.append(ir.VarDecl(var, p.type, None, (), p.loc))
+                scope.declare(p.name, Var(var, VarKind.LOCAL, p.type, p.direction), p.loc)
+                sym.copies[p.name] = var
+        sym.params, sym.arguments, sym.scope = params, tuple(args), scope
+        template: A.ControlA = sym.control  # type: ignore[assignment]
+        decl_ctx = Context(Scope(scope), "control", ctx.block_name, ctx.used_names, calls=ctx.calls,
+                           read_only=self._instance_read_only(sym, params, args), parts=parts)
+        self._control_locals(template.locals, decl_ctx, sym.prefix, parts)
+        self._note_varying_arguments(template.apply, decl_ctx.scope)
+        sym.scope = decl_ctx.scope
+
+    @staticmethod
+    def _note_varying_arguments(apply_block: A.Node, scope: Scope) -> None:
+        """Which arguments differ between the applies of each instance declared in `scope`."""
+        instances = {n: sym for n, sym in scope.names.items() if isinstance(sym, ControlInstanceSym)}
+        for name, calls in applied_arguments(apply_block, set(instances)).items():
+            for i, arg in enumerate(calls[0]):
+                if any(len(c) != len(calls[0]) or c[i] != arg for c in calls[1:]):
+                    instances[name].varying.add(i)
+
+    @staticmethod
+    def _instance_read_only(sym: ControlInstanceSym, params: tuple[ir.Param, ...],
+                            args: list[ir.Expr]) -> tuple[tuple[tuple[str, ...], str], ...]:
+        out = []
+        for p, e in zip(params, args, strict=True):
+            if p.direction not in (Direction.IN, Direction.NONE) or isinstance(e, ir.ExternInstanceRef):
+                continue
+            path = (sym.copies[p.name],) if p.name in sym.copies else ir_path(e)
+            if path is not None:
+                out.append((path, p.name))
+        return tuple(out)
 
     # ==== tables =========================================================================================
 
@@ -789,12 +957,19 @@ class Checker(ExpressionChecker):
             rhs = self._coerce(self._expr(s.rhs, ctx, lhs.type), lhs.type, s.rhs.loc)  # type: ignore[attr-defined]
             return [ir.Assign(lhs, rhs, loc)]
         if isinstance(s, A.CallStmt):
+            instance = self._applied_instance(s.call, ctx)
+            if instance is not None:
+                assert isinstance(s.call, A.CallExpr)
+                return self._apply_instance(instance, s.call, ctx)
             call = self._expr(s.call, ctx, statement=True)
             return [ir.CallStmt(call, loc)]
         if isinstance(s, A.IfStmt):
             cond = self._coerce(self._expr(s.cond, ctx, BoolType()), BoolType(), s.cond.loc)  # type: ignore[attr-defined]
             then = self._block(s.then, ctx)
             else_ = self._block(s.else_, ctx) if s.else_ is not None else None
+            if isinstance(cond, BoolConst):  # as p4c: only the branch taken is code (and applies tables)
+                taken = then if cond.value else else_
+                return [taken] if taken is not None else []
             return [ir.If(cond, then, else_, loc)]
         if isinstance(s, A.BlockStmt):
             return [self._block(s, ctx)]
@@ -826,6 +1001,15 @@ class Checker(ExpressionChecker):
         if isinstance(s, A.ForStmt | A.ForInStmt):
             return self._unroll(s, ctx)
         raise unsupported(loc, type(s).__name__)
+
+    @staticmethod
+    def _applied_instance(call: A.Node, ctx: Context) -> ControlInstanceSym | None:
+        if isinstance(call, A.CallExpr) and isinstance(call.callee, A.MemberExpr) and \
+                isinstance(call.callee.expr, A.Name) and call.callee.member == "apply":
+            sym = ctx.scope.lookup(call.callee.expr.name)
+            if isinstance(sym, ControlInstanceSym):
+                return sym
+        return None
 
     def _unroll(self, s: A.ForStmt | A.ForInStmt, ctx: Context) -> list[ir.Stmt]:
         """Unroll a loop with compile-time bounds, as p4c does for BMv2: the loop variable is a constant in
@@ -916,6 +1100,10 @@ class Checker(ExpressionChecker):
                 raise P4Error(loc, "expression is not assignable (not an l-value)")
         if not isinstance(e, LVALUE_TYPES):
             raise P4Error(loc, "expression is not assignable (not an l-value)")
+        path = ir_path(e) or ir_path(root)
+        for protected, name in ctx.read_only:
+            if path is not None and overlaps(path, protected):
+                raise P4Error(loc, f"cannot write to 'in' parameter '{name}'")
         sym = ctx.scope.lookup(source_name(root, ctx))
         direction = sym.direction if isinstance(sym, Var) else Direction.INOUT
         if root.kind is not VarKind.LOCAL and direction in (Direction.IN, Direction.NONE):

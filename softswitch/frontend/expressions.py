@@ -26,9 +26,11 @@ from softswitch.frontend.ir import (
 )
 from softswitch.frontend.scopes import (
     ActionSym,
+    AliasSym,
     BlockSym,
     ConstSym,
     Context,
+    ControlInstanceSym,
     FunctionSym,
     InstanceSym,
     Scope,
@@ -91,8 +93,11 @@ class ExpressionChecker:
             return at_loc(sym.value, n.loc)
         if isinstance(sym, InstanceSym):
             return ir.ExternInstanceRef(sym.instance.qualified_name, sym.instance.type, n.loc)
+        if isinstance(sym, AliasSym):
+            return sym.value
         kind = {ActionSym: "an action", TableSym: "a table", FunctionSym: "a function",
-                BlockSym: "a parser or control", ValueSetSym: "a value_set"}.get(type(sym), "not a value")
+                BlockSym: "a parser or control", ValueSetSym: "a value_set",
+                ControlInstanceSym: "a control instance"}.get(type(sym), "not a value")
         raise P4Error(n.loc, f"'{n.name}' is {kind}, not a value")
 
     def _e_TypeMember(self, n: A.TypeMember, ctx: Context, expected: ir.Type | None) -> ir.Expr:
@@ -418,6 +423,9 @@ class ExpressionChecker:
                         raise P4Error(n.loc, f"tables cannot be applied in a {ctx.block_kind}")
                     t = sym.table
                     return ir.TableApply(t.qualified_name, ir.TableApplyResultType(t.qualified_name), n.loc)
+                if isinstance(sym, ControlInstanceSym):
+                    raise P4Error(n.loc, f"{callee.expr.name}.{method}() is a statement, not a value"
+                                  if method == "apply" else f"control instances have no method '{method}'")
                 if isinstance(sym, BlockSym | ActionSym):
                     raise unsupported(n.loc, f"{callee.expr.name}.{method}()")
             base = self._expr(callee.expr, ctx)

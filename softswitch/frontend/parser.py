@@ -48,6 +48,13 @@ class _Refused(Exception):
         self.what = what
 
 
+class _CtorParams:
+    """A control's constructor parameter list, before it is folded into `ControlA`."""
+
+    def __init__(self, params: tuple[A.ParamA, ...]) -> None:
+        self.params = params
+
+
 class _TypeNamePostLex:
     """Re-types identifiers that name a type as TYPE_IDENTIFIER, learning declared type names as it goes
     (P4 declares before use), and `<` after a generic callee as GENERIC_LT."""
@@ -476,9 +483,16 @@ class _Builder(Transformer):
     # -- controls and tables
     def control_decl(self, meta, ch):
         annots, _kw, name, params, *rest = ch
+        ctor: tuple[A.ParamA, ...] = ()
+        if rest and isinstance(rest[0], _CtorParams):
+            ctor = rest[0].params
+            rest = rest[1:]
         apply_block = rest[-1]
         locals_ = tuple(r for r in rest[:-2])
-        return A.ControlA(annots, name.value, params, locals_, apply_block, self._tloc(name))
+        return A.ControlA(annots, name.value, params, locals_, apply_block, self._tloc(name), ctor)
+
+    def ctor_params(self, meta, ch):
+        return _CtorParams(ch[0])
 
     def table_decl(self, meta, ch):
         annots, _kw, name, *props = ch

@@ -58,9 +58,44 @@ class BlockSym:
     name: str
     params: tuple[ir.Param, ...]
     loc: SourceLoc
+    ctor_params: tuple[ir.Param, ...] = ()
 
 
-Symbol = Var | ConstSym | InstanceSym | ValueSetSym | ActionSym | TableSym | FunctionSym | BlockSym
+@dataclass(frozen=True, slots=True)
+class AliasSym:
+    """A parameter of an inlined control instance, used in place of the argument (composition.py)."""
+
+    value: ir.Expr
+    direction: Direction
+
+
+@dataclass(slots=True)
+class ControlInstanceSym:
+    """`Sub(...) name;` inside a control: inlined where it is applied (composition.py)."""
+
+    name: str
+    prefix: str
+    """Its control-plane prefix: tables inside are `{prefix}.{table}`."""
+    control: object
+    """The instantiated control's `ast.ControlA`."""
+    constants: dict[str, ir.Expr]
+    """Its constructor arguments by parameter name."""
+    loc: SourceLoc
+    params: tuple[ir.Param, ...] = ()
+    arguments: tuple[ir.Expr, ...] = ()
+    """What its first apply passed (later applies must pass the same)."""
+    scope: Scope | None = None
+    """Its names (constructor arguments, parameters, locals); None until its first apply."""
+    copies: dict[str, str] = field(default_factory=dict)
+    """Parameters copied in and out at each apply: parameter name -> variable name."""
+    parts: object = None
+    """Its `composition.ControlParts`: where its objects go, in place of its declaration."""
+    varying: set[int] = field(default_factory=set)
+    """Positions of the arguments that differ between the applies of this instance (always copied)."""
+
+
+Symbol = (Var | ConstSym | InstanceSym | ValueSetSym | ActionSym | TableSym | FunctionSym | BlockSym | AliasSym
+          | ControlInstanceSym)
 
 
 class Scope:
@@ -96,6 +131,10 @@ class Context:
     in_state: bool = False
     return_type: ir.Type | None = None
     calls: list[tuple[str, SourceLoc]] = field(default_factory=list)
+    read_only: tuple[tuple[tuple[str, ...], str], ...] = ()
+    """Paths an inlined instance may not write (its `in` parameters used in place), with the name of each."""
+    parts: object = None
+    """The `composition.ControlParts` of the top-level control being checked (None outside controls)."""
 
     def child(self, **changes) -> Context:
         c = dataclasses.replace(self, scope=Scope(self.scope), **changes)

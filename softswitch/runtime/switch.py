@@ -9,6 +9,13 @@ Per packet it follows BMv2 simple_switch's ingress and egress threads step for s
         resubmit (original bytes back to ingress, instance_type 6; nothing else happens to this pass)
         multicast (mcast_grp != 0: one copy per replica with egress_rid, instance_type 5; original discarded)
         drop if egress_spec == 511, else unicast with instance_type 0
+    traffic manager: every copy for egress is queued on its egress port's queue; `enq_qdepth` is the
+        number of packets queued on that port before it, `enq_timestamp` the time (µs since the switch
+        started); taking it off sets `deq_qdepth` (packets left behind it) and `deq_timedelta` (µs queued),
+        as BMv2's `enqueue` and egress thread do. `process` runs one packet to the end, so its queue is
+        empty unless it made several copies for one port; `process_burst` runs the ingress of every packet
+        of a burst before any egress, as BMv2's ingress thread runs ahead of its egress threads, so a burst
+        towards one port queues there (the softswitch process hands each burst its ports received at once).
     egress pass: egress_port set, egress_spec := 0, egress → E2E clone (headers as egress left them,
         metadata reset but the field list, instance_type 2, runs egress again) → drop if egress_spec == 511
         → computeChecksum → deparser → recirculate (deparsed bytes back to ingress, instance_type 4) or output.
@@ -61,7 +68,8 @@ class SoftSwitch:
         self.max_passes = max_passes
         self.pre = ReplicationEngine()
         self._digests: list[DigestMessage] = []
-        self._t0 = time.monotonic_ns()
+        self._t0 = [time.monotonic_ns()]
+        """The switch's time zero (monotonic ns); every timestamp the program sees is µs since then."""
         sp, std = lowered.special, lowered.std
         self._DATA, self._POS, self._DLEN, self._OUT = sp["DATA"], sp["POS"], sp["DLEN"], sp["OUT"]
         self._CLONE, self._RESUB, self._RECIRC = sp["CLONE"], sp["RESUB"], sp["RECIRC"]
@@ -76,11 +84,17 @@ class SoftSwitch:
         self._parser_error = std.get("parser_error")
         self._ig_ts = std.get("ingress_global_timestamp")
         self._eg_ts = std.get("egress_global_timestamp")
+        self._queue_depth = [0] * (DROP_PORT + 1)
+        """Packets waiting in each egress port's queue (between ingress and egress)."""
+        self._burst = [False]
+        """True while `process_burst` runs its packets' ingress: every copy waits in its queue."""
         self._md_lo, self._md_hi = lowered.metadata_range
         self._ingress_pass: Callable[..., None]
         """(data, port, instance_type, preserved, egress_q, ingress_q, outputs): one ingress pass."""
         self._egress_pass: Callable[..., None]
         """(frame, port, truncate, egress_q, ingress_q, outputs): one egress pass."""
+        self._dequeue: Callable[..., None]
+        """(egress_q, (frame, port, truncate), ingress_q, outputs): off the port's queue, then egress."""
         self._replicas_made = [0]
         """Multicast copies made for the packet being processed: they do not count against max_passes."""
         self._make_passes()
@@ -104,11 +118,15 @@ class SoftSwitch:
     # ---- packets -------------------------------------------------------------------------------------
 
     def _now_us(self) -> int:
-        return (time.monotonic_ns() - self._t0) // 1000
+        return (time.monotonic_ns() - self._t0[0]) // 1000
 
-    def process(self, ingress_port: int, data: bytes) -> list[tuple[int, bytes]]:
+    @staticmethod
+    def _check_port(ingress_port: int) -> None:
         if not isinstance(ingress_port, int) or not 0 <= ingress_port < DROP_PORT:
             raise TargetError("INVALID_ARGUMENT", f"ingress port {ingress_port!r} not in [0, {DROP_PORT})")
+
+    def process(self, ingress_port: int, data: bytes) -> list[tuple[int, bytes]]:
+        self._check_port(ingress_port)
         outputs: list[tuple[int, bytes]] = []
         self._replicas_made[0] = 0
         ingress_q: deque = deque()
@@ -119,21 +137,62 @@ class SoftSwitch:
             self._drop(exc, ingress_port)
         if not (egress_q or ingress_q):
             return outputs
-        passes = 1
-        while ingress_q or egress_q:
-            passes += 1
-            if passes > self.max_passes + self._replicas_made[0]:
-                log.warning("packet from port %d: more than %d pipeline passes, rest dropped", ingress_port,
-                            self.max_passes)
-                break
-            try:
-                if egress_q:
-                    self._egress_pass(*egress_q.popleft(), egress_q, ingress_q, outputs)
-                else:
-                    self._ingress_pass(*ingress_q.popleft(), egress_q, ingress_q, outputs)
-            except Exception as exc:
-                self._drop(exc, ingress_port)
+        self._drain(egress_q, ingress_q, outputs, 1, ingress_port)
         return outputs
+
+    def process_burst(self, frames: Sequence[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        """Packets that arrived together: every one's ingress runs before any egress, so their copies wait
+        in their egress ports' queues and see the depths a burst makes (`enq_qdepth`, `deq_qdepth`).
+        Returns every output, in the order the egress queues give them out (first queued, first out)."""
+        for port, _ in frames:
+            self._check_port(port)
+        if len(frames) == 1:
+            return self.process(*frames[0])
+        outputs: list[tuple[int, bytes]] = []
+        self._replicas_made[0] = 0
+        ingress_q: deque = deque()
+        egress_q: deque = deque()
+        self._burst[0] = True
+        try:
+            for port, data in frames:
+                try:
+                    self._ingress_pass(bytes(data), port, PKT_INSTANCE_TYPE_NORMAL, (), egress_q, ingress_q,
+                                       outputs)
+                except Exception as exc:
+                    self._drop(exc, port)
+        finally:
+            self._burst[0] = False
+        self._drain(egress_q, ingress_q, outputs, len(frames), frames[0][0] if frames else 0)
+        return outputs
+
+    def _drain(self, egress_q: deque, ingress_q: deque, outputs: list, passes: int, ingress_port: int) -> None:
+        """Run the queued egress passes (first queued, first out) and the passes they cause."""
+        budget = self.max_passes * max(passes, 1)
+        depth = self._queue_depth
+        try:
+            while ingress_q or egress_q:
+                passes += 1
+                if passes > budget + self._replicas_made[0]:
+                    log.warning("packet from port %d: more than %d pipeline passes, rest dropped", ingress_port,
+                                self.max_passes)
+                    break
+                try:
+                    if egress_q:
+                        self._dequeue(egress_q, egress_q.popleft(), ingress_q, outputs)
+                    else:
+                        self._ingress_pass(*ingress_q.popleft(), egress_q, ingress_q, outputs)
+                except Exception as exc:
+                    self._drop(exc, ingress_port)
+        finally:
+            for item in egress_q:  # dropped with the rest: they leave their queues
+                depth[item[1]] -= 1
+
+    def advance_clock(self, us: int) -> None:
+        """Move the switch's clock `us` microseconds forward (timestamps, queue times): a test lets time pass
+        without sleeping, so no verdict depends on how busy the machine is."""
+        if us < 0:
+            raise ValueError("the clock only moves forward")
+        self._t0[0] -= us * 1000
 
     def _drop(self, exc: Exception, ingress_port: int) -> None:
         """A packet that breaks the program is dropped and logged, never raised: malformed input must not
@@ -158,12 +217,36 @@ class SoftSwitch:
         IG_PORT, EG_SPEC, EG_PORT = self._ingress_port, self._egress_spec, self._egress_port
         ITYPE, PLEN, MCAST, RID = self._instance_type, self._packet_length, self._mcast_grp, self._egress_rid
         PERR, IG_TS, EG_TS = self._parser_error, self._ig_ts, self._eg_ts
+        std = self.lowered.std
+        ENQ_TS, ENQ_Q = std.get("enq_timestamp", -1), std.get("enq_qdepth", -1)
+        DEQ_TD, DEQ_Q = std.get("deq_timedelta", -1), std.get("deq_qdepth", -1)
+        queueing = -1 not in (ENQ_TS, ENQ_Q, DEQ_TD, DEQ_Q)
+        depth, burst = self._queue_depth, self._burst
+        QDEPTH_MAX = (1 << 19) - 1
         lo, hi = self._md_lo, self._md_hi
         md_zero = template[lo:hi]
-        pre, digests, t0, now = self.pre, self._digests.append, self._t0, time.monotonic_ns
+        pre, digests, T0, now = self.pre, self._digests.append, self._t0, time.monotonic_ns
         replicas_made = self._replicas_made
         NORMAL = PKT_INSTANCE_TYPE_NORMAL
         EG_SPEC_START = (DROP_PORT + 1) & 0x1FF  # BMv2 writes drop_port + 1 into the 9-bit field
+
+        def enqueue(egress_q: deque, F: list, port: int, truncate: int) -> None:
+            """The traffic manager: queue a copy on its egress port (BMv2's `enqueue`)."""
+            d = depth[port]
+            if queueing:
+                F[ENQ_Q] = d if d < QDEPTH_MAX else QDEPTH_MAX
+                F[ENQ_TS] = ((now() - T0[0]) // 1000) & 0xFFFFFFFF
+            depth[port] = d + 1
+            egress_q.append((F, port, truncate))
+
+        def dequeue(egress_q: deque, item: tuple, ingress_q: deque, outputs: list) -> None:
+            """Take a copy off its port's queue (BMv2's egress thread) and run its egress pass."""
+            F, port, truncate = item
+            d = depth[port] = depth[port] - 1
+            if queueing:
+                F[DEQ_Q] = d if d < QDEPTH_MAX else QDEPTH_MAX
+                F[DEQ_TD] = (((now() - T0[0]) // 1000) - F[ENQ_TS]) & 0xFFFFFFFF
+            egress_pass(F, port, truncate, egress_q, ingress_q, outputs)
 
         def fresh(data: bytes) -> list:
             F = template.copy()
@@ -201,7 +284,7 @@ class SoftSwitch:
                 F[ITYPE] = instance_type
             F[PLEN] = len(data)
             if IG_TS is not None:
-                F[IG_TS] = (now() - t0) // 1000
+                F[IG_TS] = (now() - T0[0]) // 1000
             run_parser(F)
             if verify is not None:
                 verify(F)
@@ -220,7 +303,7 @@ class SoftSwitch:
                         copy = C.copy()
                         if RID is not None:
                             copy[RID] = r.rid
-                        egress_q.append((copy, r.port, session.truncate))
+                        enqueue(egress_q, copy, r.port, session.truncate)
                 else:
                     log.debug("clone to unconfigured session %d ignored", clone[0])
             digest = F[DIGEST]
@@ -238,17 +321,22 @@ class SoftSwitch:
                     copy[ITYPE] = PKT_INSTANCE_TYPE_REPLICATION
                     if RID is not None:
                         copy[RID] = r.rid
-                    egress_q.append((copy, r.port, 0))
+                    enqueue(egress_q, copy, r.port, 0)
                 return
             port_out = F[EG_SPEC]
             if port_out == DROP_PORT:
                 return
             F[ITYPE] = NORMAL
-            if not egress_q and not ingress_q:
-                # the common case: one copy, straight on to egress without queueing
+            if not egress_q and not ingress_q and not burst[0]:
+                # the common case: one copy, straight on to egress through an empty queue
+                if queueing:
+                    d = depth[port_out]
+                    F[ENQ_Q] = F[DEQ_Q] = d if d < QDEPTH_MAX else QDEPTH_MAX
+                    F[ENQ_TS] = ((now() - T0[0]) // 1000) & 0xFFFFFFFF
+                    F[DEQ_TD] = 0
                 egress_pass(F, port_out, 0, egress_q, ingress_q, outputs)
             else:
-                egress_q.append((F, port_out, 0))
+                enqueue(egress_q, F, port_out, 0)
 
         def egress_pass(F: list, port: int, truncate: int, egress_q: deque, ingress_q: deque,
                         outputs: list) -> None:
@@ -256,7 +344,7 @@ class SoftSwitch:
             F[EG_SPEC] = EG_SPEC_START
             F[CLONE] = 0
             if EG_TS is not None:
-                F[EG_TS] = (now() - t0) // 1000
+                F[EG_TS] = (now() - T0[0]) // 1000
             if egress is not None:
                 egress(F)
                 clone = F[CLONE]
@@ -272,7 +360,7 @@ class SoftSwitch:
                             copy = C.copy()
                             if RID is not None:
                                 copy[RID] = r.rid
-                            egress_q.append((copy, r.port, session.truncate))
+                            enqueue(egress_q, copy, r.port, session.truncate)
                 if F[EG_SPEC] == DROP_PORT:
                     return
             if compute is not None:
@@ -293,6 +381,7 @@ class SoftSwitch:
 
         self._ingress_pass = ingress_pass
         self._egress_pass = egress_pass
+        self._dequeue = dequeue
 
     def drain_digests(self) -> list[DigestMessage]:
         if not self._digests:  # the common case, once per packet: no copy

@@ -57,6 +57,24 @@ GROUP = 7
 """The coalescing multicast group; any id the controller does not use otherwise."""
 LONG_TIMEOUT_US = 30_000_000
 """Long enough that no entry expires during a test, however slow the target."""
+SIMULATED_TIMEOUT_S = 0.3
+"""An entry's lifetime on the in-process switch, whose clock the test moves (`advance_clock`): no real time."""
+PROCESS_TIMEOUT_S = 5.0
+"""An entry's lifetime on a switch process (real time). What must happen before it expires takes a few
+quiescence waits (well under a second); five seconds is a margin no busy machine eats, so only the wait for
+expiry (which load can only lengthen) is real time."""
+
+
+def entry_lifetime_s(target: Target) -> float:
+    return SIMULATED_TIMEOUT_S if hasattr(target, "advance_clock") else PROCESS_TIMEOUT_S
+
+
+def let_entries_expire(target: Target, timeout_s: float) -> None:
+    """Past every entry's lifetime: the in-process switch's clock moves; a process's takes real time."""
+    if hasattr(target, "advance_clock"):
+        target.advance_clock(int(timeout_s * 2e6))
+    else:
+        time.sleep(timeout_s * 1.5)
 ENTRIES = 4096
 """COALESCE_ENTRIES: pending entries, indexed by crc32(COALESCE_SALT ‖ key) mod ENTRIES."""
 SALT = 0x2545F491
@@ -301,10 +319,10 @@ def test_lone_reader_gets_the_reply_unchanged(coal: CoalesceNet) -> None:
 
 
 def test_expired_entry_lets_the_next_get_through(coal: CoalesceNet) -> None:
-    timeout_s = 0.3
+    timeout_s = entry_lifetime_s(coal.target)
     coal.configure(timeout_us=int(timeout_s * 1e6))
     assert gets_to_storage(coal.get(A, 1)) == 1
-    time.sleep(timeout_s * 2)  # the reply to A is lost
+    let_entries_expire(coal.target, timeout_s)  # the reply to A is lost
     assert gets_to_storage(coal.get(C, 2)) == 1, "a reader stayed blocked behind a lost reply"
     assert coal.event("EXPIRED") == 1
     # A's late reply reaches A only; C's entry (opened by C's GET) replicates nothing for it
@@ -342,11 +360,11 @@ def test_more_readers_than_one_batch_share_one_get(coal: CoalesceNet, n: int) ->
 def test_a_late_reply_still_serves_the_waiters_of_an_entry_nobody_reopened(coal: CoalesceNet) -> None:
     """Expiry lets new GETs reopen the cell; a reply that comes late to an entry still holding its GET serves
     that entry's waiters (they asked exactly this), counted EXPIRED."""
-    timeout_s = 0.3
+    timeout_s = entry_lifetime_s(coal.target)
     coal.configure(timeout_us=int(timeout_s * 1e6))
     assert gets_to_storage(coal.get(A, 1)) == 1
     assert coal.get(C, 2) == [] and coal.get(D, 3) == []
-    time.sleep(timeout_s * 2)
+    let_entries_expire(coal.target, timeout_s)
     assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
     assert (coal.event("EXPIRED"), coal.event("REPLIED")) == (1, 0)
     assert coal.replicated() == 2

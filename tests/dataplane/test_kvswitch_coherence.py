@@ -1,4 +1,4 @@
-"""Issue 9, the data plane's part: the pool never serves a wrong value.
+"""Coherence, the data plane's part (docs/dataplane.md, "Coherence"): the pool never serves a wrong value.
 
 Admission generations (a slot serves only the admission that filled it), the trust boundary (only STORAGE and
 FABRIC ports fill or bound a slot; hosts cannot plant, deny or send controller opcodes), acknowledged bounds
@@ -49,7 +49,7 @@ def fill(net: KvNet, value: bytes, version: int, key: ChunkKey = KEY) -> None:
 # ---- admission generations ------------------------------------------------------------------------------
 
 def test_readmission_after_evict_and_put_never_serves_the_old_admissions_value(net: KvNet) -> None:
-    """Issue 9's first scenario: PUT v1, admit, HIT_SWITCH; evict; PUT v2 (not indexed: nothing to
+    """The first coherence scenario: PUT v1, admit, HIT_SWITCH; evict; PUT v2 (not indexed: nothing to
     invalidate); admit again into the same slot: the old bytes are still in the slot but never served."""
     net.index(KEY, SLOT)
     fill(net, V1, version=1)
@@ -91,7 +91,7 @@ def test_a_slot_written_under_another_admission_is_empty_for_fills_puts_and_acks
 
 @pytest.mark.parametrize("status", [Status.HIT_SERVER, Status.HIT_SWITCH])
 def test_forged_reply_from_a_host_is_delivered_marked_bypass_and_never_fills(net: KvNet, status: int) -> None:
-    """Issue 9: a host's GET_REPLY (valid CRC, F_VALUE) right after a PUT invalidated the slot. It still
+    """A host's GET_REPLY (valid CRC, F_VALUE) right after a PUT invalidated the slot. It still
     reaches its destination, marked F_BYPASS (UDP checksum 0), so no switch downstream fills from it either."""
     net.index(KEY, SLOT)
     fill(net, V1, version=1)
@@ -120,7 +120,7 @@ def test_reply_from_an_upstream_switch_fills(net: KvNet) -> None:
 
 
 def test_forged_put_ack_from_a_host_never_raises_the_min_version(net: KvNet) -> None:
-    """Issue 9: a forged PUT_ACK OK with version 0xFFFFFFFF would make the key uncacheable forever."""
+    """A forged PUT_ACK OK with version 0xFFFFFFFF would make the key uncacheable forever."""
     net.index(KEY, SLOT)
     fill(net, V1, version=1)
     out = net.put_ack(KEY, version=0xFFFFFFFF, port=CLIENT_PORT)
@@ -135,7 +135,7 @@ def test_forged_put_ack_from_a_host_never_raises_the_min_version(net: KvNet) -> 
 
 
 def test_refused_put_leaves_the_key_cacheable(net: KvNet) -> None:
-    """Issue 9: a PUT with version 0xFFFFFFFF that the storage node refuses (ERR_STALE) only invalidates."""
+    """A PUT with version 0xFFFFFFFF that the storage node refuses (ERR_STALE) only invalidates."""
     net.index(KEY, SLOT)
     fill(net, V1, version=1)
     net.put(KEY, V2, version=0xFFFFFFFF)

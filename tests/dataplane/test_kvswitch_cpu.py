@@ -78,7 +78,7 @@ def test_slot_write_with_bad_checksum_is_refused(net: KvNet) -> None:
 
 
 def test_slot_write_older_than_last_acknowledged_put_is_refused(net: KvNet) -> None:
-    """Changed with issue 9: a PUT alone no longer bounds the slot (it may be refused); its PUT_ACK OK does."""
+    """Since coherence (docs/dataplane.md, "Coherence"): a PUT alone no longer bounds the slot (it may be refused); its PUT_ACK OK does."""
     net.index(KEY, 4)
     net.put(KEY, value_chunk(1), version=8)
     assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=7).status == Status.OK
@@ -105,7 +105,7 @@ def test_slot_write_for_a_key_not_indexed_at_that_slot_is_denied(net: KvNet, ind
 
 
 def test_slot_write_keeps_the_blocks_chunk_count_and_value_len(net: KvNet) -> None:
-    """Issue 9: a 3-chunk block written by the controller is served with chunk_count 3, so a reader that
+    """A 3-chunk block written by the controller is served with chunk_count 3, so a reader that
     asked without knowing the block size reads all three chunks."""
     chunks = [value_chunk(20 + i) for i in range(3)]
     lens = [128, 128, 44]

@@ -156,7 +156,7 @@ def test_raised_min_version_retires_a_valid_copy_and_the_next_reply_replaces_it(
 
 
 def test_put_invalidates_slot_but_does_not_bound_it(net: KvNet) -> None:
-    """Changed with issue 9: a PUT may still be refused (or forged), so it only invalidates; a reply of the
+    """Since coherence (docs/dataplane.md, "Coherence"): a PUT may still be refused (or forged), so it only invalidates; a reply of the
     current version may fill again until a PUT_ACK says the new version is committed."""
     net.index(KEY, SLOT)
     fill(net, KEY, value_chunk(1), version=3)

@@ -74,3 +74,21 @@ def test_many_keys_each_reported_once(net: KvNet) -> None:
             net.get(k)
     reported = sorted((d["prefix_hash"], d["chunk_idx"]) for d in digest_fields(net))
     assert reported == sorted((k.prefix_hash, k.chunk_idx) for k in keys)
+
+
+def test_misses_of_chunks_larger_than_a_slot_are_not_counted(net: KvNet) -> None:
+    """A slot holds a 128-byte chunk (chunk_shift KVP_SLOT_SHIFT = 7): a GET for an 8 KiB chunk can never be
+    served from one, so it never makes its key hot (the controller would admit what it cannot serve)."""
+    from kvpool.constants import Opcode
+    from kvpool.protocol import KVP
+    from kvtesting.kvnet import kvp_frame
+
+    net.sketch(hot_threshold=2, epoch=1)
+    for i in range(4):
+        kvp = KVP(opcode=Opcode.GET, tenant=HOT.tenant, prefix_hash=HOT.prefix_hash, chunk_idx=HOT.chunk_idx,
+                  chunk_count=4, chunk_shift=13, req_id=i)
+        assert [p for p, _ in net.send(CLIENT_PORT, kvp_frame(kvp))] == [STORAGE_PORT]
+    assert digest_fields(net) == []
+    net.get(HOT)
+    net.get(HOT)  # the same key's slot-sized chunks still count, from zero
+    assert [d["estimate"] for d in digest_fields(net)] == [2]

@@ -54,3 +54,40 @@ def test_frames_of_two_ports_are_taken_in_arrival_order() -> None:
         ports.close()
         hosts.close()
         pairs.close()
+
+
+def test_frames_read_together_reach_the_switch_as_one_burst_in_arrival_order() -> None:
+    """With `on_burst`, what the ports read together arrives in one call (the switch then queues the burst's
+    copies towards their egress ports: the congestion mark's queue depths), in the same arrival order."""
+    if os.geteuid() != 0:
+        pytest.skip("veth pairs and raw sockets need root")
+    from kvtesting.veth import HostPorts, VethPairs
+
+    pairs = VethPairs((1, 2), tag="ab").create()
+    bursts: list[list[tuple[int, int]]] = []
+    done = threading.Event()
+    total = 12
+
+    def on_burst(frames) -> None:
+        ours = [(port, int.from_bytes(f[14:16], "big")) for port, f in frames if f[12:14] == b"\x88\xb5"]
+        if ours:
+            bursts.append(ours)
+        if sum(len(b) for b in bursts) >= total:
+            done.set()
+
+    ports = PortSet([PortSpec(p.port, p.switch_end) for p in pairs], lambda port, frame: None, on_burst=on_burst)
+    hosts = HostPorts(pairs)
+    try:
+        ports.open()
+        sent = [(1, i) for i in range(5)] + [(2, 5)] + [(1, i) for i in range(6, total)]
+        for port, tag in sent:
+            hosts.send(port, _frame(tag))
+            time.sleep(0.001)
+        time.sleep(0.2)  # all of them wait in the sockets before the port thread starts
+        ports.start()
+        assert done.wait(10), bursts
+        assert bursts == [sent], "queued before the switch read anything: one burst, in arrival order"
+    finally:
+        ports.close()
+        hosts.close()
+        pairs.close()

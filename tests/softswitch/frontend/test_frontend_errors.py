@@ -70,6 +70,28 @@ CASES = [
                 "        const entries = { $E1: a(); } }"),
      "action 'MyIngress.a' is @defaultonly and cannot be used in an entry"),
     ("literal_too_wide", program(apply="        meta.a = $E8w256;"), "value of '8w256' does not fit in bit<8>"),
+    # control composition: the instance's `in` parameter is the caller's meta.a used in place
+    ("instance_writes_its_in_parameter", program(
+        types="control Sub(in bit<8> x)(bit<8> k) { apply { $Ex = k; } }",
+        ingress="    Sub(1) s;", apply="        s.apply(meta.a);"),
+     "cannot write to 'in' parameter 'x'"),
+    ("instance_directionless_argument_not_constant", program(
+        types="control Sub(inout bit<8> y, bit<8> d) { apply { y = d; } }",
+        ingress="    Sub() s;", apply="        s.apply(meta.a, $Emeta.a);"),
+     "argument used for directionless parameter 'd' must be a compile-time constant"),
+    ("instance_constructor_argument_not_constant", program(
+        types="control Sub(inout bit<8> y)(bit<8> k) { apply { y = k; } }",
+        ingress="    Sub($Emeta.a) s;", apply="        s.apply(meta.a);"),
+     "constructor argument 'k' of Sub must be a compile-time constant"),
+    ("instance_applied_in_an_action", program(
+        types="control Sub(inout bit<8> y) { apply { y = 1; } }",
+        ingress="    Sub() s;\n    action go() { $Es.apply(meta.a); }"),
+     "a control cannot be applied inside an action"),
+    ("instance_table_applied_twice", program(
+        types="control Sub(inout bit<8> y) { table t { key = { y: exact; } actions = { NoAction; } }\n"
+              "    apply { $Et.apply(); } }",
+        ingress="    Sub() s;", apply="        s.apply(meta.a);\n        s.apply(meta.a);"),
+     "table 'MyIngress.s.t' is applied more than once on one path"),
 ]
 
 
