@@ -174,7 +174,7 @@ def test_a_read_keeps_a_window_of_requests_in_flight(window):
     with local_client(n) as writer:
         writer.put_block(1, bytes(100 * 128), version=1)
     transport = CountingTransport(n)
-    with KVPClient(ClientOptions(window=window), transport, clock=transport.clock) as client:
+    with KVPClient(ClientOptions(window=window, initial_window=window), transport, clock=transport.clock) as client:
         client.get_block(1, chunks=100)
     assert transport.bursts[0] == window  # `window` GETs sent before the first reply is read
     assert transport.sends == 100  # and nothing sent twice without loss
