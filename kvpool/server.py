@@ -22,6 +22,9 @@ What it answers (docs/protocol.md):
 * INSERT / LOOKUP_META normally never reach a storage node (the switch punts them to the controller, which
   answers in our name); without a switch the node answers itself with its local view: `aux` = tier bitmap,
   `version` = stored version. SLOT_* messages are for the switch: ERR_DENIED.
+* Overload: the node drains its socket in batches; GETs and PUTs beyond `--queue-limit` in one batch are
+  answered BUSY at once (a header, nothing done), the sources with the most requests queued shed first, so
+  readers back off and retry instead of losing requests silently in a full socket buffer.
 * Replies (GET_REPLY, PUT_ACK, ...) are never answered, so two nodes cannot ping-pong.
 * Malformed datagrams (`kvpool.wire.check`) are counted by reason and never applied; when at least the magic
   and `req_id` are there, the node answers ERR_MALFORMED / ERR_UNKNOWN_OP with whatever header fields came.
@@ -47,7 +50,7 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,6 +112,14 @@ class StorageOptions:
     """Where committed blocks live (`kvpool.backends`: "memory" or "mooncake")."""
     mooncake: MooncakeOptions = field(default_factory=MooncakeOptions)
     """How the mooncake backend reaches Mooncake Store (unused by the memory backend)."""
+    queue_limit: int = 1024
+    """Requests the node takes on from one drain of its socket; GETs and PUTs beyond it are answered BUSY
+    (a header, no work) instead of waiting in the socket until the kernel drops them silently. Shed fairly:
+    the sources with the most requests queued lose theirs first (`shed`)."""
+
+    def __post_init__(self) -> None:
+        if self.queue_limit < 1:
+            raise ValueError("queue_limit must be >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +132,35 @@ class Datagram:
     @property
     def data(self) -> bytes:
         return b"".join(self.parts)
+
+
+_SHEDDABLE = frozenset({int(Opcode.GET), int(Opcode.PUT)})
+"""Requests a node over its queue limit answers BUSY: the bulk of the data; control and metadata are cheap."""
+
+
+def shed_over_limit(batch: Sequence[tuple[bytes, Address]], limit: int) -> set[int]:
+    """Indices of the datagrams of `batch` to shed so at most `limit` are served, fairly between sources: every
+    source address keeps up to an equal share (water-filling: what a source leaves of its share goes to the
+    others), and a source over its share loses its newest datagrams. Empty when the batch is within the limit."""
+    if len(batch) <= limit:
+        return set()
+    by_source: dict[str, list[int]] = {}
+    for i, (_, peer) in enumerate(batch):
+        by_source.setdefault(peer[0], []).append(i)
+    counts = sorted(len(v) for v in by_source.values())
+    share, left, sources = 0, limit, len(counts)
+    for n in counts:  # the largest share q with sum(min(count, q)) <= limit
+        if n * sources <= left:
+            left -= n
+            sources -= 1
+            share = n
+        else:
+            share = max(share, left // sources)
+            break
+    shed: set[int] = set()
+    for indices in by_source.values():
+        shed.update(indices[share:])
+    return shed
 
 
 def _chunk_of(h: Header) -> ChunkKey:
@@ -183,6 +223,30 @@ class StorageNode:
             self.counters["store_unavailable"] += 1
             status = Status.ERR_FULL if op == Opcode.PUT else Status.MISS
             return [Datagram((self._reply(h, status).pack(),), peer)]
+
+    def receive_batch(self, batch: Sequence[tuple[bytes, Address]]) -> list[Datagram]:
+        """Everything to send for the datagrams read in one drain of the socket, oldest first: each is
+        `receive`d, except the GETs and PUTs over `queue_limit`, which are answered BUSY (`shed`)."""
+        shed = shed_over_limit(batch, self.options.queue_limit)
+        out: list[Datagram] = []
+        for i, (data, peer) in enumerate(batch):
+            busy = self._busy(data, peer) if i in shed else None
+            if busy is not None:
+                out.append(busy)
+            else:
+                out += self.receive(data, peer)
+        return out
+
+    def _busy(self, data: bytes, peer: Address) -> Datagram | None:
+        """BUSY for a well-formed GET or PUT (the reply header, nothing done); None for anything else, which
+        is answered as usual (it costs no more than a BUSY would)."""
+        if len(data) < KVP_HEADER_LEN or check(data) is not None:
+            return None
+        h = Header.unpack(data)
+        if h.opcode not in _SHEDDABLE:
+            return None
+        self.counters["shed.busy"] += 1
+        return Datagram((self._reply(h, Status.BUSY).pack(),), peer)
 
     def handle(self, data: bytes, peer: Address = LOCAL) -> bytes | None:
         """The reply to this one datagram, for callers that send one request at a time; None when there is none
@@ -344,9 +408,10 @@ class StorageNode:
     def serve(self, sock: socket.socket, stop: threading.Event, poll: float = 0.2) -> None:
         """Answer datagrams on `sock` until `stop` is set (checked every `poll` seconds)."""
         sock.settimeout(poll)
+        drain = 2 * self.options.queue_limit  # read past the limit, so what is over it can be shed
         while not stop.is_set():
             try:
-                data, peer = sock.recvfrom(MAX_DATAGRAM)
+                batch = [sock.recvfrom(MAX_DATAGRAM)]
             except TimeoutError:
                 self.expire()
                 continue
@@ -354,9 +419,15 @@ class StorageNode:
                 if stop.is_set():
                     break
                 raise
-            for out in self.receive(data, peer):
+            while len(batch) < drain:  # the queue: what is waiting in the socket now
                 try:
-                    sock.sendmsg(out.parts, (), 0, out.to)
+                    batch.append(sock.recvfrom(MAX_DATAGRAM, socket.MSG_DONTWAIT))
+                except (BlockingIOError, InterruptedError):
+                    break
+            sendmsg = sock.sendmsg
+            for out in self.receive_batch(batch):
+                try:
+                    sendmsg(out.parts, (), 0, out.to)
                 except OSError:
                     self.counters["send_error"] += 1
 
@@ -397,6 +468,10 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
     parser.add_argument("--mooncake-shared", action="store_true",
                         help="mooncake: other nodes of a steered pool may write this node's blocks (failover): "
                              "re-read each block's record on every request")
+    queue_limit = StorageOptions().queue_limit
+    parser.add_argument("--queue-limit", type=int, default=queue_limit,
+                        help=f"requests taken on per drain of the socket; GETs/PUTs beyond are answered BUSY "
+                             f"(default {queue_limit})")
     parser.add_argument("--control-from", default=DEFAULT_CONTROL_FROM, metavar="CIDR[,CIDR...]",
                         help="where controller-only requests (TIER_MOVE) are honoured from "
                              f"(default {DEFAULT_CONTROL_FROM}: loopback and the testbed's management link)")
@@ -408,8 +483,8 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
     parser.add_argument("--staging-timeout", type=float, default=defaults.idle_timeout,
                         help=f"seconds an incomplete write is kept after its last chunk (default {defaults.idle_timeout})")
     args = parser.parse_args(argv)
-    if not 0 <= args.port < 65536 or args.capacity < 0:
-        parser.error("--port must be 0..65535 and --capacity >= 0")
+    if not 0 <= args.port < 65536 or args.capacity < 0 or args.queue_limit < 1:
+        parser.error("--port must be 0..65535, --capacity >= 0 and --queue-limit >= 1")
     try:
         control = ControlSources.parse(args.control_from)
         staging = StagingOptions(args.staging_bytes, args.staging_per_source, args.staging_timeout)
@@ -421,7 +496,8 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
         parser.error(str(exc))
     if args.backend != "memory" and args.disk is not None:
         parser.error("--disk is the memory backend's disk tier")
-    return StorageOptions(args.host, args.port, args.capacity, args.disk, control, staging, args.backend, mooncake)
+    return StorageOptions(args.host, args.port, args.capacity, args.disk, control, staging, args.backend, mooncake,
+                          args.queue_limit)
 
 
 def main(argv: list[str] | None = None) -> int:

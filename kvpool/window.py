@@ -229,8 +229,10 @@ class Window:
         """Send while the window has room and pacing allows; the seconds until pacing allows the next, if any."""
         congestion = self.path.congestion
         while self._in_flight < self.size and self._has_ready(now):
-            interval = Pacer.interval(self.path.rto.smoothed, congestion.cwnd, congestion.cwnd < congestion.ssthresh)
-            delay = self.path.pacer.delay(now, interval) if self.path.rto.srtt is not None else 0.0
+            srtt = self.path.rto.srtt  # nothing to pace by before the first round trip was measured
+            interval = 0.0 if srtt is None else Pacer.interval(srtt, congestion.cwnd,
+                                                               congestion.cwnd < congestion.ssthresh)
+            delay = self.path.pacer.delay(now, interval)
             if delay > 0:
                 return delay
             item = self._next_to_send(now)
@@ -312,8 +314,8 @@ class Window:
                 waits.append(pace_wait)
             if deadline is not None:
                 waits.append(deadline - now)
-            if self._delayed and self._in_flight < self.size:
-                waits.append(self._delayed[0][0] - now)
+            if self._delayed and self._delayed[0][0] > now and self._in_flight < self.size:
+                waits.append(self._delayed[0][0] - now)  # (one already due is ready: pacing says when)
             data = self.transport.recv(max(min(waits), 0.0))
             if data is None:
                 continue
