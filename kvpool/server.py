@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import select
 import signal
 import socket
 import sys
@@ -407,27 +408,34 @@ class StorageNode:
 
     def serve(self, sock: socket.socket, stop: threading.Event, poll: float = 0.2) -> None:
         """Answer datagrams on `sock` until `stop` is set (checked every `poll` seconds)."""
-        sock.settimeout(poll)
+        sock.setblocking(False)  # waits are poll()'s; reads never block, so one drain reads what is queued
+        waiting = select.poll()
+        waiting.register(sock, select.POLLIN)
         drain = 2 * self.options.queue_limit  # read past the limit, so what is over it can be shed
+        recvfrom, sendmsg = sock.recvfrom, sock.sendmsg
         while not stop.is_set():
-            try:
-                batch = [sock.recvfrom(MAX_DATAGRAM)]
-            except TimeoutError:
+            if not waiting.poll(poll * 1000):
                 self.expire()
                 continue
-            except OSError:
-                if stop.is_set():
-                    break
-                raise
+            batch: list[tuple[bytes, Address]] = []
             while len(batch) < drain:  # the queue: what is waiting in the socket now
                 try:
-                    batch.append(sock.recvfrom(MAX_DATAGRAM, socket.MSG_DONTWAIT))
+                    batch.append(recvfrom(MAX_DATAGRAM))
                 except (BlockingIOError, InterruptedError):
                     break
-            sendmsg = sock.sendmsg
+                except OSError:
+                    if stop.is_set():
+                        return
+                    raise
             for out in self.receive_batch(batch):
                 try:
                     sendmsg(out.parts, (), 0, out.to)
+                except BlockingIOError:  # the send buffer is full: wait for room once, as a blocking send would
+                    select.select([], [sock], [], 1.0)
+                    try:
+                        sendmsg(out.parts, (), 0, out.to)
+                    except OSError:
+                        self.counters["send_error"] += 1
                 except OSError:
                     self.counters["send_error"] += 1
 
