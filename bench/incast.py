@@ -372,10 +372,10 @@ def _sh(*args: str) -> None:
 class Bed:
     """VethNet plus what incast needs: jumbo MTU, coalescing on/off over P4Runtime, agents in namespaces."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, tag: str = "inc") -> None:
         from kvtesting.vethnet import VethNet, VethNetOptions
 
-        self.net = VethNet(VethNetOptions(tag="inc", storage_args=("--capacity", str(4 << 30))), workdir)
+        self.net = VethNet(VethNetOptions(tag=tag, storage_args=("--capacity", str(4 << 30))), workdir)
         self.epoch = 0
 
     def __enter__(self) -> Bed:

@@ -7,9 +7,10 @@ then by one per window of replies (additive increase). It shrinks on three signa
   As DCTCP (RFC 8257): per observation round (one window of replies) the fraction F of marked replies feeds
   `alpha = (1 - g) alpha + g F`, and a round that saw a mark cuts the window by `alpha / 2`. Light congestion
   costs a little, persistent congestion halves the window, and readers of one node converge to equal shares;
-* **loss** (a request's timer ran out): the window halves, once per round trip: a loss of a request sent
+* **loss** (a request's timer ran out): the window is multiplied by LOSS_BETA (0.7, CUBIC's, RFC 9438: random
+  loss on a lossy path costs less than TCP Reno's halving), once per round trip: a loss of a request sent
   before the last cut belongs to the event that caused that cut (as NewReno's recovery);
-* **BUSY** (the storage node shed the request): handled as a loss, the node said so explicitly.
+* **BUSY** (the storage node shed the request): the window halves (once per round trip), the node said so.
 
 `window_cap` bounds it (the client's `window` option), `minimum` keeps at least one request in flight.
 
@@ -24,6 +25,10 @@ from dataclasses import dataclass
 
 DCTCP_G = 1 / 16
 """Gain of the marked fraction's moving average (RFC 8257's recommended g)."""
+LOSS_BETA = 0.7
+"""The window after a loss, as a fraction of the window before (CUBIC's multiplicative decrease)."""
+BUSY_BETA = 0.5
+"""The window after a BUSY, as a fraction of the window before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,19 +98,20 @@ class CongestionWindow:
         self._round_size = self.cwnd
 
     def on_loss(self, sent_at: float, now: float) -> None:
-        """A request sent at `sent_at` timed out: halve, unless the window was already cut after it was sent."""
+        """A request sent at `sent_at` timed out: cut by LOSS_BETA, unless the window was already cut after it
+        was sent."""
         self.losses += 1
-        self._halve(sent_at, now)
+        self._cut(LOSS_BETA, sent_at, now)
 
     def on_busy(self, sent_at: float, now: float) -> None:
-        """The storage node shed a request sent at `sent_at` (BUSY): the same cut as a loss."""
+        """The storage node shed a request sent at `sent_at` (BUSY): halve, once per round trip as a loss."""
         self.busy += 1
-        self._halve(sent_at, now)
+        self._cut(BUSY_BETA, sent_at, now)
 
-    def _halve(self, sent_at: float, now: float) -> None:
+    def _cut(self, beta: float, sent_at: float, now: float) -> None:
         if not self.adaptive or sent_at <= self._last_cut:
             return
-        self.cwnd = max(self.limits.minimum, self.cwnd / 2)
+        self.cwnd = max(self.limits.minimum, self.cwnd * beta)
         self.ssthresh = max(self.cwnd, 2.0)
         self._last_cut = now
         self.cuts += 1

@@ -75,20 +75,21 @@ def test_the_window_never_grows_past_its_cap_nor_below_its_minimum():
     assert w.cwnd == 1 and w.size == 1
 
 
-def test_a_loss_halves_the_window_once_per_round_trip():
+def test_a_loss_cuts_the_window_to_seven_tenths_once_per_round_trip():
     w = CongestionWindow(WindowLimits(initial=32, cap=32))
     w.on_loss(sent_at=1.0, now=2.0)
-    assert w.cwnd == 16
+    assert w.cwnd == pytest.approx(22.4)
     w.on_loss(sent_at=1.5, now=2.1)  # sent before the cut: the same loss event
-    assert w.cwnd == 16
+    assert w.cwnd == pytest.approx(22.4)
     w.on_loss(sent_at=2.05, now=3.0)  # sent after it: a new event
-    assert w.cwnd == 8 and w.losses == 3 and w.cuts == 2
+    assert w.cwnd == pytest.approx(22.4 * 0.7) and w.losses == 3 and w.cuts == 2
 
 
-def test_busy_cuts_like_a_loss():
+def test_busy_halves_the_window_once_per_round_trip():
     w = CongestionWindow(WindowLimits(initial=20, cap=32))
     w.on_busy(sent_at=1.0, now=1.1)
-    assert w.cwnd == 10 and w.busy == 1
+    w.on_busy(sent_at=1.05, now=1.2)
+    assert w.cwnd == 10 and w.busy == 2 and w.cuts == 1
 
 
 def test_marks_cut_by_alpha_over_two_and_alpha_follows_the_marked_fraction():
