@@ -1,4 +1,23 @@
-"""N-to-1 incast at real block sizes: N readers of one cold block through the softswitch, coalescing on and off.
+"""N-to-1 incast at real block sizes through the softswitch: first as a user meets it, then the coalescing study.
+
+**Realistic mode (first, always).** One process per reader with the client's DEFAULT options (congestion
+control, RTO from the measured round trip, nothing tuned), released at one instant, every reader verifying its
+block's SHA-256; at MTU 1500 and 9000 (blocks written in the chunk size the client's default picks for that
+path MTU: 1 KiB and 8 KiB); N = 1, 8, 16, 32 on 16 MiB cold blocks; two cases: every reader on one block
+(`one-block`, coalescing can help), and each reader on its own block on the one storage node (`own-blocks`:
+the general incast, coalescing cannot help); without loss and with 5% loss on each hop both ways (emulated
+in each reader's transport: this kernel has no netem). Per row: completion p50/p99, Jain's fairness index of
+the per-reader goodputs, aggregate goodput against the lone reader's (N = 1, same MTU, case and loss, in the
+same run), GETs resent after a timeout (and % of the chunks read), BUSY replies, F_CONGESTED marks seen,
+failed readers. No controller process runs in this bench (it programs the switch over P4Runtime itself), so
+there is no controller CPU to report. `--quick`: N = 1, 4 on 1 MiB blocks; `--ns`, `--mib`, `--mtus`,
+`--losses`, `--cases` choose rows.
+
+    sudo .venv/bin/python -m bench incast --out out/bench                        (the full realistic table)
+    sudo .venv/bin/python -m bench.incast --ns 1,8,16 --mib 4 --out out/bench    (reduced)
+
+**Coalescing study (`--coalescing-study`, or `--rows`).** N readers of one cold block, coalescing on and off,
+tuned readers (8 KiB chunks, MTU 9000, fixed timers):
 
 The bed is `kvtesting.vethnet.VethNet` (client and storage node in their own namespaces, `python -m softswitch`
 running kvswitch.p4 between them over veth, MTU raised to 9000 here so 8 KiB chunks fit). For every block size
@@ -31,7 +50,7 @@ Also: the same with 1% loss (each reader's transport drops 1% of its datagrams b
 `kvpool.transport.LossyTransport`: this machine's kernel has no netem), every reader must still complete with
 verified bytes; and one client's block read rate (the N = 1 rows), the goal being >= 100 MB/s.
 
-    sudo .venv/bin/python -m bench incast --out out/bench          (root: namespaces, veth, netem)
+    sudo .venv/bin/python -m bench.incast --coalescing-study --out out/bench   (realistic rows, then the study)
     sudo .venv/bin/python -m bench.incast --rows '1:8,32' --modes in-step --trace-dir out/trace   (a quick look)
 """
 

@@ -266,7 +266,7 @@ class KVPClient:
             for answer in window.answers():
                 if not self._accept_chunk(window, assembly, answer, prefix_hash):
                     continue  # damaged on the way: asked again
-                served[answer.tag] = ChunkReply(answer.tag, Status(answer.reply.status), answer.latency,
+                served[answer.tag] = ChunkReply(answer.tag, _STATUSES[answer.reply.status], answer.latency,
                                                 answer.attempts)
                 if chunks is None and len(served) == 1 and assembly.count:  # chunk 0 tells count and size
                     chunks, shift = assembly.count, answer.reply.chunk_shift
@@ -390,12 +390,12 @@ class KVPClient:
         return status, Tier(tier_code) if tier_code in {int(t) for t in Tier} else Tier.ABSENT
 
 
+_STATUSES = {int(s): s for s in Status}
+
+
 def _status(code: int) -> Status | None:
-    """The Status of a reply's code, None for a code the protocol does not define."""
-    try:
-        return Status(code)
-    except ValueError:
-        return None
+    """The Status of a reply's code, None for a code the protocol does not define (a dict lookup: per chunk)."""
+    return _STATUSES.get(code)
 
 
 def _meta(reply: Header) -> Meta:

@@ -77,7 +77,7 @@ from kvpool.constants import (
 from kvpool.keys import BlockKey, ChunkKey
 from kvpool.staging import CommitLog, Staged, StagedWrite, StagingArea, StagingOptions, WriteKey
 from kvpool.trust import DEFAULT_CONTROL_FROM, ControlSources
-from kvpool.wire import Header, Reason, check, has_magic, value_of
+from kvpool.wire import HEADER, Header, Reason, check, has_magic, value_of
 
 Address = tuple[str, int]
 """A UDP peer: (IPv4 address, port)."""
@@ -135,6 +135,11 @@ class Datagram:
         return b"".join(self.parts)
 
 
+_OPCODE = {int(o): o for o in Opcode}
+"""Opcode by code, for datagrams `check` let through (a dict lookup instead of an Enum call per request)."""
+_GET_REPLY, _HIT_SERVER, _VALUE = int(Opcode.GET_REPLY), int(Status.HIT_SERVER), int(Flag.VALUE)
+_HIT_SERVER_KEY = f"status.{Status.HIT_SERVER.name}"
+
 _SHEDDABLE = frozenset({int(Opcode.GET), int(Opcode.PUT)})
 """Requests a node over its queue limit answers BUSY: the bulk of the data; control and metadata are cheap."""
 
@@ -191,6 +196,13 @@ class StorageNode:
         """GET requests received per key (what STAT reports)."""
         self.counters: Counter[str] = Counter()
         """Requests by opcode name, malformed by reason ("malformed.<reason>"), replies by status name."""
+        self._handlers: dict[Opcode, Callable[[Header], tuple[bytes | memoryview, ...]]] = {
+            Opcode.GET: self._get,
+            Opcode.TIER_MOVE: self._tier_move,
+            Opcode.STAT: self._stat,
+            Opcode.INSERT: self._meta,
+            Opcode.LOOKUP_META: self._meta,
+        }
 
     # ---- the protocol ------------------------------------------------------------------------------
 
@@ -202,20 +214,14 @@ class StorageNode:
             refusal = self._refuse(data, reason)
             return [] if refusal is None else [Datagram((refusal,), peer)]
         h = Header.unpack(data)
-        op = Opcode(h.opcode)
+        op = _OPCODE[h.opcode]
         self.counters[op.name] += 1
         if op in REPLIES:
             return []
         if op in CONTROL_OPCODES and not self.options.control_from.allows(peer[0]):
             self.counters["denied.control_source"] += 1
             return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
-        handler = {
-            Opcode.GET: self._get,
-            Opcode.TIER_MOVE: self._tier_move,
-            Opcode.STAT: self._stat,
-            Opcode.INSERT: self._meta,
-            Opcode.LOOKUP_META: self._meta,
-        }.get(op)
+        handler = self._handlers.get(op)
         if handler is None and op != Opcode.PUT:  # SLOT_WRITE / SLOT_READ belong to the switch
             return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
         try:
@@ -293,10 +299,11 @@ class StorageNode:
         chunk, value = found
         if h.version > chunk.version:  # asks for a newer version than we hold
             return (self._reply(h, Status.MISS, version=chunk.version).pack(),)
-        reply = self._reply(h, Status.HIT_SERVER, flags=Flag.VALUE, chunk_count=chunk.chunk_count,
-                            value_len=chunk.value_len, version=chunk.version, value_csum=chunk.csum,
-                            chunk_shift=len(value).bit_length() - 1)
-        return reply.pack(), value  # the stored chunk as it is: no copy
+        self.counters[_HIT_SERVER_KEY] += 1
+        reply = HEADER.pack(h.magic, h.ver, _GET_REPLY, _HIT_SERVER, _VALUE, h.tenant, h.req_id, h.prefix_hash,
+                            h.chunk_idx, chunk.chunk_count, chunk.value_len, len(value).bit_length() - 1, 0,
+                            chunk.version, chunk.csum, 0)  # `_reply`'s fields, packed at once: the hot path
+        return reply, value  # the stored chunk as it is: no copy
 
     # ---- writes: staged per writer, committed per block ---------------------------------------------
 
