@@ -290,3 +290,30 @@ def test_a_4_mib_read_in_1_kib_chunks_under_5_percent_loss_per_hop_completes(see
     transport = LossyTransport(SimTransport(node, clock), EACH_WAY, random.Random(seed))
     with KVPClient(ClientOptions(timeout=1.0, retries=5, window=32), transport, clock=clock) as client:
         assert client.get_block(100).data == data
+
+
+def test_a_read_rides_through_five_seconds_of_total_outage_as_a_switch_restart():
+    data = random.Random(8).randbytes(400 * 1024)
+    node = stored({0x5E: data})
+    clock = SimClock()
+    outage: list[float] = []
+    replies, sent_during = [], []
+
+    def switch_down(datagram, direction):
+        """Down for 5 s from the 50th reply on: nothing passes either way."""
+        if not outage and len(replies) == 50:
+            outage[:] = [clock.now, clock.now + 5.0]
+        down = bool(outage) and outage[0] <= clock.now < outage[1]
+        if down and direction == "out":
+            sent_during.append(clock.now)
+        elif direction == "in" and not down:
+            replies.append(clock.now)
+        return down
+
+    transport = LossyTransport(SimTransport(node, clock), 0.0, random.Random(0), switch_down)
+    with KVPClient(ClientOptions(timeout=0.05, retries=0), transport, clock=clock) as client:
+        block = client.get_block(0x5E, chunks=400)
+    assert block.data == data
+    assert clock.now > outage[1], "the read spanned the outage"
+    assert len(sent_during) >= 5, "it kept resending through the outage"
+    assert max(c.attempts for c in block.chunks) <= 8, "backoff: no more than a few resends in 5 s"
