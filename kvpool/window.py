@@ -33,6 +33,10 @@ from kvpool.transport import Transport
 from kvpool.wire import HEADER, Header, check, encode, has_magic
 
 _REPLY_CODE = {int(req): int(rep) for req, rep in REPLY_OF.items()}
+REORDERING = 1 / 4
+"""A request counts as lost when one sent this fraction of SRTT after it was answered (RACK's reo_wnd)."""
+MIN_REORDERING = 0.001
+"""Seconds: the least reordering window, so requests sent in one burst never count each other lost."""
 DAMAGED_REPLIES = 4
 """Replies of one request that failed the caller's checks (`Window.retry`) before it gives up on it."""
 _BUSY = int(Status.BUSY)
@@ -83,6 +87,8 @@ class _Outstanding:
     deadline: float = 0.0
     in_flight: bool = False
     """Counted in the window: sent, not answered, not presumed lost."""
+    seq: int = 0
+    """The send's number in this window (later sends, higher numbers)."""
     done: bool = False
     """Answered (or cleared): a copy left in a resend queue is skipped."""
 
@@ -148,6 +154,10 @@ class Window:
         self._timers: list[tuple[float, int, int]] = []
         """(deadline, send seq, req_id) of every send; stale ones are skipped."""
         self._seq = 0
+        self._order: deque[tuple[int, _Outstanding]] = deque()
+        """(seq, item) of every send, oldest first: the order losses are detected in (`_detect_losses`)."""
+        self._delivered_sent_at = float("-inf")
+        """When the most recently sent request that was answered was sent (RACK's RACK.xmit_ts)."""
         self._in_flight = 0
         self.submitted = 0
         self.sent = 0
@@ -197,6 +207,7 @@ class Window:
         self._delayed.clear()
         self._pending.clear()
         self._timers.clear()
+        self._order.clear()
         self._in_flight = 0
 
     def __len__(self) -> int:
@@ -218,6 +229,8 @@ class Window:
         req_id = item.header.req_id
         self._pending[req_id] = item
         self._seq += 1
+        item.seq = self._seq
+        self._order.append((self._seq, item))
         heapq.heappush(self._timers, (item.deadline, self._seq, req_id))
         self.transport.send(item.data)
         self.sent += 1
@@ -264,11 +277,31 @@ class Window:
                 continue
             if self.tries is not None and item.attempts - item.busy >= self.tries:
                 raise self._timeout_error(f"after {item.attempts - item.busy} tries", item)
-            item.in_flight = False
-            self._in_flight -= 1
-            self.path.congestion.on_loss(item.sent_at, now)
-            self.resent += 1
-            self._resend.append(item)
+            self._lost(item, now)
+
+    def _lost(self, item: _Outstanding, now: float) -> None:
+        """`item` is presumed lost: out of the window's count, the window cut, resent before anything new."""
+        item.in_flight = False
+        self._in_flight -= 1
+        self.path.congestion.on_loss(item.sent_at, now)
+        self.resent += 1
+        self._resend.append(item)
+
+    def _detect_losses(self, now: float) -> None:
+        """Requests presumed lost because a request sent REORDERING of a round trip after them was answered
+        (RACK, RFC 8985, by send time): the switch and the node answer in order, so one lost request is resent
+        after about a round trip instead of a whole RTO, while the rest of the window goes on."""
+        gap = max(self.path.rto.smoothed * REORDERING, MIN_REORDERING)
+        order = self._order
+        while order:
+            seq, item = order[0]
+            if item.done or not item.in_flight or item.seq != seq:
+                order.popleft()  # answered, already presumed lost, or resent since (a newer entry)
+                continue
+            if item.sent_at + gap > self._delivered_sent_at:
+                return
+            order.popleft()
+            self._lost(item, now)
 
     def _next_deadline(self) -> float | None:
         while self._timers:
@@ -362,6 +395,9 @@ class Window:
             self._in_flight -= 1
         if item.attempts == 1:  # Karn: a resent request's reply may answer any of its sends
             self.path.rto.sample(now - item.sent_at)
+            if item.sent_at > self._delivered_sent_at:
+                self._delivered_sent_at = item.sent_at
+                self._detect_losses(now)
         self.path.congestion.on_reply(bool(reply.flags & _CONGESTED))
         value: bytes | memoryview = b""
         if reason is None and reply.flags & _VALUE:

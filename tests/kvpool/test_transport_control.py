@@ -317,3 +317,53 @@ def test_a_read_rides_through_five_seconds_of_total_outage_as_a_switch_restart()
     assert clock.now > outage[1], "the read spanned the outage"
     assert len(sent_during) >= 5, "it kept resending through the outage"
     assert max(c.attempts for c in block.chunks) <= 8, "backoff: no more than a few resends in 5 s"
+
+
+class DelayTransport(SimTransport):
+    """Replies come back `rtt` simulated seconds after their request was sent (in order), not at once."""
+
+    rtt = 0.010
+
+    def __init__(self, node, clock):
+        super().__init__(node, clock)
+        self.due: list[tuple[float, bytes]] = []
+        self.sends: list[tuple[float, int]] = []
+
+    def send(self, data):
+        self.sends.append((self.clock.now, Header.unpack(data).chunk_idx))
+        before = len(self.inbox)
+        super().send(data)
+        while len(self.inbox) > before:
+            self.due.append((self.clock.now + self.rtt, self.inbox.pop()))
+
+    def recv(self, timeout):
+        if self.due and self.due[0][0] <= self.clock.now + timeout:
+            at, data = self.due.pop(0)
+            self.clock.now = max(self.clock.now, at)
+            return data
+        self.clock.now += max(timeout, 0.0) + 1e-9
+        return None
+
+
+def test_a_lost_request_is_resent_once_a_later_request_is_answered_before_its_timer_runs_out():
+    node = stored({1: bytes(64 * 1024)})
+    clock = SimClock()
+    sends_of_2: list[float] = []
+
+    def drop_chunk_2_once(data, direction):
+        h = Header.unpack(data)
+        if direction == "out" and h.chunk_idx == 2:
+            sends_of_2.append(clock.now)
+            return len(sends_of_2) == 1
+        return False
+
+    inner = DelayTransport(node, clock)
+    transport = LossyTransport(inner, 0.0, random.Random(0), drop_chunk_2_once)
+    options = ClientOptions(timeout=0.5, retries=0, initial_window=4, window=4)
+    with KVPClient(options, transport, clock=clock) as client:
+        block = client.get_block(1, chunks=64)
+    assert block.chunks[2].attempts == 2 and client.resent == 1
+    first, again = sends_of_2[0] - 1000.0, sends_of_2[1] - 1000.0
+    assert first == 0.0
+    assert again == pytest.approx(2 * DelayTransport.rtt), \
+        "resent when the next round's reply showed it missing, not after the 0.5 s initial RTO"
