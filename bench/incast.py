@@ -8,7 +8,8 @@ path MTU: 1 KiB and 8 KiB); N = 1, 8, 16, 32 on 16 MiB cold blocks; two cases: e
 the general incast, coalescing cannot help); without loss and with 5% loss on each hop both ways (emulated
 in each reader's transport: this kernel has no netem). Per row: completion p50/p99, Jain's fairness index of
 the per-reader goodputs, aggregate goodput against the lone reader's (N = 1, same MTU, case and loss, in the
-same run), GETs resent after a timeout (and % of the chunks read), BUSY replies, F_CONGESTED marks seen,
+same run), GETs resent (timer or RACK; and % of the chunks read), duplicate replies (a resend whose first
+try was answered after all: spurious), BUSY replies, F_CONGESTED marks seen,
 failed readers. No controller process runs in this bench (it programs the switch over P4Runtime itself), so
 there is no controller CPU to report. `--quick`: N = 1, 4 on 1 MiB blocks; `--ns`, `--mib`, `--mtus`,
 `--losses`, `--cases` choose rows.
@@ -182,6 +183,7 @@ def _realistic_readers(args: argparse.Namespace) -> int:
         except Exception as exc:  # a reader's failure is a result to report, not a crash of the run
             out["error"] = f"reader {i}: {exc}"
         out.update(sent=client.sent, resent=client.resent, busy=client.busy, cpu_s=time.process_time() - cpu,
+                   strays=client.stray_replies,
                    cwnd=client.path.congestion.cwnd, marks=client.path.congestion.marks,
                    srtt_ms=(client.path.rto.srtt or 0.0) * 1e3)
         client.close()
@@ -542,6 +544,7 @@ def measure_realistic(bed: Bed, mtu: int, case: str, readers: int, loss: float, 
             "reader_MB_per_s": goodputs,
             "resent_gets": resent, "resent_percent_of_chunks": 100 * resent / (readers * chunks),
             "busy_replies": sum(r["busy"] for r in got), "marks": sum(r["marks"] for r in got),
+            "duplicate_replies": sum(r.get("strays", 0) for r in got),
             "failed_readers": readers - len(ok), "errors": [r["error"] for r in got if r["error"]][:3],
             "sent": sum(r["sent"] for r in got), "reader_cpu_s": sum(r["cpu_s"] for r in got),
             "final_cwnd": [round(r["cwnd"], 1) for r in got], "srtt_ms": [round(r["srtt_ms"], 2) for r in got]}
@@ -549,15 +552,16 @@ def measure_realistic(bed: Bed, mtu: int, case: str, readers: int, loss: float, 
 
 def realistic_table(rows: list[dict]) -> str:
     lines = ["| MTU | case | loss/hop | N | chunk | p50 s | p99 s | Jain | aggregate MB/s | vs lone | "
-             "resent GETs (% of chunks) | BUSY | marks | failed |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "resent GETs (% of chunks) | duplicate replies | BUSY | marks | failed |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lone = r.get("lone_MB_per_s")
         vs = f"{r['aggregate_MB_per_s'] / lone:.2f}" if lone else "–"
         lines.append(f"| {r['mtu']} | {r['case']} | {r['loss_percent_per_hop']:g}% | {r['readers']} | "
                      f"{r['chunk_bytes']} | {r['completion_s']['p50']:.2f} | {r['completion_s']['p99']:.2f} | "
                      f"{r['jain']:.3f} | {r['aggregate_MB_per_s']:.1f} | {vs} | "
-                     f"{r['resent_gets']} ({r['resent_percent_of_chunks']:.2f}%) | {r['busy_replies']} | "
+                     f"{r['resent_gets']} ({r['resent_percent_of_chunks']:.2f}%) | {r.get('duplicate_replies', 0)} | "
+                     f"{r['busy_replies']} | "
                      f"{r['marks']} | {r['failed_readers']}{' ' + r['errors'][0][:80] if r['errors'] else ''} |")
     return "\n".join(lines)
 
