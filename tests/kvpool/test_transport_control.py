@@ -7,6 +7,7 @@ only while the client waits for something that cannot come, so no verdict depend
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 
@@ -367,3 +368,31 @@ def test_a_lost_request_is_resent_once_a_later_request_is_answered_before_its_ti
     assert first == 0.0
     assert again == pytest.approx(2 * DelayTransport.rtt), \
         "resent when the next round's reply showed it missing, not after the 0.5 s initial RTO"
+
+
+class MtuTransport(SimTransport):
+    """A path whose MTU the transport reports, as `UdpTransport.path_mtu` does from IP_MTU."""
+
+    mtu = 1500
+
+    def path_mtu(self):
+        return self.mtu
+
+
+@pytest.mark.parametrize(("mtu", "chunk"), [(1500, 1024), (9000, 8192), (4000, 2048)])
+def test_put_block_picks_the_chunk_size_from_the_path_mtu(mtu, chunk):
+    node = StorageNode(StorageOptions())
+    data = random.Random(mtu).randbytes(100_000)
+    MtuTransport.mtu = mtu
+    with sim_client(node, transport=MtuTransport) as client:
+        assert client.path_mtu() == mtu
+        client.put_block(1, data, version=1)
+        block = client.get_block(1)
+    assert block.data == data and len(block.chunks) == -(-len(data) // chunk)
+
+
+def test_a_udp_transport_reads_the_path_mtu_towards_its_server():
+    from kvpool.transport import UdpTransport
+
+    with contextlib.closing(UdpTransport(("127.0.0.1", 9))) as transport:
+        assert transport.path_mtu() == 65535  # loopback: 65,536, reported by IP_MTU as 65,535
