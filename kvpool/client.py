@@ -188,6 +188,8 @@ class KVPClient:
         """Requests resent because their timer ran out."""
         self.busy = 0
         """BUSY replies: requests the storage node shed (resent after a backoff)."""
+        self.spurious = 0
+        """Resends proved unneeded (both sends were answered)."""
 
     def close(self) -> None:
         self.transport.close()
@@ -209,6 +211,7 @@ class KVPClient:
         self.sent += window.sent
         self.resent += window.resent
         self.busy += window.busy
+        self.spurious += window.spurious
 
     def _header(self, opcode: Opcode, prefix_hash: int, chunk_idx: int = 0, chunk_count: int = 1,
                 flags: int = 0, **fields: int) -> Header:

@@ -12,6 +12,8 @@ then by one per window of replies (additive increase). It shrinks on three signa
   before the last cut belongs to the event that caused that cut (as NewReno's recovery);
 * **BUSY** (the storage node shed the request): the window halves (once per round trip), the node said so.
 
+A loss cut proved wrong (the request's first reply arrived after all, seen as a duplicate) is undone.
+
 `window_cap` bounds it (the client's `window` option), `minimum` keeps at least one request in flight.
 
 Pacing spreads a window's sends over a round trip (`Pacer`): a reader that resumes after a timeout, or many
@@ -61,8 +63,11 @@ class CongestionWindow:
         self._round_size = self.cwnd
         self._last_cut = float("-inf")
         """When the window was last cut by a loss or BUSY (clock seconds)."""
+        self._undo: tuple[float, float] | None = None
+        """(cwnd, ssthresh) before the last loss cut, until it is undone or a newer cut replaces it."""
         self.marks = 0
         self.cuts = 0
+        self.undone = 0
         self.losses = 0
         self.busy = 0
 
@@ -108,9 +113,19 @@ class CongestionWindow:
         self.busy += 1
         self._cut(BUSY_BETA, sent_at, now)
 
+    def undo(self) -> None:
+        """The last loss cut was spurious (the "lost" request's first reply came after all): restore the window
+        it cut, once (as Linux undoes a cut on a DSACK)."""
+        if self._undo is None:
+            return
+        self.cwnd, self.ssthresh = max(self.cwnd, self._undo[0]), max(self.ssthresh, self._undo[1])
+        self._undo = None
+        self.undone += 1
+
     def _cut(self, beta: float, sent_at: float, now: float) -> None:
         if not self.adaptive or sent_at <= self._last_cut:
             return
+        self._undo = (self.cwnd, self.ssthresh) if beta == LOSS_BETA else None
         self.cwnd = max(self.limits.minimum, self.cwnd * beta)
         self.ssthresh = max(self.cwnd, 2.0)
         self._last_cut = now

@@ -5,7 +5,8 @@ a data-centre path: the bounds are the caller's (`min_rto`, by default 20 ms, no
 tens of microseconds to tens of milliseconds), and backoff is per request (`backoff`: the RTO doubled per try
 already sent, up to `max_rto`), because a window keeps one timer per request rather than one per connection.
 Karn's rule is the caller's: only a request answered after its first and only send is a sample
-(`kvpool.window`), so a late reply to a resent request never shrinks the timer.
+(`kvpool.window`), so a late reply to a resent request never shrinks the timer. A timeout proved spurious
+(both sends of a request were answered) raises the RTO's floor for a while (`spurious`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ BETA = 1 / 4
 """Gain of RTTVAR (RFC 6298)."""
 K = 4
 """RTO = SRTT + K x RTTVAR (RFC 6298)."""
+FLOOR_DECAY = 0.99
+"""Per RTT sample, how a raised RTO floor returns towards the minimum (about 70 samples to halve)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,9 @@ class RtoEstimator:
         """Smoothed round trip (seconds); None before the first sample."""
         self.rttvar = 0.0
         self.samples = 0
+        self.floor = self.bounds.minimum
+        """The lowest RTO now: `minimum`, raised by each spurious timeout (`spurious`), decaying back per sample."""
+        self.spurious_timeouts = 0
 
     def sample(self, rtt: float) -> None:
         """One measured round trip of a request sent once (Karn's rule: the caller never passes a resend's)."""
@@ -55,13 +61,23 @@ class RtoEstimator:
             self.rttvar = (1 - BETA) * self.rttvar + BETA * abs(self.srtt - rtt)
             self.srtt = (1 - ALPHA) * self.srtt + ALPHA * rtt
         self.samples += 1
+        if self.floor > self.bounds.minimum:
+            self.floor = max(self.bounds.minimum, self.floor * FLOOR_DECAY)
+
+    def spurious(self) -> None:
+        """A timer ran out for a request whose first reply came after all (its duplicate proved it): the path
+        stalls for longer than the RTO says (a loaded machine's scheduling, not the network), so the RTO's
+        floor doubles, up to a quarter of `maximum`, and decays back as samples come (as Eifel's response,
+        RFC 4015, makes the timer more conservative after a spurious timeout)."""
+        self.spurious_timeouts += 1
+        self.floor = min(max(self.floor * 2, self.bounds.minimum), self.bounds.maximum / 4)
 
     @property
     def rto(self) -> float:
         """The timeout of a request's first send."""
         if self.srtt is None:
             return min(max(self.bounds.initial, self.bounds.minimum), self.bounds.maximum)
-        return min(max(self.srtt + K * self.rttvar, self.bounds.minimum), self.bounds.maximum)
+        return min(max(self.srtt + K * self.rttvar, self.floor), self.bounds.maximum)
 
     def backoff(self, sends: int) -> float:
         """The timeout after a request's `sends`-th send: the RTO doubled per earlier send, at most `maximum`."""

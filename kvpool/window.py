@@ -23,7 +23,7 @@ import heapq
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvpool.congestion import CongestionWindow, Pacer, WindowLimits
 from kvpool.constants import KVP_HEADER_LEN, REPLY_OF, Flag, Opcode, Status
@@ -37,6 +37,8 @@ REORDERING = 1 / 4
 """A request counts as lost when one sent this fraction of SRTT after it was answered (RACK's reo_wnd)."""
 MIN_REORDERING = 0.001
 """Seconds: the least reordering window, so requests sent in one burst never count each other lost."""
+RESENDS_REMEMBERED = 4096
+"""Answered resends remembered to recognise their duplicate replies (spurious resends)."""
 DAMAGED_REPLIES = 4
 """Replies of one request that failed the caller's checks (`Window.retry`) before it gives up on it."""
 _BUSY = int(Status.BUSY)
@@ -121,6 +123,9 @@ class PathState:
     rto: RtoEstimator
     congestion: CongestionWindow
     pacer: Pacer
+    resent_answered: dict[int, bool] = field(default_factory=dict)
+    """req_ids of resent requests that were answered, oldest first: a later duplicate reply proves the resend
+    was not needed (recognised by any window of the client, the duplicate may come after its call ended)."""
 
     @classmethod
     def new(cls, rto: RtoBounds | None = None, limits: WindowLimits | None = None, adaptive: bool = True,
@@ -168,6 +173,9 @@ class Window:
         """BUSY replies received."""
         self.strays = 0
         """Datagrams that answered nothing outstanding (late duplicates, replies to cleared requests)."""
+        self.spurious = 0
+        """Resends proved unneeded: the request's second reply came too (the timer was undone, `kvpool.rto`)."""
+
         self.wrong: list[str] = []
         """Replies with our req_id that did not answer the request (wrong key or opcode)."""
         self._heard_at: float | None = None
@@ -375,6 +383,10 @@ class Window:
         item = self._pending.get(reply.req_id)
         if item is None:
             self.strays += 1
+            if self.path.resent_answered.pop(reply.req_id, False) and check(data) is None:
+                self.path.rto.spurious()  # both sends were answered: the timer ran out too early
+                self.path.congestion.undo()
+                self.spurious += 1
             return None
         reason = check(data)
         if reason is None and not answers(reply, item.header):
@@ -390,6 +402,11 @@ class Window:
             self.wrong.append(f"{describe(reply)} ({reason.value})")
         del self._pending[reply.req_id]
         item.done = True
+        if item.attempts > item.busy + 1:  # resent: a second reply would show the resend was not needed
+            remembered = self.path.resent_answered
+            remembered[reply.req_id] = True
+            if len(remembered) > RESENDS_REMEMBERED:
+                del remembered[next(iter(remembered))]
         if item.in_flight:
             item.in_flight = False
             self._in_flight -= 1

@@ -396,3 +396,58 @@ def test_a_udp_transport_reads_the_path_mtu_towards_its_server():
 
     with contextlib.closing(UdpTransport(("127.0.0.1", 9))) as transport:
         assert transport.path_mtu() == 65535  # loopback: 65,536, reported by IP_MTU as 65,535
+
+
+def test_a_spurious_timeout_raises_the_rto_floor_which_decays_back_with_samples():
+    rto = RtoEstimator(RtoBounds(initial=0.5, minimum=0.02, maximum=4.0))
+    for _ in range(20):
+        rto.sample(0.001)
+    assert rto.rto == 0.02
+    rto.spurious()
+    rto.spurious()
+    assert rto.floor == pytest.approx(0.08) and rto.rto == pytest.approx(0.08)
+    for _ in range(30):
+        rto.spurious()
+    assert rto.floor == 1.0, "at most a quarter of the maximum"
+    for _ in range(1000):
+        rto.sample(0.001)
+    assert rto.rto == 0.02
+
+
+def test_undo_restores_the_window_a_spurious_loss_cut_took():
+    w = CongestionWindow(WindowLimits(initial=20, cap=32))
+    w.on_loss(sent_at=1.0, now=2.0)
+    assert w.cwnd == pytest.approx(14)
+    w.undo()
+    assert w.cwnd == 20 and w.undone == 1
+    w.undo()  # once per cut
+    assert w.cwnd == 20 and w.undone == 1
+    w.on_busy(sent_at=3.0, now=4.0)
+    w.undo()  # a BUSY is never spurious: the node said it
+    assert w.cwnd == 10
+
+
+class SlowReplyTransport(DelayTransport):
+    """As DelayTransport, but the first reply to chunk 5 takes 0.3 s (a stalled switch or reader)."""
+
+    def send(self, data):
+        h = Header.unpack(data)
+        before = len(self.due)
+        super().send(data)
+        if h.chunk_idx == 5 and not getattr(self, "slowed", False) and len(self.due) > before:
+            self.slowed = True
+            at, reply = self.due.pop()
+            self.due.append((at + 0.3, reply))
+        self.due.sort(key=lambda d: d[0])
+
+
+def test_a_resend_whose_first_reply_comes_after_all_is_recognised_and_undone():
+    node = stored({1: bytes(256 * 1024)})
+    clock = SimClock()
+    inner = SlowReplyTransport(node, clock)
+    options = ClientOptions(timeout=0.05, retries=0, initial_window=4, window=4)
+    with KVPClient(options, inner, clock=clock) as client:
+        client.get_block(1, chunks=256)  # 64 round trips of 10 ms: the late reply comes during the read
+        assert client.resent >= 1 and client.spurious == 1
+        assert client.path.rto.spurious_timeouts == 1 and client.path.congestion.undone == 1
+        assert client.path.congestion.cwnd == 4, "the window the spurious cut took is back"
