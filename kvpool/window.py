@@ -168,14 +168,14 @@ class Window:
         self.sent = 0
         """Datagrams sent, resends included."""
         self.resent = 0
-        """Resends after a timer ran out (BUSY resends not included)."""
+        """Requests presumed lost and resent (timer ran out, or a later request was answered first); BUSY
+        resends not included."""
         self.busy = 0
         """BUSY replies received."""
         self.strays = 0
         """Datagrams that answered nothing outstanding (late duplicates, replies to cleared requests)."""
         self.spurious = 0
-        """Resends proved unneeded: the request's second reply came too (the timer was undone, `kvpool.rto`)."""
-
+        """Resends proved unneeded: the request's second reply came too (the cut was undone, `kvpool.rto`)."""
         self.wrong: list[str] = []
         """Replies with our req_id that did not answer the request (wrong key or opcode)."""
         self._heard_at: float | None = None
