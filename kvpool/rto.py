@@ -19,8 +19,9 @@ BETA = 1 / 4
 """Gain of RTTVAR (RFC 6298)."""
 K = 4
 """RTO = SRTT + K x RTTVAR (RFC 6298)."""
-FLOOR_DECAY = 0.99
-"""Per RTT sample, how a raised RTO floor returns towards the minimum (about 70 samples to halve)."""
+FLOOR_DECAY = 0.999
+"""Per RTT sample, how a raised RTO floor returns towards the minimum (about 700 samples to halve: a few
+hundred ms of a busy reader, so a stall that recurs every few hundred ms keeps the floor up)."""
 
 
 @dataclass(frozen=True, slots=True)
