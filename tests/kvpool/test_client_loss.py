@@ -80,7 +80,7 @@ def test_a_lost_put_ack_is_resent_and_reported_as_success():
         return False
 
     with local_client(n, drop=drop_the_commits_acks) as client:
-        client.put_block(0xACC, b"z" * 300, version=1)  # before issue 9 the resend got ERR_STALE and this raised
+        client.put_block(0xACC, b"z" * 300, version=1)  # the resend is OK (docs/protocol.md, *Atomic blocks*), never ERR_STALE
         assert len(lost) == 3 and client.sent == 4  # three chunks, one resend (of the chunk that completed it)
         assert client.get_block(0xACC).data == b"z" * 300
     assert n.counters["status.OK"] >= 4

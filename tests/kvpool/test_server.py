@@ -60,7 +60,7 @@ def test_tenants_do_not_share_blocks(make_node):
 
 @pytest.mark.parametrize(("version", "status"), [(1, Status.ERR_STALE), (2, Status.ERR_CONFLICT)])
 def test_write_not_newer_than_stored_is_refused_and_not_applied(make_node, version, status):
-    # Contract change (issue 9): the same version with other bytes is ERR_CONFLICT now (it was ERR_STALE).
+    # docs/protocol.md, *Atomic blocks*: the same version with other bytes is ERR_CONFLICT now (it was ERR_STALE).
     n = make_node()
     put(n, 0xAA, b"new", 2)
     ack = put(n, 0xAA, b"old", version)
