@@ -1,4 +1,24 @@
-"""N-to-1 incast at real block sizes: N readers of one cold block through the softswitch, coalescing on and off.
+"""N-to-1 incast at real block sizes through the softswitch: first as a user meets it, then the coalescing study.
+
+**Realistic mode (first, always).** One process per reader with the client's DEFAULT options (congestion
+control, RTO from the measured round trip, nothing tuned), released at one instant, every reader verifying its
+block's SHA-256; at MTU 1500 and 9000 (blocks written in the chunk size the client's default picks for that
+path MTU: 1 KiB and 8 KiB); N = 1, 8, 16, 32 on 16 MiB cold blocks; two cases: every reader on one block
+(`one-block`, coalescing can help), and each reader on its own block on the one storage node (`own-blocks`:
+the general incast, coalescing cannot help); without loss and with 5% loss on each hop both ways (emulated
+in each reader's transport: this kernel has no netem). Per row: completion p50/p99, Jain's fairness index of
+the per-reader goodputs, aggregate goodput against the lone reader's (N = 1, same MTU, case and loss, in the
+same run), GETs resent (timer or RACK; and % of the chunks read), duplicate replies (a resend whose first
+try was answered after all: spurious), BUSY replies, F_CONGESTED marks seen,
+failed readers. No controller process runs in this bench (it programs the switch over P4Runtime itself), so
+there is no controller CPU to report. `--quick`: N = 1, 4 on 1 MiB blocks; `--ns`, `--mib`, `--mtus`,
+`--losses`, `--cases` choose rows.
+
+    sudo .venv/bin/python -m bench incast --out out/bench                        (the full realistic table)
+    sudo .venv/bin/python -m bench.incast --ns 1,8,16 --mib 4 --out out/bench    (reduced)
+
+**Coalescing study (`--coalescing-study`, or `--rows`).** N readers of one cold block, coalescing on and off,
+tuned readers (8 KiB chunks, MTU 9000, fixed timers):
 
 The bed is `kvtesting.vethnet.VethNet` (client and storage node in their own namespaces, `python -m softswitch`
 running kvswitch.p4 between them over veth, MTU raised to 9000 here so 8 KiB chunks fit). For every block size
@@ -31,7 +51,7 @@ Also: the same with 1% loss (each reader's transport drops 1% of its datagrams b
 `kvpool.transport.LossyTransport`: this machine's kernel has no netem), every reader must still complete with
 verified bytes; and one client's block read rate (the N = 1 rows), the goal being >= 100 MB/s.
 
-    sudo .venv/bin/python -m bench incast --out out/bench          (root: namespaces, veth, netem)
+    sudo .venv/bin/python -m bench.incast --coalescing-study --out out/bench   (realistic rows, then the study)
     sudo .venv/bin/python -m bench.incast --rows '1:8,32' --modes in-step --trace-dir out/trace   (a quick look)
 """
 
@@ -96,7 +116,7 @@ def _agent(argv: list[str]) -> int:
     from kvpool.client import ClientOptions, KVPClient
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--agent", choices=("write", "stat", "readers"), required=True)
+    parser.add_argument("--agent", choices=("write", "stat", "readers", "realistic"), required=True)
     parser.add_argument("--server", required=True)
     parser.add_argument("--ph", type=int, required=True)
     parser.add_argument("--size", type=int, required=True)
@@ -105,11 +125,15 @@ def _agent(argv: list[str]) -> int:
     parser.add_argument("--loss", type=float, default=0.0, help="fraction of datagrams each reader drops")
     parser.add_argument("--in-step", action="store_true", help="the N readers in one event loop (see _read_in_step)")
     parser.add_argument("--trace", type=Path, help="write every reader's GET and reply times here (JSON)")
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="chunk size of the written block")
+    parser.add_argument("--phs", default="", help="realistic readers: reader i reads block phs[i % len]")
     args = parser.parse_args(argv)
+    if args.agent == "realistic":
+        return _realistic_readers(args)
     options = ClientOptions(server=(args.server, 7420), tenant=TENANT, timeout=READER_TIMEOUT,
-                            retries=READER_RETRIES, window=READER_WINDOW, chunk_size=CHUNK)
+                            retries=READER_RETRIES, window=READER_WINDOW, chunk_size=args.chunk)
     data = block_data(args.seed, args.size)
-    chunks = max(1, -(-args.size // CHUNK))
+    chunks = max(1, -(-args.size // args.chunk))
     if args.agent == "write":
         with KVPClient(options) as client:
             client.put_block(args.ph, data, version=1)
@@ -124,6 +148,54 @@ def _agent(argv: list[str]) -> int:
     del data
     read = _read_in_step if args.in_step else _read_together
     print(json.dumps(read(options, args, chunks, digest)))
+    return 0
+
+
+def _realistic_readers(args: argparse.Namespace) -> int:
+    """N reader processes with the client's DEFAULT options, released at one instant; reader i reads the block
+    `phs[i % len(phs)]` (one block for all, or one block each), whose bytes come from seed `ph & 0xFFFF`.
+    `--loss` is dropped by each reader's transport in each direction. Prints one JSON line of per-reader
+    results: completion time, verified, requests sent, resent after a timeout, BUSY replies, error."""
+    import multiprocessing as mp
+
+    from kvpool.client import ClientOptions, KVPClient
+    from kvpool.transport import LossyTransport, UdpTransport
+
+    phs = [int(p) for p in args.phs.split(",")]
+    digests = {ph: hashlib.sha256(block_data(ph & 0xFFFF, args.size)).hexdigest() for ph in set(phs)}
+    ctx = mp.get_context("fork")
+    results = ctx.Queue()
+    start_at = time.monotonic() + 0.5 + 0.02 * args.readers  # one CLOCK_MONOTONIC for every process
+
+    def read(i: int) -> None:
+        ph = phs[i % len(phs)]
+        options = ClientOptions(server=(args.server, 7420), tenant=TENANT)  # the defaults, nothing tuned
+        client = KVPClient(options, LossyTransport(UdpTransport(options.server), args.loss, random.Random(i)))
+        out: dict[str, Any] = {"i": i, "time": None, "verified": False, "error": None}
+        cpu = time.process_time()
+        time.sleep(max(0.0, start_at - time.monotonic()))
+        began = time.monotonic()
+        try:
+            block = client.get_block(ph)
+            out["time"] = time.monotonic() - began
+            out["verified"] = hashlib.sha256(block.data).hexdigest() == digests[ph]
+            out["chunks"] = len(block.chunks)
+        except Exception as exc:  # a reader's failure is a result to report, not a crash of the run
+            out["error"] = f"reader {i}: {exc}"
+        out.update(sent=client.sent, resent=client.resent, busy=client.busy, cpu_s=time.process_time() - cpu,
+                   strays=client.stray_replies,
+                   cwnd=client.path.congestion.cwnd, marks=client.path.congestion.marks,
+                   srtt_ms=(client.path.rto.srtt or 0.0) * 1e3)
+        client.close()
+        results.put(out)
+
+    procs = [ctx.Process(target=read, args=(i,), daemon=True) for i in range(args.readers)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=900) for _ in procs]
+    for p in procs:
+        p.join()
+    print(json.dumps(sorted(got, key=lambda r: r["i"])))
     return 0
 
 
@@ -321,17 +393,15 @@ def _sh(*args: str) -> None:
 class Bed:
     """VethNet plus what incast needs: jumbo MTU, coalescing on/off over P4Runtime, agents in namespaces."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, tag: str = "inc") -> None:
         from kvtesting.vethnet import VethNet, VethNetOptions
 
-        self.net = VethNet(VethNetOptions(tag="inc", storage_args=("--capacity", str(4 << 30))), workdir)
+        self.net = VethNet(VethNetOptions(tag=tag, storage_args=("--capacity", str(4 << 30))), workdir)
         self.epoch = 0
 
     def __enter__(self) -> Bed:
         self.net.__enter__()
-        for host in self.net.hosts:
-            _sh("ip", "link", "set", self.net.switch_if(host), "mtu", str(MTU))
-            _sh("ip", "-n", self.net.netns(host), "link", "set", self.net.host_if(host), "mtu", str(MTU))
+        self.set_mtu(MTU)
         from controller.coalescing import group_layouts
 
         sh = self.net.switch.sh  # type: ignore[union-attr]
@@ -341,6 +411,12 @@ class Bed:
                 group.add(port, rid)
             group.insert()
         return self
+
+    def set_mtu(self, mtu: int) -> None:
+        """Every veth of the bed (both ends) at `mtu` bytes."""
+        for host in self.net.hosts:
+            _sh("ip", "link", "set", self.net.switch_if(host), "mtu", str(mtu))
+            _sh("ip", "-n", self.net.netns(host), "link", "set", self.net.host_if(host), "mtu", str(mtu))
 
     def options(self):
         """The controller's coalescing options for this bed (its groups and `set_coalesce_config`'s params)."""
@@ -420,6 +496,109 @@ def measure(bed: Bed, mib: int, readers: int, on: bool, ph: int, loss: float = 0
             "coalesce_events": {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}}
 
 
+# ---- the realistic mode: client defaults, one process per reader, MTU 1500 and 9000, with and without loss ----
+
+@dataclass(frozen=True)
+class Realistic:
+    """What the realistic mode measures: every (MTU, case, loss, N)."""
+
+    mtus: tuple[int, ...] = (1500, 9000)
+    cases: tuple[str, ...] = ("one-block", "own-blocks")
+    """`one-block`: every reader reads the same block; `own-blocks`: reader i its own block, all on one node."""
+    readers: tuple[int, ...] = (1, 8, 16, 32)
+    """N = 1 is the lone reader: every other row's aggregate goodput is compared with it."""
+    block_mib: int = 16
+    losses: tuple[float, ...] = (0.0, 5.0)
+    """Percent lost on each veth hop, both ways; emulated at each reader (this kernel has no netem): a round
+    trip crosses two hops each way, so a reader's transport drops 1 - 0.95^2 of its datagrams each way."""
+
+
+REALISTIC_FULL = Realistic()
+REALISTIC_QUICK = Realistic(readers=(1, 4), block_mib=1)
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index of per-reader goodputs: 1 when equal, 1/n when one reader has everything."""
+    if not values:
+        return float("nan")
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values)) if any(values) else float("nan")
+
+
+def measure_realistic(bed: Bed, mtu: int, case: str, readers: int, loss: float, phs: list[int],
+                      size: int, chunk: int) -> dict:
+    blocks = phs[:1] if case == "one-block" else phs[:readers]
+    per_way = 1 - (1 - loss / 100) ** 2
+    got = bed.agent("client", "--agent", "realistic", "--readers", str(readers), "--loss", str(per_way),
+                    "--ph", "0", "--seed", "0", "--size", str(size), "--phs", ",".join(map(str, blocks)),
+                    timeout=1800)
+    times = [r["time"] for r in got if r["time"] is not None]
+    ok = [r for r in got if r["verified"]]
+    goodputs = [size / 1e6 / r["time"] for r in ok]
+    chunks = -(-size // chunk)
+    resent = sum(r["resent"] for r in got)
+    return {"mtu": mtu, "case": case, "readers": readers, "loss_percent_per_hop": loss, "block_bytes": size,
+            "chunk_bytes": chunk, "chunks_per_block": chunks,
+            "completion_s": {"p50": _percentile(times, 50), "p99": _percentile(times, 99)},
+            "jain": jain(goodputs),
+            "aggregate_MB_per_s": (len(ok) * size / 1e6 / max(r["time"] for r in ok)) if ok else 0.0,
+            "reader_MB_per_s": goodputs,
+            "resent_gets": resent, "resent_percent_of_chunks": 100 * resent / (readers * chunks),
+            "busy_replies": sum(r["busy"] for r in got), "marks": sum(r["marks"] for r in got),
+            "duplicate_replies": sum(r.get("strays", 0) for r in got),
+            "failed_readers": readers - len(ok), "errors": [r["error"] for r in got if r["error"]][:3],
+            "sent": sum(r["sent"] for r in got), "reader_cpu_s": sum(r["cpu_s"] for r in got),
+            "final_cwnd": [round(r["cwnd"], 1) for r in got], "srtt_ms": [round(r["srtt_ms"], 2) for r in got]}
+
+
+def realistic_table(rows: list[dict]) -> str:
+    lines = ["| MTU | case | loss/hop | N | chunk | p50 s | p99 s | Jain | aggregate MB/s | vs lone | "
+             "resent GETs (% of chunks) | duplicate replies | BUSY | marks | failed |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lone = r.get("lone_MB_per_s")
+        vs = f"{r['aggregate_MB_per_s'] / lone:.2f}" if lone else "–"
+        lines.append(f"| {r['mtu']} | {r['case']} | {r['loss_percent_per_hop']:g}% | {r['readers']} | "
+                     f"{r['chunk_bytes']} | {r['completion_s']['p50']:.2f} | {r['completion_s']['p99']:.2f} | "
+                     f"{r['jain']:.3f} | {r['aggregate_MB_per_s']:.1f} | {vs} | "
+                     f"{r['resent_gets']} ({r['resent_percent_of_chunks']:.2f}%) | {r.get('duplicate_replies', 0)} | "
+                     f"{r['busy_replies']} | "
+                     f"{r['marks']} | {r['failed_readers']}{' ' + r['errors'][0][:80] if r['errors'] else ''} |")
+    return "\n".join(lines)
+
+
+def run_realistic(bed: Bed, plan: Realistic, ph_base: int) -> list[dict]:
+    """Every row of `plan` in one bed, coalescing on as the controller configures it; the blocks of each MTU
+    are written once (in the chunks the client's default picks on a path of that MTU), read cold by every row
+    (chunks over a slot's 128 bytes are never cached by the switch)."""
+    from kvpool.blocks import chunk_len_for_mtu
+
+    rows: list[dict] = []
+    size = plan.block_mib << 20
+    bed.coalescing(True)
+    for mtu in plan.mtus:
+        bed.set_mtu(mtu)
+        chunk = chunk_len_for_mtu(mtu)
+        ph_base += 0x1000
+        phs = [ph_base + i for i in range(max(plan.readers))]
+        for ph in phs:
+            bed.agent("storage", "--agent", "write", "--ph", str(ph), "--size", str(size), "--seed",
+                      str(ph & 0xFFFF), "--chunk", str(chunk))
+        for loss in plan.losses:
+            for case in plan.cases:
+                lone = None
+                for n in plan.readers:
+                    if n == 1 and lone is not None:
+                        continue
+                    row = measure_realistic(bed, mtu, case, n, loss, phs, size, chunk)
+                    if n == 1:
+                        lone = row["aggregate_MB_per_s"]
+                    row["lone_MB_per_s"] = lone
+                    rows.append(row)
+                    print(f"   {realistic_table(rows[-1:]).splitlines()[-1]}", flush=True)
+    bed.set_mtu(MTU)
+    return rows
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| readers | block | N | coalescing | loss | storage GETs (per chunk) | storage MB sent | p50 s | p99 s | "
              "all verified | MB/s per reader (p50) | start spread ms | chunk spread ms p50/p90 | coalesce_events |",
@@ -467,30 +646,43 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def run(out: Path, quick: bool = False, sizes: Sizes | None = None) -> dict:
+def run(out: Path, quick: bool = False, sizes: Sizes | None = None, realistic: Realistic | None = None,
+        coalescing_study: bool = False) -> dict:
+    """The realistic rows first (`realistic`, default REALISTIC_FULL / REALISTIC_QUICK), then, when asked, the
+    coalescing study (`sizes`: coalescing off and on, tuned readers)."""
+    plan = realistic or (REALISTIC_QUICK if quick else REALISTIC_FULL)
     sizes = sizes or (QUICK if quick else FULL)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    ph = 0x1C00_0000 + (int(time.time()) & 0xFFFF) * 0x100
+    ph = 0x1C00_0000 + (int(time.time()) & 0xFFFF) * 0x10000
     started = time.perf_counter()
     with Bed(out / "incast-bed") as bed:
-        for mib in sizes.block_mib:
+        realistic_rows = run_realistic(bed, plan, ph + 0x8000) if plan.readers else []
+        for mib in sizes.block_mib if coalescing_study else ():
             for n in sizes.readers[mib]:
                 for in_step in sizes.modes:
                     for on in (False, True):
                         ph += 1
                         rows.append(measure(bed, mib, n, on, ph, in_step=in_step))
                         print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
-        for on in (False, True) if sizes.loss_readers else ():
+        for on in (False, True) if sizes.loss_readers and coalescing_study else ():
             ph += 1
             rows.append(measure(bed, sizes.loss_mib, sizes.loss_readers, on, ph, loss=1.0))
             print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
-    result = {"bench": NAME, "chunk_bytes": CHUNK, "mtu": MTU, "coalesce_timeout_us": COALESCE_TIMEOUT_US,
+    result = {"bench": NAME, "realistic": {"rows": realistic_rows, "plan": plan.__dict__,
+                                           "client": "ClientOptions defaults (congestion control, RTO from RTT, "
+                                                     "chunk size from the path MTU)",
+                                           "controller_cpu_s": "no controller process: the bench programs the "
+                                                               "switch over P4Runtime itself"},
+              "chunk_bytes": CHUNK, "mtu": MTU, "coalesce_timeout_us": COALESCE_TIMEOUT_US,
               "baseline": "coalescing off = coalesce_config default action coalesce_off (the controller with "
                           "coalescing disabled)", "rows": rows, "wall_s": time.perf_counter() - started}
     (out / f"{NAME}.json").write_text(json.dumps(result, indent=2))
-    (out / f"{NAME}.md").write_text(table(rows) + "\n")
-    plot(rows, out / f"{NAME}.png")
+    text = "## Realistic: client defaults, one process per reader\n\n" + realistic_table(realistic_rows) + "\n"
+    if rows:
+        text += "\n## Coalescing study (tuned readers, 8 KiB chunks, MTU 9000)\n\n" + table(rows) + "\n"
+        plot(rows, out / f"{NAME}.png")
+    (out / f"{NAME}.md").write_text(text)
     return result
 
 
@@ -504,7 +696,21 @@ if __name__ == "__main__":
     parser.add_argument("--modes", choices=("processes", "in-step", "both"), default="both",
                         help="with --rows: which reader modes")
     parser.add_argument("--trace-dir", type=Path, help="write each row's per-reader GET/reply times here")
+    parser.add_argument("--coalescing-study", action="store_true",
+                        help="after the realistic rows, the coalescing off/on rows with tuned readers")
+    parser.add_argument("--mtus", help="realistic rows: MTUs, e.g. 1500,9000")
+    parser.add_argument("--ns", help="realistic rows: reader counts (1 first: the lone reader), e.g. 1,8,16,32")
+    parser.add_argument("--mib", type=int, help="realistic rows: block size in MiB")
+    parser.add_argument("--losses", help="realistic rows: percent loss per hop, e.g. 0,5")
+    parser.add_argument("--cases", help="realistic rows: one-block,own-blocks")
     args = parser.parse_args()
+    base = REALISTIC_QUICK if args.quick else REALISTIC_FULL
+    plan = Realistic(
+        mtus=tuple(int(x) for x in args.mtus.split(",")) if args.mtus else base.mtus,
+        cases=tuple(args.cases.split(",")) if args.cases else base.cases,
+        readers=tuple(int(x) for x in args.ns.split(",")) if args.ns else base.readers,
+        block_mib=args.mib or base.block_mib,
+        losses=tuple(float(x) for x in args.losses.split(",")) if args.losses else base.losses)
     if args.trace_dir:
         args.trace_dir.mkdir(parents=True, exist_ok=True)
         TRACE_DIR = args.trace_dir
@@ -514,4 +720,4 @@ if __name__ == "__main__":
                   (part.split(":") for part in args.rows.split(";"))}
         only = Sizes(tuple(wanted), wanted, loss_readers=0, loss_mib=1,
                      modes={"processes": (False,), "in-step": (True,), "both": (False, True)}[args.modes])
-    run(args.out, args.quick, only)
+    run(args.out, args.quick, only, plan, coalescing_study=args.coalescing_study or args.rows is not None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from kvpool.constants import CHUNK_SIZES, KVP_VALUE_LEN
+from kvpool.constants import CHUNK_SIZES, KVP_HEADER_LEN, KVP_VALUE_LEN
 from kvpool.keys import MAX_CHUNKS
 
 MAX_BLOCK_LEN = 1 << 30
@@ -22,9 +22,9 @@ MAX_BLOCK_LEN = 1 << 30
 protocol (which allows 2^32 - 1 chunks). A reply announcing more is refused before anything is allocated."""
 SMALL_BLOCK_LEN = 255 * KVP_VALUE_LEN
 """Blocks up to this size (32,640 bytes, the largest v1 block) travel in slot-sized 128-byte chunks by default,
-so the switch can store them; larger ones in `LARGE_CHUNK_LEN` chunks."""
+so the switch can store them; larger ones in the largest chunks the path MTU carries (`default_chunk_len`)."""
 LARGE_CHUNK_LEN = 1024
-"""Default chunk size of large blocks: 1 KiB keeps a message (1,068 bytes + UDP/IPv4/Ethernet) under a
+"""Chunk size of large blocks when the path MTU is unknown: 1 KiB keeps a message (1,068 bytes + UDP/IPv4/Ethernet) under a
 1,500-byte MTU; 4 KiB and 8 KiB chunks need jumbo frames (MTU 9000)."""
 
 
@@ -68,9 +68,25 @@ class Chunk:
         return self.value[:self.value_len]
 
 
-def default_chunk_len(size: int) -> int:
-    """The chunk size a writer uses for a block of `size` bytes when not told (see SMALL_BLOCK_LEN)."""
-    return KVP_VALUE_LEN if size <= SMALL_BLOCK_LEN else LARGE_CHUNK_LEN
+IP_UDP_OVERHEAD = 20 + 8
+"""Bytes of an IPv4 header without options and a UDP header: what a KVP message adds to a datagram's size."""
+
+
+def chunk_len_for_mtu(mtu: int) -> int:
+    """The largest chunk size whose whole datagram (IPv4 + UDP + KVP header + chunk) fits in `mtu` bytes; the
+    smallest chunk size when none does (the path then fragments, which still works)."""
+    room = mtu - IP_UDP_OVERHEAD - KVP_HEADER_LEN
+    fitting = [c for c in CHUNK_SIZES if c <= room]
+    return fitting[-1] if fitting else CHUNK_SIZES[0]
+
+
+def default_chunk_len(size: int, path_mtu: int | None = None) -> int:
+    """The chunk size a writer uses for a block of `size` bytes when not told: 128 B up to SMALL_BLOCK_LEN
+    (switch-cacheable), beyond that the largest chunk a datagram of the path MTU holds (1 KiB at 1,500 bytes,
+    8 KiB at 9,000), or LARGE_CHUNK_LEN when the MTU is unknown."""
+    if size <= SMALL_BLOCK_LEN:
+        return KVP_VALUE_LEN
+    return LARGE_CHUNK_LEN if path_mtu is None else chunk_len_for_mtu(path_mtu)
 
 
 def _check_chunk_len(chunk_len: int) -> None:

@@ -10,7 +10,11 @@
 PREFIX_HASH is decimal or 0x-hex. The client talks to one address, the storage node's; a switch on the way
 may answer GETs itself (status HIT_SWITCH) and punts INSERT/LOOKUP_META to the controller. Sockets are plain
 UDP (no root); messages are packed with `kvpool.wire` (the Scapy layer `kvpool.protocol` describes the same
-bytes), and a `kvpool.window.Window` keeps a window of chunk requests in flight, resending only late ones.
+bytes), and a `kvpool.window.Window` keeps a window of chunk requests in flight, resending only late ones: as
+many as the client's congestion window allows (`kvpool.congestion`, DCTCP-style: grown by replies, cut by the
+switch's F_CONGESTED marks, by losses and by the storage node's BUSY), paced, with retransmission timers from
+the measured round trips (`kvpool.rto`). A block read or write fails only when nothing at all answered for
+`give_up` seconds (30 s), never because one request was unlucky a few times (docs/protocol.md, *Transport*).
 
 Reads verify every chunk (CRC, version, count, chunk size) and never stitch two versions: when a newer write
 commits during a read, the read starts again at the newer version; chunks go straight into one buffer allocated
@@ -20,7 +24,8 @@ block; the write reports success exactly then (OK of any chunk means the whole b
 atomic). A resend after a lost ack is acknowledged OK by the node, so a stored write never looks failed.
 
 Blocks travel in chunks of one size per block (protocol v2: 128 B .. 8 KiB): by default 128 B up to 32,640
-bytes (switch-cacheable, as in v1) and 1 KiB beyond (fits a 1,500-byte MTU); `--chunk-size` chooses.
+bytes (switch-cacheable, as in v1), beyond that the largest chunk whose datagram fits the path MTU towards the
+server (1 KiB at 1,500 bytes, 8 KiB at 9,000); `--chunk-size` chooses.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from kvpool.blocks import (
     default_chunk_len,
     split,
 )
+from kvpool.congestion import WindowLimits
 from kvpool.constants import (
     KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
@@ -56,8 +62,9 @@ from kvpool.constants import (
     tiers_of,
 )
 from kvpool.errors import BlockNotFound, KVPError, KVPTimeout
+from kvpool.rto import RtoBounds
 from kvpool.transport import Transport, UdpTransport
-from kvpool.window import Answer, Window, describe
+from kvpool.window import Answer, PathState, Window, describe
 from kvpool.wire import Header
 
 __all__ = ["BlockNotFound", "BlockRead", "ChunkReply", "ClientOptions", "KVPClient", "KVPError", "KVPTimeout",
@@ -75,21 +82,41 @@ class ClientOptions:
     tenant: int = 0
     """Tenant id, part of every block key."""
     timeout: float = 0.5
-    """Seconds to wait for the replies of one round before resending what is missing."""
+    """Seconds before a request's first resend while no round trip was measured yet (the initial RTO; after
+    that the RTO comes from the measured round trips, RFC 6298, `kvpool.rto`)."""
     retries: int = 3
-    """Resends after the first try; then KVPTimeout."""
+    """Resends of a one-request call (STAT, LOOKUP_META, INSERT, TIER_MOVE) before KVPTimeout, so a probe stays
+    quick; block reads and writes are bounded by `give_up` instead. For a write: also the rounds resent when
+    every chunk was staged but the block never committed."""
     bypass: bool = False
     """Set F_BYPASS on every request: the switch neither answers nor fills (the "no switch pool" baseline)."""
     bind: str = "0.0.0.0"
     """Local address of the socket."""
     window: int = 32
-    """Chunk requests of one block read or write kept in flight (a write's chunks leave the window when the
-    storage node answers STAGED)."""
+    """Largest congestion window: chunk requests of one block read or write in flight at most (a write's
+    chunks leave the window when the storage node answers STAGED)."""
     chunk_size: int | None = None
-    """Bytes per chunk of written blocks (128, 256, ..., 8192); None: 128 up to 32,640-byte blocks, 1 KiB
-    beyond (`kvpool.blocks.default_chunk_len`)."""
+    """Bytes per chunk of written blocks (128, 256, ..., 8192); None: 128 up to 32,640-byte blocks, beyond that
+    the largest chunk whose datagram fits the path MTU towards the server (`kvpool.blocks.default_chunk_len`:
+    1 KiB at MTU 1500, 8 KiB at 9000)."""
     max_block: int = MAX_BLOCK_LEN
     """Largest block a read accepts, in bytes (a reply announcing more is refused before allocating)."""
+    give_up: float = 30.0
+    """A block read or write fails (KVPTimeout) only when nothing at all answered for this many seconds; the
+    error names the request, the server and what was last heard."""
+    congestion_control: bool = True
+    """Adapt the window to the path (`kvpool.congestion`: DCTCP-style on F_CONGESTED, halved on loss and BUSY,
+    paced); False keeps a fixed window of `window` requests (the behaviour before, for baselines)."""
+    initial_window: int = 8
+    """Congestion window of a new client (requests), grown from there by slow start."""
+    min_rto: float = 0.02
+    """Lowest retransmission timeout, seconds."""
+    max_rto: float = 4.0
+    """Highest retransmission timeout, backoff included: a silent request is resent at least this often."""
+
+    def __post_init__(self) -> None:
+        if self.give_up <= 0 or self.initial_window < 1 or not 0 < self.min_rto <= self.max_rto:
+            raise ValueError("give_up must be > 0, initial_window >= 1 and 0 < min_rto <= max_rto")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +179,20 @@ class KVPClient:
                                                                                           options.bind)
         self.clock = clock
         self._req_ids = itertools.count(random.randrange(1 << 31))
+        self.path = PathState.new(RtoBounds(options.timeout, min(options.min_rto, options.max_rto), options.max_rto),
+                                  WindowLimits(min(options.initial_window, options.window), options.window),
+                                  adaptive=options.congestion_control, pacing=options.congestion_control)
+        """Round-trip timers and congestion window towards the server, shared by every call of this client."""
         self.stray_replies = 0
         """Datagrams that answered nothing pending (late duplicates, wrong keys)."""
         self.sent = 0
         """Requests sent, resends included."""
+        self.resent = 0
+        """Requests resent because their timer ran out."""
+        self.busy = 0
+        """BUSY replies: requests the storage node shed (resent after a backoff)."""
+        self.spurious = 0
+        """Resends proved unneeded (both sends were answered)."""
 
     def close(self) -> None:
         self.transport.close()
@@ -168,13 +205,16 @@ class KVPClient:
 
     # ---- requests ---------------------------------------------------------------------------------
 
-    def _window(self, size: int | None = None) -> Window:
-        return Window(self.transport, size or self.options.window, self.options.timeout, self.options.retries + 1,
-                      lambda: next(self._req_ids), clock=self.clock)
+    def _window(self, size: int | None = None, tries: int | None = None) -> Window:
+        return Window(self.transport, lambda: next(self._req_ids), self.path, silence=self.options.give_up,
+                      tries=tries, cap=size, clock=self.clock)
 
     def _done(self, window: Window) -> None:
         self.stray_replies += window.strays
         self.sent += window.sent
+        self.resent += window.resent
+        self.busy += window.busy
+        self.spurious += window.spurious
 
     def _header(self, opcode: Opcode, prefix_hash: int, chunk_idx: int = 0, chunk_count: int = 1,
                 flags: int = 0, **fields: int) -> Header:
@@ -185,7 +225,7 @@ class KVPClient:
 
     def _one(self, header: Header, value: bytes | None = None, refuse: bool = True) -> Header:
         """One request, retried; its reply. Raises KVPError on a protocol refusal when `refuse`."""
-        window = self._window(1)
+        window = self._window(1, tries=self.options.retries + 1)
         window.submit(0, header, value)
         try:
             reply = next(window.answers()).reply
@@ -223,7 +263,7 @@ class KVPClient:
 
         def top_up() -> None:
             """Keep at most two windows of GETs queued: a block of 2^18 chunks is never queued whole."""
-            while len(window) < 2 * window.size and (i := next(todo, None)) is not None:
+            while len(window) < 2 * self.options.window and (i := next(todo, None)) is not None:
                 window.submit(i, self._header(Opcode.GET, prefix_hash, i, chunks or 1, version=version,
                                               chunk_shift=shift))
 
@@ -232,7 +272,7 @@ class KVPClient:
             for answer in window.answers():
                 if not self._accept_chunk(window, assembly, answer, prefix_hash):
                     continue  # damaged on the way: asked again
-                served[answer.tag] = ChunkReply(answer.tag, Status(answer.reply.status), answer.latency,
+                served[answer.tag] = ChunkReply(answer.tag, _STATUSES[answer.reply.status], answer.latency,
                                                 answer.attempts)
                 if chunks is None and len(served) == 1 and assembly.count:  # chunk 0 tells count and size
                     chunks, shift = assembly.count, answer.reply.chunk_shift
@@ -267,6 +307,11 @@ class KVPClient:
             raise KVPError(f"{where}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
         return True
 
+    def path_mtu(self) -> int | None:
+        """The MTU of the path towards the server, when the transport can tell (a UDP socket on Linux)."""
+        probe: Callable[[], int | None] | None = getattr(self.transport, "path_mtu", None)
+        return probe() if probe is not None else None
+
     def put_block(self, prefix_hash: int, data: bytes | memoryview, version: int,
                   chunk_size: int | None = None) -> None:
         """Write a whole block at `version` in chunks of `chunk_size` bytes (default: the options', else by block
@@ -279,7 +324,7 @@ class KVPClient:
         after its idle timeout), the whole block is sent again, up to `retries` more rounds."""
         if version <= 0:
             raise ValueError("a written block needs a version > 0 (0 means 'unknown')")
-        size = chunk_size or self.options.chunk_size or default_chunk_len(len(data))
+        size = chunk_size or self.options.chunk_size or default_chunk_len(len(data), self.path_mtu())
         try:
             shift = chunk_shift_of(size)
             chunks = split(data, version, size)
@@ -288,8 +333,8 @@ class KVPClient:
         for _ in range(self.options.retries + 1):
             if self._put_round(prefix_hash, chunks, version, shift):
                 return
-        raise KVPTimeout(f"PUT {prefix_hash:#018x} v{version}: every chunk was staged but the block never "
-                         f"committed after {self.options.retries + 1} rounds")
+        raise KVPTimeout(f"PUT {prefix_hash:#018x} v{version}: every chunk was staged at {self.transport.peer} "
+                         f"but the block never committed after {self.options.retries + 1} rounds")
 
     def _put_round(self, prefix_hash: int, chunks: list[Chunk], version: int, shift: int) -> bool:
         """Send every chunk once (resending late ones); True when the block committed."""
@@ -297,7 +342,7 @@ class KVPClient:
         todo = iter(chunks)
 
         def top_up() -> None:
-            while len(window) < 2 * window.size and (c := next(todo, None)) is not None:
+            while len(window) < 2 * self.options.window and (c := next(todo, None)) is not None:
                 window.submit(c.idx, self._header(Opcode.PUT, prefix_hash, c.idx, c.count, version=version,
                                                   chunk_shift=shift), c.value[:c.value_len])
 
@@ -351,12 +396,12 @@ class KVPClient:
         return status, Tier(tier_code) if tier_code in {int(t) for t in Tier} else Tier.ABSENT
 
 
+_STATUSES = {int(s): s for s in Status}
+
+
 def _status(code: int) -> Status | None:
-    """The Status of a reply's code, None for a code the protocol does not define."""
-    try:
-        return Status(code)
-    except ValueError:
-        return None
+    """The Status of a reply's code, None for a code the protocol does not define (a dict lookup: per chunk)."""
+    return _STATUSES.get(code)
 
 
 def _meta(reply: Header) -> Meta:
@@ -381,13 +426,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kvpool.client", description="KVP client (kvswitch pool)")
     parser.add_argument("--server", default=f"127.0.0.1:{KVP_UDP_PORT}", help="storage node HOST[:PORT]")
     parser.add_argument("--tenant", type=_int, default=0)
-    parser.add_argument("--timeout", type=float, default=0.5, help="seconds per try")
-    parser.add_argument("--retries", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=0.5,
+                        help="seconds before a first resend until a round trip was measured (initial RTO)")
+    parser.add_argument("--retries", type=int, default=3, help="resends of a STAT, LOOKUP_META, INSERT or TIER_MOVE")
+    parser.add_argument("--give-up", type=float, default=30.0,
+                        help="a block read or write fails after this many seconds without any reply (default 30)")
     parser.add_argument("--bypass", action="store_true", help="set F_BYPASS (switch must not answer)")
     parser.add_argument("--window", type=int, default=32, help="chunk requests in flight per block read or write")
     parser.add_argument("--chunk-size", type=int, default=None,
                         help="bytes per chunk of written blocks: 128, 256, ..., 8192 (default: 128 up to "
-                             "32,640-byte blocks, 1024 beyond; 4096 and 8192 need an MTU of 9000)")
+                             "32,640-byte blocks, beyond that the largest chunk the path MTU carries)")
     sub = parser.add_subparsers(dest="command", required=True)
     get = sub.add_parser("get", help="read a block")
     get.add_argument("prefix_hash", type=_int)
@@ -423,7 +471,7 @@ def run(args: argparse.Namespace) -> str:
         ids = [int(x) for x in args.ids.split(",") if x.strip()]
         return "\n".join(f"{i}\t{h:#018x}" for i, h in zip(ids, block_id_prefix_hashes(ids), strict=True))
     options = ClientOptions(parse_address(args.server), args.tenant, args.timeout, args.retries, args.bypass,
-                            window=args.window, chunk_size=args.chunk_size)
+                            window=args.window, chunk_size=args.chunk_size, give_up=args.give_up)
     with KVPClient(options) as client:
         if args.command == "get":
             block = client.get_block(args.prefix_hash, args.chunks, args.version)
@@ -439,7 +487,7 @@ def run(args: argparse.Namespace) -> str:
         if args.command == "put":
             data = args.file.read_bytes() if args.file else args.data.encode()
             client.put_block(args.prefix_hash, data, args.version)
-            size = args.chunk_size or default_chunk_len(len(data))
+            size = args.chunk_size or default_chunk_len(len(data), client.path_mtu())
             return (f"stored {len(data)} bytes as {args.prefix_hash:#018x} v{args.version} in "
                     f"{chunk_count(len(data), size)} chunks of {size} bytes")
         if args.command == "insert":

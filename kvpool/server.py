@@ -22,6 +22,9 @@ What it answers (docs/protocol.md):
 * INSERT / LOOKUP_META normally never reach a storage node (the switch punts them to the controller, which
   answers in our name); without a switch the node answers itself with its local view: `aux` = tier bitmap,
   `version` = stored version. SLOT_* messages are for the switch: ERR_DENIED.
+* Overload: the node drains its socket in batches; GETs and PUTs beyond `--queue-limit` in one batch are
+  answered BUSY at once (a header, nothing done), the sources with the most requests queued shed first, so
+  readers back off and retry instead of losing requests silently in a full socket buffer.
 * Replies (GET_REPLY, PUT_ACK, ...) are never answered, so two nodes cannot ping-pong.
 * Malformed datagrams (`kvpool.wire.check`) are counted by reason and never applied; when at least the magic
   and `req_id` are there, the node answers ERR_MALFORMED / ERR_UNKNOWN_OP with whatever header fields came.
@@ -40,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import select
 import signal
 import socket
 import sys
@@ -47,7 +51,7 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,7 +77,7 @@ from kvpool.constants import (
 from kvpool.keys import BlockKey, ChunkKey
 from kvpool.staging import CommitLog, Staged, StagedWrite, StagingArea, StagingOptions, WriteKey
 from kvpool.trust import DEFAULT_CONTROL_FROM, ControlSources
-from kvpool.wire import Header, Reason, check, has_magic, value_of
+from kvpool.wire import HEADER, Header, Reason, check, has_magic, value_of
 
 Address = tuple[str, int]
 """A UDP peer: (IPv4 address, port)."""
@@ -109,6 +113,14 @@ class StorageOptions:
     """Where committed blocks live (`kvpool.backends`: "memory" or "mooncake")."""
     mooncake: MooncakeOptions = field(default_factory=MooncakeOptions)
     """How the mooncake backend reaches Mooncake Store (unused by the memory backend)."""
+    queue_limit: int = 1024
+    """Requests the node takes on from one drain of its socket; GETs and PUTs beyond it are answered BUSY
+    (a header, no work) instead of waiting in the socket until the kernel drops them silently. Shed fairly:
+    the sources with the most requests queued lose theirs first (`shed`)."""
+
+    def __post_init__(self) -> None:
+        if self.queue_limit < 1:
+            raise ValueError("queue_limit must be >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +133,40 @@ class Datagram:
     @property
     def data(self) -> bytes:
         return b"".join(self.parts)
+
+
+_OPCODE = {int(o): o for o in Opcode}
+"""Opcode by code, for datagrams `check` let through (a dict lookup instead of an Enum call per request)."""
+_GET_REPLY, _HIT_SERVER, _VALUE = int(Opcode.GET_REPLY), int(Status.HIT_SERVER), int(Flag.VALUE)
+_HIT_SERVER_KEY = f"status.{Status.HIT_SERVER.name}"
+
+_SHEDDABLE = frozenset({int(Opcode.GET), int(Opcode.PUT)})
+"""Requests a node over its queue limit answers BUSY: the bulk of the data; control and metadata are cheap."""
+
+
+def shed_over_limit(batch: Sequence[tuple[bytes, Address]], limit: int) -> set[int]:
+    """Indices of the datagrams of `batch` to shed so at most `limit` are served, fairly between sources: every
+    source address keeps up to an equal share (water-filling: what a source leaves of its share goes to the
+    others), and a source over its share loses its newest datagrams. Empty when the batch is within the limit."""
+    if len(batch) <= limit:
+        return set()
+    by_source: dict[str, list[int]] = {}
+    for i, (_, peer) in enumerate(batch):
+        by_source.setdefault(peer[0], []).append(i)
+    counts = sorted(len(v) for v in by_source.values())
+    share, left, sources = 0, limit, len(counts)
+    for n in counts:  # the largest share q with sum(min(count, q)) <= limit
+        if n * sources <= left:
+            left -= n
+            sources -= 1
+            share = n
+        else:
+            share = max(share, left // sources)
+            break
+    shed: set[int] = set()
+    for indices in by_source.values():
+        shed.update(indices[share:])
+    return shed
 
 
 def _chunk_of(h: Header) -> ChunkKey:
@@ -150,6 +196,13 @@ class StorageNode:
         """GET requests received per key (what STAT reports)."""
         self.counters: Counter[str] = Counter()
         """Requests by opcode name, malformed by reason ("malformed.<reason>"), replies by status name."""
+        self._handlers: dict[Opcode, Callable[[Header], tuple[bytes | memoryview, ...]]] = {
+            Opcode.GET: self._get,
+            Opcode.TIER_MOVE: self._tier_move,
+            Opcode.STAT: self._stat,
+            Opcode.INSERT: self._meta,
+            Opcode.LOOKUP_META: self._meta,
+        }
 
     # ---- the protocol ------------------------------------------------------------------------------
 
@@ -161,20 +214,14 @@ class StorageNode:
             refusal = self._refuse(data, reason)
             return [] if refusal is None else [Datagram((refusal,), peer)]
         h = Header.unpack(data)
-        op = Opcode(h.opcode)
+        op = _OPCODE[h.opcode]
         self.counters[op.name] += 1
         if op in REPLIES:
             return []
         if op in CONTROL_OPCODES and not self.options.control_from.allows(peer[0]):
             self.counters["denied.control_source"] += 1
             return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
-        handler = {
-            Opcode.GET: self._get,
-            Opcode.TIER_MOVE: self._tier_move,
-            Opcode.STAT: self._stat,
-            Opcode.INSERT: self._meta,
-            Opcode.LOOKUP_META: self._meta,
-        }.get(op)
+        handler = self._handlers.get(op)
         if handler is None and op != Opcode.PUT:  # SLOT_WRITE / SLOT_READ belong to the switch
             return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
         try:
@@ -183,6 +230,30 @@ class StorageNode:
             self.counters["store_unavailable"] += 1
             status = Status.ERR_FULL if op == Opcode.PUT else Status.MISS
             return [Datagram((self._reply(h, status).pack(),), peer)]
+
+    def receive_batch(self, batch: Sequence[tuple[bytes, Address]]) -> list[Datagram]:
+        """Everything to send for the datagrams read in one drain of the socket, oldest first: each is
+        `receive`d, except the GETs and PUTs over `queue_limit`, which are answered BUSY (`shed`)."""
+        shed = shed_over_limit(batch, self.options.queue_limit)
+        out: list[Datagram] = []
+        for i, (data, peer) in enumerate(batch):
+            busy = self._busy(data, peer) if i in shed else None
+            if busy is not None:
+                out.append(busy)
+            else:
+                out += self.receive(data, peer)
+        return out
+
+    def _busy(self, data: bytes, peer: Address) -> Datagram | None:
+        """BUSY for a well-formed GET or PUT (the reply header, nothing done); None for anything else, which
+        is answered as usual (it costs no more than a BUSY would)."""
+        if len(data) < KVP_HEADER_LEN or check(data) is not None:
+            return None
+        h = Header.unpack(data)
+        if h.opcode not in _SHEDDABLE:
+            return None
+        self.counters["shed.busy"] += 1
+        return Datagram((self._reply(h, Status.BUSY).pack(),), peer)
 
     def handle(self, data: bytes, peer: Address = LOCAL) -> bytes | None:
         """The reply to this one datagram, for callers that send one request at a time; None when there is none
@@ -228,10 +299,11 @@ class StorageNode:
         chunk, value = found
         if h.version > chunk.version:  # asks for a newer version than we hold
             return (self._reply(h, Status.MISS, version=chunk.version).pack(),)
-        reply = self._reply(h, Status.HIT_SERVER, flags=Flag.VALUE, chunk_count=chunk.chunk_count,
-                            value_len=chunk.value_len, version=chunk.version, value_csum=chunk.csum,
-                            chunk_shift=len(value).bit_length() - 1)
-        return reply.pack(), value  # the stored chunk as it is: no copy
+        self.counters[_HIT_SERVER_KEY] += 1
+        reply = HEADER.pack(h.magic, h.ver, _GET_REPLY, _HIT_SERVER, _VALUE, h.tenant, h.req_id, h.prefix_hash,
+                            h.chunk_idx, chunk.chunk_count, chunk.value_len, len(value).bit_length() - 1, 0,
+                            chunk.version, chunk.csum, 0)  # `_reply`'s fields, packed at once: the hot path
+        return reply, value  # the stored chunk as it is: no copy
 
     # ---- writes: staged per writer, committed per block ---------------------------------------------
 
@@ -343,20 +415,34 @@ class StorageNode:
 
     def serve(self, sock: socket.socket, stop: threading.Event, poll: float = 0.2) -> None:
         """Answer datagrams on `sock` until `stop` is set (checked every `poll` seconds)."""
-        sock.settimeout(poll)
+        sock.setblocking(False)  # waits are poll()'s; reads never block, so one drain reads what is queued
+        waiting = select.poll()
+        waiting.register(sock, select.POLLIN)
+        drain = 2 * self.options.queue_limit  # read past the limit, so what is over it can be shed
+        recvfrom, sendmsg = sock.recvfrom, sock.sendmsg
         while not stop.is_set():
-            try:
-                data, peer = sock.recvfrom(MAX_DATAGRAM)
-            except TimeoutError:
+            if not waiting.poll(poll * 1000):
                 self.expire()
                 continue
-            except OSError:
-                if stop.is_set():
-                    break
-                raise
-            for out in self.receive(data, peer):
+            batch: list[tuple[bytes, Address]] = []
+            while len(batch) < drain:  # the queue: what is waiting in the socket now
                 try:
-                    sock.sendmsg(out.parts, (), 0, out.to)
+                    batch.append(recvfrom(MAX_DATAGRAM))
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    if stop.is_set():
+                        return
+                    raise
+            for out in self.receive_batch(batch):
+                try:
+                    sendmsg(out.parts, (), 0, out.to)
+                except BlockingIOError:  # the send buffer is full: wait for room once, as a blocking send would
+                    select.select([], [sock], [], 1.0)
+                    try:
+                        sendmsg(out.parts, (), 0, out.to)
+                    except OSError:
+                        self.counters["send_error"] += 1
                 except OSError:
                     self.counters["send_error"] += 1
 
@@ -397,6 +483,10 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
     parser.add_argument("--mooncake-shared", action="store_true",
                         help="mooncake: other nodes of a steered pool may write this node's blocks (failover): "
                              "re-read each block's record on every request")
+    queue_limit = StorageOptions().queue_limit
+    parser.add_argument("--queue-limit", type=int, default=queue_limit,
+                        help=f"requests taken on per drain of the socket; GETs/PUTs beyond are answered BUSY "
+                             f"(default {queue_limit})")
     parser.add_argument("--control-from", default=DEFAULT_CONTROL_FROM, metavar="CIDR[,CIDR...]",
                         help="where controller-only requests (TIER_MOVE) are honoured from "
                              f"(default {DEFAULT_CONTROL_FROM}: loopback and the testbed's management link)")
@@ -408,8 +498,8 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
     parser.add_argument("--staging-timeout", type=float, default=defaults.idle_timeout,
                         help=f"seconds an incomplete write is kept after its last chunk (default {defaults.idle_timeout})")
     args = parser.parse_args(argv)
-    if not 0 <= args.port < 65536 or args.capacity < 0:
-        parser.error("--port must be 0..65535 and --capacity >= 0")
+    if not 0 <= args.port < 65536 or args.capacity < 0 or args.queue_limit < 1:
+        parser.error("--port must be 0..65535, --capacity >= 0 and --queue-limit >= 1")
     try:
         control = ControlSources.parse(args.control_from)
         staging = StagingOptions(args.staging_bytes, args.staging_per_source, args.staging_timeout)
@@ -421,7 +511,8 @@ def parse_args(argv: list[str] | None = None) -> StorageOptions:
         parser.error(str(exc))
     if args.backend != "memory" and args.disk is not None:
         parser.error("--disk is the memory backend's disk tier")
-    return StorageOptions(args.host, args.port, args.capacity, args.disk, control, staging, args.backend, mooncake)
+    return StorageOptions(args.host, args.port, args.capacity, args.disk, control, staging, args.backend, mooncake,
+                          args.queue_limit)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+IP_MTU = getattr(socket, "IP_MTU", 14)
+"""getsockopt(IPPROTO_IP, IP_MTU): the path MTU of a connected socket (Linux; 14 in <linux/in.h>)."""
 MAX_REPLY = 65535
 """Largest datagram read (any UDP payload); a KVP message is at most KVP_MAX_MESSAGE (8,236) bytes."""
 
@@ -49,6 +51,17 @@ class UdpTransport:
         """The local (address, port): what the storage node sees as the writer."""
         host, port = self._sock.getsockname()
         return host, port
+
+    def path_mtu(self) -> int | None:
+        """The MTU of the route towards the server (Linux IP_MTU of a socket connected to it), None if unknown.
+
+        Asked on a second socket: connecting this one would make it drop datagrams from any other address."""
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.connect(self.server)
+                return int(probe.getsockopt(socket.IPPROTO_IP, IP_MTU))
+        except OSError:
+            return None
 
     def send(self, data: bytes) -> None:
         self._sock.sendto(data, self.server)
@@ -126,6 +139,10 @@ class LossyTransport:
         lost = self.rng.random() < self.loss or (self.drop is not None and self.drop(data, direction))
         self.dropped += lost
         return lost
+
+    def path_mtu(self) -> int | None:
+        mtu: Callable[[], int | None] | None = getattr(self.inner, "path_mtu", None)
+        return mtu() if mtu is not None else None
 
     def send(self, data: bytes) -> None:
         if not self._lost(data, "out"):

@@ -1,34 +1,63 @@
-"""A window of KVP requests in flight: send up to `size`, match replies by req_id, resend each one that is late.
+"""A window of KVP requests in flight: sent as the congestion window allows, matched by req_id, resent when late.
 
-Block reads and writes move many chunks; one round trip per chunk (or one round per batch, resending the whole
-batch on any loss) caps a client at a few MB/s. The window keeps `size` requests outstanding, gives each its own
-timer, and resends only the ones whose reply is missing, reusing their req_id so a late first reply still counts.
+Block reads and writes move many chunks; one round trip per chunk caps a client at a few MB/s. The window keeps
+requests outstanding, as many as the client's congestion window allows (`kvpool.congestion`: grown by replies,
+cut by F_CONGESTED marks, losses and BUSY), paced over a round trip, each with its own timer from the measured
+round trip (`kvpool.rto`, RFC 6298, backed off per resend). A request whose timer runs out is presumed lost: it
+leaves the window's count of requests in flight and is resent first when there is room, reusing its req_id so a
+late first reply still counts. A BUSY reply (the storage node shed the request) is not an answer: the request
+is resent after a backoff, and never counts as a try.
+
+When a request fails is the window's other rule: a block read or write fails only when **nothing at all** has
+answered for `silence` seconds (the client's `give_up`), never because one request was unlucky several times in
+a row: under independent loss some request always is, in a block of thousands (docs/protocol.md, *Transport*).
+One-request calls (STAT, LOOKUP_META, ...) may also bound their tries (`tries`), so a liveness probe stays quick.
+
 It knows nothing of blocks: the caller tags each request (the chunk index), reads `Answer`s as they come, and
 may submit more, ask for a resend (a reply that failed verification), or clear everything (a restart).
-
-Chunk indices, counts and sizes only pass through the codec (`kvpool.wire.Header`): protocol v2's wider index and
-per-block chunk size changed the codec, not this module (a reply's value is `1 << chunk_shift` bytes).
 """
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections import OrderedDict, deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kvpool.constants import KVP_HEADER_LEN, REPLY_OF, Flag, Opcode
+from kvpool.congestion import CongestionWindow, Pacer, WindowLimits
+from kvpool.constants import KVP_HEADER_LEN, REPLY_OF, Flag, Opcode, Status
 from kvpool.errors import KVPTimeout
+from kvpool.rto import RtoBounds, RtoEstimator
 from kvpool.transport import Transport
 from kvpool.wire import HEADER, Header, check, encode, has_magic
 
 _REPLY_CODE = {int(req): int(rep) for req, rep in REPLY_OF.items()}
+REORDERING = 1 / 4
+"""A request counts as lost when one sent this fraction of SRTT after it was answered (RACK's reo_wnd)."""
+MIN_REORDERING = 0.001
+"""Seconds: the least reordering window, so requests sent in one burst never count each other lost."""
+RESENDS_REMEMBERED = 4096
+"""Answered resends remembered to recognise their duplicate replies (spurious resends)."""
+DAMAGED_REPLIES = 4
+"""Replies of one request that failed the caller's checks (`Window.retry`) before it gives up on it."""
+_BUSY = int(Status.BUSY)
+_CONGESTED = int(Flag.CONGESTED)
+_VALUE = int(Flag.VALUE)
 
 
 def answers(reply: Header, request: Header) -> bool:
-    """Whether `reply` is the reply to `request`: its reply opcode, same req_id and block-chunk key."""
+    """Whether `reply` is the reply to `request`: its reply opcode, same req_id and block-chunk key (compared
+    field by field: building two checked `ChunkKey`s per reply was a fifth of a reader's time per chunk)."""
     return (reply.opcode == _REPLY_CODE.get(request.opcode) and reply.req_id == request.req_id
-            and reply.key == request.key)
+            and reply.chunk_idx == request.chunk_idx and reply.prefix_hash == request.prefix_hash
+            and reply.tenant == request.tenant)
+
+
+def _with_req_id(h: Header, req_id: int) -> Header:
+    """`h` with another req_id (what `Header.replace` does, without `dataclasses.replace`'s cost per chunk)."""
+    return Header(h.opcode, h.status, h.flags, h.tenant, req_id, h.prefix_hash, h.chunk_idx, h.chunk_count,
+                  h.value_len, h.version, h.value_csum, h.aux, h.magic, h.ver, h.chunk_shift)
 
 
 def describe(h: Header) -> str:
@@ -40,13 +69,30 @@ def describe(h: Header) -> str:
     return f"{op} ph={h.prefix_hash:#018x} chunk={h.chunk_idx}/{h.chunk_count} v={h.version} req={h.req_id}"
 
 
+def _status_name(code: int) -> str:
+    try:
+        return Status(code).name
+    except ValueError:
+        return f"status {code:#04x}"
+
+
 @dataclass(slots=True)
 class _Outstanding:
     tag: int
     header: Header
     data: bytes
     attempts: int = 0
+    """Times sent (BUSY resends included)."""
+    busy: int = 0
+    """BUSY replies received: those sends are not tries."""
     sent_at: float = 0.0
+    deadline: float = 0.0
+    in_flight: bool = False
+    """Counted in the window: sent, not answered, not presumed lost."""
+    seq: int = 0
+    """The send's number in this window (later sends, higher numbers)."""
+    done: bool = False
+    """Answered (or cleared): a copy left in a resend queue is skipped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,84 +116,259 @@ class Answer:
     """The request as sent (for a resend)."""
 
 
-class Window:
-    """Requests in flight over one transport, at most `size` at a time, each tried at most `tries` times."""
+@dataclass(slots=True)
+class PathState:
+    """What a client knows of its path to the storage node, shared by its windows: timers and congestion."""
 
-    def __init__(self, transport: Transport, size: int, timeout: float, tries: int,
-                 next_req_id: Callable[[], int], clock: Callable[[], float] = time.perf_counter) -> None:
-        if size < 1 or tries < 1 or timeout <= 0:
-            raise ValueError("a window needs size >= 1, tries >= 1 and timeout > 0")
+    rto: RtoEstimator
+    congestion: CongestionWindow
+    pacer: Pacer
+    resent_answered: dict[int, bool] = field(default_factory=dict)
+    """req_ids of resent requests that were answered, oldest first: a later duplicate reply proves the resend
+    was not needed (recognised by any window of the client, the duplicate may come after its call ended)."""
+
+    @classmethod
+    def new(cls, rto: RtoBounds | None = None, limits: WindowLimits | None = None, adaptive: bool = True,
+            pacing: bool = True) -> PathState:
+        return cls(RtoEstimator(rto), CongestionWindow(limits, adaptive), Pacer(burst=8 if pacing else 1 << 30))
+
+
+class Window:
+    """Requests in flight over one transport, as many as `path.congestion` allows (at most `cap`)."""
+
+    def __init__(self, transport: Transport, next_req_id: Callable[[], int], path: PathState, *,
+                 silence: float = 30.0, tries: int | None = None, cap: int | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if silence <= 0 or (tries is not None and tries < 1) or (cap is not None and cap < 1):
+            raise ValueError("a window needs silence > 0, tries >= 1 and cap >= 1")
         self.transport = transport
-        self.size = size
-        self.timeout = timeout
+        self.path = path
+        self.silence = silence
         self.tries = tries
+        self.cap = cap
         self._next_req_id = next_req_id
         self._clock = clock
         self._queue: deque[_Outstanding] = deque()
-        self._flight: OrderedDict[int, _Outstanding] = OrderedDict()
+        """Submitted, never sent."""
+        self._resend: deque[_Outstanding] = deque()
+        """Presumed lost or damaged: sent again before anything new."""
+        self._delayed: list[tuple[float, int, _Outstanding]] = []
+        """Shed with BUSY: (not before, seq, item), resent after their backoff."""
+        self._pending: dict[int, _Outstanding] = {}
+        """Sent and unanswered, by req_id (late replies to presumed-lost requests still match)."""
+        self._timers: list[tuple[float, int, int]] = []
+        """(deadline, send seq, req_id) of every send; stale ones are skipped."""
+        self._seq = 0
+        self._order: deque[tuple[int, _Outstanding]] = deque()
+        """(seq, item) of every send, oldest first: the order losses are detected in (`_detect_losses`)."""
+        self._delivered_sent_at = float("-inf")
+        """When the most recently sent request that was answered was sent (RACK's RACK.xmit_ts)."""
+        self._in_flight = 0
         self.submitted = 0
         self.sent = 0
         """Datagrams sent, resends included."""
+        self.resent = 0
+        """Requests presumed lost and resent (timer ran out, or a later request was answered first); BUSY
+        resends not included."""
+        self.busy = 0
+        """BUSY replies received."""
         self.strays = 0
         """Datagrams that answered nothing outstanding (late duplicates, replies to cleared requests)."""
+        self.spurious = 0
+        """Resends proved unneeded: the request's second reply came too (the cut was undone, `kvpool.rto`)."""
         self.wrong: list[str] = []
         """Replies with our req_id that did not answer the request (wrong key or opcode)."""
+        self._heard_at: float | None = None
+        self._last_heard: Header | None = None
+        self._damaged: Counter[int] = Counter()
+
+    @property
+    def size(self) -> int:
+        """Requests that may be in flight now (the congestion window, within `cap`)."""
+        size = self.path.congestion.size
+        return size if self.cap is None else min(size, self.cap)
 
     def submit(self, tag: int, header: Header, value: bytes | memoryview | None = None) -> Header:
         """Queue a request (its req_id is assigned here); it is sent when the window has room."""
-        header = header.replace(req_id=self._next_req_id() & 0xFFFFFFFF)
+        header = _with_req_id(header, self._next_req_id() & 0xFFFFFFFF)
         self._queue.append(_Outstanding(tag, header, encode(header, value)))
         self.submitted += 1
         return header
 
     def retry(self, answer: Answer) -> bool:
-        """Send `answer`'s request again (its reply failed the caller's checks); False when out of tries."""
-        if answer.attempts >= self.tries:
+        """Send `answer`'s request again (its reply failed the caller's checks); False when out of tries, or when
+        its replies failed `DAMAGED_REPLIES` times (a reply damaged every time is not loss: resending cannot help)."""
+        self._damaged[answer.tag] += 1
+        if (self.tries is not None and answer.attempts >= self.tries) or self._damaged[answer.tag] >= DAMAGED_REPLIES:
             return False
-        self._queue.appendleft(_Outstanding(answer.tag, answer.request, answer.sent, answer.attempts))
+        item = _Outstanding(answer.tag, answer.request, answer.sent, answer.attempts)
+        self._pending[answer.request.req_id] = item
+        self._resend.appendleft(item)
         return True
 
     def clear(self) -> None:
         """Forget every queued and outstanding request; their late replies count as strays."""
+        for item in self._pending.values():
+            item.done = True
         self._queue.clear()
-        self._flight.clear()
+        self._resend.clear()
+        self._delayed.clear()
+        self._pending.clear()
+        self._timers.clear()
+        self._order.clear()
+        self._in_flight = 0
 
     def __len__(self) -> int:
         """Requests queued or outstanding."""
-        return len(self._queue) + len(self._flight)
+        return len(self._queue) + len(self._pending)
 
     @property
     def idle(self) -> bool:
-        return not self._queue and not self._flight
+        return not self._queue and not self._pending
 
-    def _send(self, item: _Outstanding) -> None:
+    # ---- sending ----------------------------------------------------------------------------------------
+
+    def _send(self, item: _Outstanding, now: float) -> None:
         item.attempts += 1
-        item.sent_at = self._clock()
-        self._flight[item.header.req_id] = item
-        self._flight.move_to_end(item.header.req_id)
+        item.sent_at = now
+        item.deadline = now + self.path.rto.backoff(item.attempts - item.busy)
+        item.in_flight = True
+        self._in_flight += 1
+        req_id = item.header.req_id
+        self._pending[req_id] = item
+        self._seq += 1
+        item.seq = self._seq
+        self._order.append((self._seq, item))
+        heapq.heappush(self._timers, (item.deadline, self._seq, req_id))
         self.transport.send(item.data)
         self.sent += 1
 
-    def _timeout_error(self) -> KVPTimeout:
-        first = next(iter(self._flight.values()))
+    def _next_to_send(self, now: float) -> _Outstanding | None:
+        while self._resend and self._resend[0].done:
+            self._resend.popleft()
+        if self._resend:
+            return self._resend.popleft()
+        if self._delayed and self._delayed[0][0] <= now:
+            return heapq.heappop(self._delayed)[2]
+        return self._queue.popleft() if self._queue else None
+
+    def _has_ready(self, now: float) -> bool:
+        return bool(self._resend or self._queue or (self._delayed and self._delayed[0][0] <= now))
+
+    def _send_what_fits(self, now: float) -> float | None:
+        """Send while the window has room and pacing allows; the seconds until pacing allows the next, if any."""
+        congestion = self.path.congestion
+        while self._in_flight < self.size and self._has_ready(now):
+            srtt = self.path.rto.srtt  # nothing to pace by before the first round trip was measured
+            interval = 0.0 if srtt is None else Pacer.interval(srtt, congestion.cwnd,
+                                                               congestion.cwnd < congestion.ssthresh)
+            delay = self.path.pacer.delay(now, interval)
+            if delay > 0:
+                return delay
+            item = self._next_to_send(now)
+            if item is None:
+                break
+            if item.done:
+                continue
+            self.path.pacer.sent(now, interval)
+            self._send(item, now)
+        return None
+
+    # ---- timers -----------------------------------------------------------------------------------------
+
+    def _expire(self, now: float) -> None:
+        """Requests whose timer ran out: presumed lost, resent first (one window cut per round trip)."""
+        while self._timers and self._timers[0][0] <= now:
+            deadline, _, req_id = heapq.heappop(self._timers)
+            item = self._pending.get(req_id)
+            if item is None or not item.in_flight or item.deadline != deadline:
+                continue
+            if self.tries is not None and item.attempts - item.busy >= self.tries:
+                raise self._timeout_error(f"after {item.attempts - item.busy} tries", item)
+            self._lost(item, now)
+
+    def _lost(self, item: _Outstanding, now: float) -> None:
+        """`item` is presumed lost: out of the window's count, the window cut, resent before anything new."""
+        item.in_flight = False
+        self._in_flight -= 1
+        self.path.congestion.on_loss(item.sent_at, now)
+        self.resent += 1
+        self._resend.append(item)
+
+    def _detect_losses(self, now: float) -> None:
+        """Requests presumed lost because a request sent REORDERING of a round trip after them was answered
+        (RACK, RFC 8985, by send time): the switch and the node answer in order, so one lost request is resent
+        after about a round trip instead of a whole RTO, while the rest of the window goes on."""
+        gap = max(self.path.rto.smoothed * REORDERING, MIN_REORDERING)
+        order = self._order
+        while order:
+            seq, item = order[0]
+            if item.done or not item.in_flight or item.seq != seq:
+                order.popleft()  # answered, already presumed lost, or resent since (a newer entry)
+                continue
+            if item.sent_at + gap > self._delivered_sent_at:
+                return
+            order.popleft()
+            self._lost(item, now)
+
+    def _next_deadline(self) -> float | None:
+        while self._timers:
+            deadline, _, req_id = self._timers[0]
+            item = self._pending.get(req_id)
+            if item is not None and item.in_flight and item.deadline == deadline:
+                return deadline
+            heapq.heappop(self._timers)
+        return None
+
+    def _timeout_error(self, why: str, first: _Outstanding | None = None) -> KVPTimeout:
+        if first is None:
+            first = min(self._pending.values(), key=lambda i: i.sent_at, default=None)
+        waiting = len(self._pending) + len(self._queue)
+        what = describe(first.header) if first is not None else "nothing"
+        heard = "nothing heard since it began"
+        if self._heard_at is not None and self._last_heard is not None:
+            heard = (f"last heard {self._clock() - self._heard_at:.1f}s ago: {describe(self._last_heard)} "
+                     f"{_status_name(self._last_heard.status)}")
         detail = f"; wrong replies: {self.wrong[:3]}" if self.wrong else ""
-        return KVPTimeout(f"no reply from {self.transport.peer} to {len(self._flight) + len(self._queue)} of "
-                          f"{self.submitted} requests (first: {describe(first.header)}) after {self.tries} tries "
-                          f"of {self.timeout}s{detail}")
+        rto = self.path.rto
+        srtt = f"{rto.srtt * 1e3:.1f} ms" if rto.srtt is not None else "none"
+        return KVPTimeout(f"no reply from {self.transport.peer} to {what} {why} ({waiting} of {self.submitted} "
+                          f"requests unanswered; {heard}; srtt {srtt}, rto {rto.rto * 1e3:.0f} ms){detail}")
+
+    # ---- receiving ------------------------------------------------------------------------------------
 
     def answers(self) -> Iterator[Answer]:
-        """Replies as they arrive, until nothing is queued or outstanding; raises KVPTimeout when a request
-        was sent `tries` times without a reply. The caller may submit, retry or clear while iterating."""
-        while self._queue or self._flight:
-            while self._queue and len(self._flight) < self.size:
-                self._send(self._queue.popleft())
+        """Replies as they arrive, until nothing is queued or outstanding; raises KVPTimeout when nothing
+        answered for `silence` seconds (or a request was tried `tries` times). The caller may submit, retry or
+        clear while iterating."""
+        started = self._clock()
+        while self._queue or self._pending:
             now = self._clock()
-            for item in [i for i in self._flight.values() if now - i.sent_at >= self.timeout]:
-                if item.attempts >= self.tries:
-                    raise self._timeout_error()
-                self._send(item)  # its own timer: only late requests are resent
-            wait = min(i.sent_at for i in self._flight.values()) + self.timeout - self._clock()
-            data = self.transport.recv(wait)
+            quiet_since = self._heard_at if self._heard_at is not None else started
+            if now - quiet_since >= self.silence:
+                raise self._timeout_error(f"in {self.silence:g}s of silence")
+            pace_wait = self._send_what_fits(now)
+            deadline = self._next_deadline()
+            if deadline is not None and deadline <= now:
+                # Read what already arrived before calling anything lost: a reader that was not scheduled for a
+                # while finds its replies waiting, and they are not losses. At most what is in flight can be there.
+                for _ in range(self._in_flight + 1):
+                    data = self.transport.recv(0.0)
+                    if data is None:
+                        break
+                    answer = self._match(data)
+                    if answer is not None:
+                        yield answer
+                self._expire(self._clock())
+                continue
+            waits = [quiet_since + self.silence - now]
+            if pace_wait is not None:
+                waits.append(pace_wait)
+            if deadline is not None:
+                waits.append(deadline - now)
+            if self._delayed and self._delayed[0][0] > now and self._in_flight < self.size:
+                waits.append(self._delayed[0][0] - now)  # (one already due is ready: pacing says when)
+            data = self.transport.recv(max(min(waits), 0.0))
             if data is None:
                 continue
             answer = self._match(data)
@@ -159,19 +380,57 @@ class Window:
             self.strays += 1
             return None
         reply = Header.unpack(data)
-        item = self._flight.get(reply.req_id)
+        item = self._pending.get(reply.req_id)
         if item is None:
             self.strays += 1
+            if self.path.resent_answered.pop(reply.req_id, False) and check(data) is None:
+                self.path.rto.spurious()  # both sends were answered: the timer ran out too early
+                self.path.congestion.undo()
+                self.spurious += 1
             return None
         reason = check(data)
         if reason is None and not answers(reply, item.header):
             self.wrong.append(f"{describe(reply)} does not answer {describe(item.header)}")
             return None  # a reply to something else that carries our req_id: keep waiting
+        now = self._clock()
+        self._heard_at = now
+        self._last_heard = reply  # formatted only for an error
+        if reason is None and reply.status == _BUSY:
+            self._shed(item, now)
+            return None
         if reason is not None:
             self.wrong.append(f"{describe(reply)} ({reason.value})")
-        del self._flight[reply.req_id]
+        del self._pending[reply.req_id]
+        item.done = True
+        if item.attempts > item.busy + 1:  # resent: a second reply would show the resend was not needed
+            remembered = self.path.resent_answered
+            remembered[reply.req_id] = True
+            if len(remembered) > RESENDS_REMEMBERED:
+                del remembered[next(iter(remembered))]
+        if item.in_flight:
+            item.in_flight = False
+            self._in_flight -= 1
+        if item.attempts == 1:  # Karn: a resent request's reply may answer any of its sends
+            self.path.rto.sample(now - item.sent_at)
+            if item.sent_at > self._delivered_sent_at:
+                self._delivered_sent_at = item.sent_at
+                self._detect_losses(now)
+        self.path.congestion.on_reply(bool(reply.flags & _CONGESTED))
         value: bytes | memoryview = b""
-        if reason is None and reply.flags & Flag.VALUE:
+        if reason is None and reply.flags & _VALUE:
             value = memoryview(data)[KVP_HEADER_LEN:KVP_HEADER_LEN + reply.chunk_len]
-        return Answer(item.tag, item.header, reply, value, self._clock() - item.sent_at, item.attempts,
+        return Answer(item.tag, item.header, reply, value, now - item.sent_at, item.attempts,
                       reason is not None, item.data)
+
+    def _shed(self, item: _Outstanding, now: float) -> None:
+        """The node answered BUSY: cut the window, resend after a backoff that doubles per BUSY in a row."""
+        self.busy += 1
+        item.busy += 1
+        if item.in_flight:
+            item.in_flight = False
+            self._in_flight -= 1
+        self.path.congestion.on_busy(item.sent_at, now)
+        if item.attempts == item.busy:  # its only sends were shed: still a round trip of the path
+            self.path.rto.sample(now - item.sent_at)
+        self._seq += 1
+        heapq.heappush(self._delayed, (now + self.path.rto.backoff(item.busy), self._seq, item))

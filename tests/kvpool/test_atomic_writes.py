@@ -1,4 +1,4 @@
-"""Blocks are atomic to readers (issue 9): staged per writer, committed whole, acked at commit; resends idempotent.
+"""Blocks are atomic to readers (docs/protocol.md, *Atomic blocks*): staged per writer, committed whole, acked at commit; resends idempotent.
 
 Every test taking `make_node` runs on each storage backend (conftest: memory, mooncake-fake, mooncake).
 

@@ -84,3 +84,21 @@ def test_short_middle_chunk_is_refused():
     c = split(bytes(300), 1)[0]
     with pytest.raises(BlockError, match="value_len"):
         Reassembly().add(0, 3, 100, c.value, 1, c.csum)
+
+
+def test_the_chunk_size_for_a_path_mtu_is_the_largest_whose_datagram_fits():
+    from kvpool.blocks import chunk_len_for_mtu
+
+    assert chunk_len_for_mtu(1500) == 1024  # 20 + 8 + 44 + 1024 = 1096 <= 1500 < 2120
+    assert chunk_len_for_mtu(9000) == 8192  # 8264 <= 9000
+    assert chunk_len_for_mtu(8263) == 4096 and chunk_len_for_mtu(8264) == 8192
+    assert chunk_len_for_mtu(576) == 256 and chunk_len_for_mtu(100) == 128  # nothing fits: the smallest
+
+
+def test_the_default_chunk_keeps_small_blocks_switch_cacheable_and_sizes_large_ones_to_the_path():
+    from kvpool.blocks import LARGE_CHUNK_LEN, SMALL_BLOCK_LEN, default_chunk_len
+
+    assert default_chunk_len(SMALL_BLOCK_LEN, 9000) == 128
+    assert default_chunk_len(SMALL_BLOCK_LEN + 1, 9000) == 8192
+    assert default_chunk_len(SMALL_BLOCK_LEN + 1, 1500) == 1024
+    assert default_chunk_len(SMALL_BLOCK_LEN + 1) == LARGE_CHUNK_LEN  # MTU unknown

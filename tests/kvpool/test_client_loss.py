@@ -80,7 +80,7 @@ def test_a_lost_put_ack_is_resent_and_reported_as_success():
         return False
 
     with local_client(n, drop=drop_the_commits_acks) as client:
-        client.put_block(0xACC, b"z" * 300, version=1)  # before issue 9 the resend got ERR_STALE and this raised
+        client.put_block(0xACC, b"z" * 300, version=1)  # the resend is OK (docs/protocol.md, *Atomic blocks*), never ERR_STALE
         assert len(lost) == 3 and client.sent == 4  # three chunks, one resend (of the chunk that completed it)
         assert client.get_block(0xACC).data == b"z" * 300
     assert n.counters["status.OK"] >= 4
@@ -174,7 +174,7 @@ def test_a_read_keeps_a_window_of_requests_in_flight(window):
     with local_client(n) as writer:
         writer.put_block(1, bytes(100 * 128), version=1)
     transport = CountingTransport(n)
-    with KVPClient(ClientOptions(window=window), transport, clock=transport.clock) as client:
+    with KVPClient(ClientOptions(window=window, initial_window=window), transport, clock=transport.clock) as client:
         client.get_block(1, chunks=100)
     assert transport.bursts[0] == window  # `window` GETs sent before the first reply is read
     assert transport.sends == 100  # and nothing sent twice without loss

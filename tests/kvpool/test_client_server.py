@@ -130,13 +130,24 @@ def fake():
 
 
 def client_for(node: FakeNode) -> KVPClient:
-    return KVPClient(ClientOptions(server=node.sock.getsockname(), timeout=0.05, retries=2))
+    return KVPClient(ClientOptions(server=node.sock.getsockname(), timeout=0.05, retries=2, give_up=1.0))
 
 
-def test_silent_peer_times_out_after_all_retries(fake):
+def test_a_silent_peer_fails_a_read_after_the_silence_bound_naming_key_server_and_what_was_heard(fake):
     node = fake(lambda h, d: [])
-    with client_for(node) as client, pytest.raises(KVPTimeout, match="3 tries"):
-        client.get_block(1)
+    options = ClientOptions(server=node.sock.getsockname(), timeout=0.05, retries=2, give_up=0.5)
+    with KVPClient(options) as client, pytest.raises(KVPTimeout) as err:
+        client.get_block(0xABC)
+    text = str(err.value)
+    assert "ph=0x0000000000000abc chunk=0" in text and f"{node.sock.getsockname()[1]}" in text
+    assert "0.5s of silence" in text and "nothing heard" in text
+    assert node.seen >= 3, "resent with backoff while silent"
+
+
+def test_a_silent_peer_fails_a_one_request_call_after_its_retries(fake):
+    node = fake(lambda h, d: [])
+    with client_for(node) as client, pytest.raises(KVPTimeout, match="after 3 tries"):
+        client.stat(1)
     assert node.seen == 3
 
 

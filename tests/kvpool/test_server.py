@@ -60,7 +60,7 @@ def test_tenants_do_not_share_blocks(make_node):
 
 @pytest.mark.parametrize(("version", "status"), [(1, Status.ERR_STALE), (2, Status.ERR_CONFLICT)])
 def test_write_not_newer_than_stored_is_refused_and_not_applied(make_node, version, status):
-    # Contract change (issue 9): the same version with other bytes is ERR_CONFLICT now (it was ERR_STALE).
+    # docs/protocol.md, *Atomic blocks*: the same version with other bytes is ERR_CONFLICT now (it was ERR_STALE).
     n = make_node()
     put(n, 0xAA, b"new", 2)
     ack = put(n, 0xAA, b"old", version)
@@ -213,3 +213,80 @@ def test_tier_move_to_absent_frees_the_dram_it_held():
     put(n, 9, b"x", 1)
     request(n, Opcode.TIER_MOVE, 9, aux=Tier.ABSENT)
     assert n.backend.dram_used == 0
+
+
+# ---- overload: a bounded queue, BUSY instead of silent loss ----------------------------------------------
+
+def _get(ph: int, idx: int, req_id: int) -> bytes:
+    return Header(Opcode.GET, req_id=req_id, prefix_hash=ph, chunk_idx=idx, chunk_count=idx + 1).pack()
+
+
+def test_a_batch_within_the_queue_limit_is_served_whole():
+    n = StorageNode(StorageOptions(queue_limit=8))
+    put(n, 1, b"v", 1)
+    out = n.receive_batch([(_get(1, 0, i), ("10.0.0.1", 4000)) for i in range(8)])
+    assert [Header.unpack(d.data).status for d in out] == [Status.HIT_SERVER] * 8
+    assert n.counters["shed.busy"] == 0
+
+
+def test_gets_over_the_queue_limit_are_answered_busy_without_a_value_and_nothing_is_lost():
+    n = StorageNode(StorageOptions(queue_limit=4))
+    put(n, 1, b"v", 1)
+    batch = [(_get(1, 0, i), ("10.0.0.1", 4000)) for i in range(10)]
+    out = [Header.unpack(d.data) for d in n.receive_batch(batch)]
+    assert len(out) == 10, "every request gets an answer"
+    assert [h.status for h in out] == [Status.HIT_SERVER] * 4 + [Status.BUSY] * 6  # the newest are shed
+    busy = [h for h in out if h.status == Status.BUSY]
+    assert all(h.opcode == Opcode.GET_REPLY and h.value_len == 0 and not h.flags & Flag.VALUE for h in busy)
+    assert [h.req_id for h in busy] == list(range(4, 10)), "each BUSY echoes its request"
+    assert n.counters["shed.busy"] == 6 and n.gets[ChunkKey(0, 1, 0)] == 4, "a shed GET is not served"
+
+
+def test_shedding_is_fair_between_sources():
+    n = StorageNode(StorageOptions(queue_limit=12))
+    put(n, 1, b"v", 1)
+    heavy = [(_get(1, 0, i), ("10.0.0.1", 4000)) for i in range(20)]
+    light = [(_get(1, 0, 100 + i), ("10.0.0.2", 4000)) for i in range(3)]
+    medium = [(_get(1, 0, 200 + i), ("10.0.0.3", 4000)) for i in range(6)]
+    out = n.receive_batch(heavy[:10] + light + medium + heavy[10:])
+    served: dict[str, int] = {}
+    for d in out:
+        if Header.unpack(d.data).status == Status.HIT_SERVER:
+            served[d.to[0]] = served.get(d.to[0], 0) + 1
+    assert served == {"10.0.0.1": 4, "10.0.0.2": 3, "10.0.0.3": 4}  # light keeps all, the rest share equally
+
+
+def test_puts_over_the_limit_are_answered_busy_and_nothing_is_staged():
+    n = StorageNode(StorageOptions(queue_limit=1))
+    chunks = [encode(Header(Opcode.PUT, req_id=i, prefix_hash=5, chunk_idx=i, chunk_count=3, version=1), b"x")
+              for i in range(3)]
+    out = [Header.unpack(d.data) for d in n.receive_batch([(c, ("10.0.0.1", 4000)) for c in chunks])]
+    assert [h.status for h in out] == [Status.STAGED, Status.BUSY, Status.BUSY]
+    assert n.staging.bytes == KVP_HEADER_LEN + 128
+
+
+def test_control_metadata_and_malformed_datagrams_are_never_shed():
+    n = StorageNode(StorageOptions(queue_limit=1))
+    put(n, 1, b"v", 1)
+    stat = Header(Opcode.STAT, req_id=1, prefix_hash=1).pack()
+    bad = Header(Opcode.GET, req_id=2, prefix_hash=1, chunk_shift=3).pack()  # chunk_shift out of range
+    batch = [(stat, ("10.0.0.1", 1)), (stat, ("10.0.0.1", 1)), (bytes(bad), ("10.0.0.1", 1)),
+             (b"\x00" * 3, ("10.0.0.1", 1))]
+    statuses = [Header.unpack(d.data).status for d in n.receive_batch(batch)]
+    assert Status.BUSY not in statuses and statuses[:2] == [Status.OK, Status.OK]
+
+
+def test_random_datagrams_in_an_overloaded_batch_neither_crash_nor_shed_anything_unanswerable():
+    rng = random.Random(7)
+    n = StorageNode(StorageOptions(queue_limit=16))
+    put(n, 1, b"v", 1)
+    batch = []
+    for i in range(400):
+        data = bytearray(_get(1, 0, i))
+        for _ in range(rng.randrange(4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        batch.append((bytes(data[:rng.randrange(len(data) + 1)] if rng.random() < 0.2 else data),
+                      (f"10.0.0.{rng.randrange(1, 5)}", 4000)))
+    for d in n.receive_batch(batch):
+        h = Header.unpack(d.data[:KVP_HEADER_LEN].ljust(KVP_HEADER_LEN, b"\0"))
+        assert h.status != Status.BUSY or h.opcode in (Opcode.GET_REPLY, Opcode.PUT_ACK)

@@ -1,4 +1,4 @@
-"""Writes in progress are bounded: a flood of partial writes cannot exhaust the node, and they expire (issue 9)."""
+"""Writes in progress are bounded: a flood of partial writes cannot exhaust the node, and they expire (docs/protocol.md, *Atomic blocks*)."""
 
 from __future__ import annotations
 

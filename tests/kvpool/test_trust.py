@@ -1,4 +1,4 @@
-"""Controller-only opcodes are honoured only from the controller's networks (`--control-from`), issue 9."""
+"""Controller-only opcodes are honoured only from the controller's networks (`--control-from`; docs/protocol.md, *Trust*)."""
 
 from __future__ import annotations
 

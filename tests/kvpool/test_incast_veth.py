@@ -1,0 +1,58 @@
+"""Process level on veth: N-to-1 reads with the client's defaults through the softswitch process.
+
+The bed is `bench.incast.Bed` (client and storage node in their own namespaces, the softswitch between them on
+veth pairs, coalescing configured as the controller does); each reader is its own process with default
+`ClientOptions`, released at one instant, and checks its block's SHA-256 (`bench.incast._realistic_readers`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and veth pairs need root")]
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    from bench.incast import Bed
+
+    with Bed(tmp_path_factory.mktemp("incast-veth"), tag="ivt") as bed:
+        bed.coalescing(True)
+        yield bed
+
+
+def write_blocks(bed, mtu: int, phs: list[int], size: int) -> int:
+    from kvpool.blocks import chunk_len_for_mtu
+
+    bed.set_mtu(mtu)
+    chunk = chunk_len_for_mtu(mtu)
+    for ph in phs:
+        bed.agent("storage", "--agent", "write", "--ph", str(ph), "--size", str(size), "--seed", str(ph & 0xFFFF),
+                  "--chunk", str(chunk))
+    return chunk
+
+
+def test_sixteen_readers_of_sixteen_different_cold_blocks_all_finish_with_verified_bytes(bed):
+    from bench.incast import measure_realistic
+
+    phs = [0x7E57_0000 + i for i in range(16)]
+    size = 1 << 20
+    chunk = write_blocks(bed, 1500, phs, size)
+    assert chunk == 1024, "the default chunk of a 1,500-byte path"
+    row = measure_realistic(bed, 1500, "own-blocks", 16, 0.0, phs, size, chunk)
+    assert row["failed_readers"] == 0, row["errors"]
+    assert len(row["reader_MB_per_s"]) == 16
+
+
+def test_four_readers_of_their_own_block_under_5_percent_loss_per_hop_all_finish(bed):
+    from bench.incast import measure_realistic
+
+    phs = [0x7E58_0000 + i for i in range(4)]
+    size = 1 << 20
+    chunk = write_blocks(bed, 1500, phs, size)
+    row = measure_realistic(bed, 1500, "own-blocks", 4, 5.0, phs, size, chunk)
+    assert row["failed_readers"] == 0, row["errors"]
+    assert row["resent_gets"] > 0, "the loss was there"
