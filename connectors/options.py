@@ -66,4 +66,6 @@ class ConnectorOptions:
         unknown = sorted(set(config) - known)
         if unknown:
             raise ValueError(f"unknown connector option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        if "pool" not in config:
+            raise ValueError('the pool address is missing: kv_connector_extra_config {"pool": "HOST:PORT"}')
         return cls(**dict(config))
