@@ -21,6 +21,7 @@ Goals (docs/engines.md): a hit's TTFT <= 0.5 x the full prefill's; the connector
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -34,7 +35,8 @@ from kvpool.server import StorageNode, StorageOptions
 
 NAME = "engine_ttft"
 REPO = Path(__file__).resolve().parents[1]
-ENGINE_PYTHON = REPO / ".venv-engine" / "bin" / "python"
+ENGINE_PYTHON = Path(os.environ.get("KVSWITCH_ENGINE_PYTHON", REPO / ".venv-engine" / "bin" / "python"))
+"""The engine environment's python (KVSWITCH_ENGINE_PYTHON overrides)."""
 PREFIX_TOKENS = 1024
 SUFFIX_TOKENS = 64
 WARMUP = 3
@@ -62,7 +64,7 @@ def _engine(work: Path, name: str, prompts: list[list[int]], pool: str | None, m
     if pool is not None:
         command += ["--pool", pool, "--extra", json.dumps({"stats_dir": str(work / f"{name}.stats")})]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800,
-                          env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+                          env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"})
     if done.returncode:
         raise RuntimeError(f"engine {name} failed: {done.stderr[-2000:]}")
     return json.loads((work / f"{name}.json").read_text())["requests"]
@@ -71,7 +73,8 @@ def _engine(work: Path, name: str, prompts: list[list[int]], pool: str | None, m
 def _model() -> Path:
     model = REPO / "build" / "models" / "tiny"
     subprocess.run([str(ENGINE_PYTHON), "-m", "connectors.models", "ensure", "tiny", "--out", str(model)],
-                   cwd=REPO, check=True, capture_output=True, env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"})
+                   cwd=REPO, check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"})
     return model
 
 
@@ -87,7 +90,8 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     stop = threading.Event()
     thread = threading.Thread(target=node.serve, args=(sock, stop, 0.05), daemon=True)
     thread.start()
-    pool = "%s:%d" % sock.getsockname()
+    host, port = sock.getsockname()
+    pool = f"{host}:{port}"
     try:
         with tempfile.TemporaryDirectory(prefix="engine_ttft.") as tmp:
             work = Path(tmp)

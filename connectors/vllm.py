@@ -33,7 +33,8 @@ import logging
 import os
 import queue
 import threading
-from collections import Counter
+import time
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,6 +127,8 @@ class KVSwitchConnector(KVConnectorBase_V1):
         self.can_load = self.options.load and transfer.is_kv_consumer
         self.can_save = self.options.save and transfer.is_kv_producer
         self.counters: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        """Wall time spent in the connector's hooks, by what they did (probing, loading, copying saves out)."""
         self._stats_dirty = False
         if role == KVConnectorRole.SCHEDULER:
             self._init_scheduler(transfer)
@@ -162,9 +165,11 @@ class KVSwitchConnector(KVConnectorBase_V1):
         if prompt is None:  # prompt embeddings: nothing to key
             return 0, False
         store = self.lookup_store
+        begin = time.perf_counter()
         hits = self.planner.match(request.request_id, prompt, num_computed_tokens,
                                   store.leading_hits if store is not None else (lambda keys: 0),
                                   salt=getattr(request, "cache_salt", None) or "")
+        self.seconds["lookup"] += time.perf_counter() - begin
         self.counters["lookups"] += 1
         self.counters["hit_tokens"] += hits
         self.counters["requests_hit"] += hits > 0
@@ -230,8 +235,11 @@ class KVSwitchConnector(KVConnectorBase_V1):
             return
         metadata = self._get_connector_metadata()
         assert isinstance(metadata, KVSwitchMetadata)
+        begin = time.perf_counter()
         for load in metadata.plan.loads:
             self._load(load)
+        if metadata.plan.loads:
+            self.seconds["load"] += time.perf_counter() - begin
 
     def _load(self, load: RequestLoad) -> None:
         """Read and check the request's blocks in order into the cache; from the first that cannot be loaded,
@@ -283,6 +291,7 @@ class KVSwitchConnector(KVConnectorBase_V1):
         if self.has_connector_metadata() and self.saver is not None and self.kv is not None:
             metadata = self._get_connector_metadata()
             assert isinstance(metadata, KVSwitchMetadata)
+            begin = time.perf_counter()
             for request_id, salt, save in metadata.plan.saves:
                 if request_id in self._tainted:  # this step attended to KV that failed to load
                     self.counters["save_skipped_failed_load"] += 1
@@ -290,6 +299,8 @@ class KVSwitchConnector(KVConnectorBase_V1):
                 payload = self.kv.gather(save.block_ids)
                 self.saver.submit(save.key, self.identity.salted(salt), payload)
                 self._stats_dirty = True
+            if metadata.plan.saves:
+                self.seconds["save_copy"] += time.perf_counter() - begin
         self._tainted.clear()
         if self._stats_dirty:
             self._write_stats("worker")
@@ -314,7 +325,8 @@ class KVSwitchConnector(KVConnectorBase_V1):
 
     def stats(self) -> dict[str, Any]:
         """This side's counters and its pool clients' (`PoolStats`)."""
-        out: dict[str, Any] = {"identity": asdict(self.identity), "counters": dict(self.counters)}
+        out: dict[str, Any] = {"identity": asdict(self.identity), "counters": dict(self.counters),
+                               "seconds": dict(self.seconds)}
         if self._role == KVConnectorRole.SCHEDULER:
             if self.lookup_store is not None:
                 out["lookup_store"] = self.lookup_store.stats.as_dict()
@@ -323,6 +335,7 @@ class KVSwitchConnector(KVConnectorBase_V1):
                 out["load_store"] = self.load_store.stats.as_dict()
             if self.saver is not None:
                 out["save_store"] = self.saver.store.stats.as_dict()
+                out["seconds"]["saver_thread"] = self.saver.seconds
         return out
 
     def _write_stats(self, role: str) -> None:
@@ -347,6 +360,8 @@ class _Saver:
         self.store = store
         self.counters = counters
         self._queue: queue.Queue[tuple[int, ModelIdentity, bytes] | None] = queue.Queue(size)
+        self.seconds = 0.0
+        """Wall time the saver spent writing (in its own thread)."""
         self._thread = threading.Thread(target=self._run, name="kvswitch-saver", daemon=True)
         self._thread.start()
         self._closed = False
@@ -375,6 +390,7 @@ class _Saver:
                 return
 
     def _write(self, blocks: list[tuple[int, ModelIdentity, bytes]]) -> None:
+        begin = time.perf_counter()
         stored = self.store.present([key for key, _, _ in blocks])
         for (key, identity, payload), there in zip(blocks, stored, strict=True):
             if there:
@@ -384,6 +400,7 @@ class _Saver:
                 self.counters["saved_bytes"] += len(payload)
             else:
                 self.counters["save_failed"] += 1
+        self.seconds += time.perf_counter() - begin
 
     def close(self, timeout: float) -> None:
         """Write what is queued (up to `timeout` seconds), then stop."""
