@@ -157,7 +157,7 @@ def test_bad_block_is_refused_and_recomputed(runs, name: str, reason: str) -> No
     _assert_same_output(runs["B"].requests[name], runs["C"].requests[name])
     worker = runs["B"].stats["worker"]
     assert worker["counters"][f"load_failed.{reason}"] == 1
-    assert worker["load_store"]["rejected"] == len(DAMAGED)
+    assert worker["counters"]["rejected"] == len(DAMAGED)
     assert runs["B"].stats["scheduler"]["counters"]["requests_load_failed"] == len(DAMAGED)
 
 
