@@ -26,7 +26,7 @@ from connectors.models import ensure
 from connectors.store import PoolStore
 from kvpool.client import ClientOptions, KVPClient, parse_address
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # five engine starts: minutes on a busy 2-core host
 
 REPO = Path(__file__).resolve().parents[2]
 LOGPROB_TOLERANCE = 1e-5
