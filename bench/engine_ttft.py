@@ -9,8 +9,8 @@ cache off). Three engines run in turn:
 
 1. a writer with the connector stores the 1,024-token prefixes of the "hit" prompts in the pool;
 2. an engine with the connector runs the "hit" prompts (same prefix, another suffix: 1,024 tokens come from the
-   pool, the suffix is computed) and then "miss" prompts whose prefixes the pool never saw (it asks, misses,
-   computes everything, and saves in the background);
+   pool, the suffix is computed) alternating with "miss" prompts whose prefixes the pool never saw (it asks,
+   misses, computes everything, and saves in the background);
 3. an engine without a connector runs the very same prompts (full prefills).
 
 Each engine first serves a few warm-up prompts (its first requests pay one-off kernel set-up). A request asks
@@ -96,7 +96,9 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         with tempfile.TemporaryDirectory(prefix="engine_ttft.") as tmp:
             work = Path(tmp)
             _engine(work, "writer", prompts["store"], pool, model)
-            measured = prompts["warmup"] + prompts["hit"] + prompts["miss"]
+            # hit and miss requests alternate, so a change in the host's load hits both kinds alike
+            measured = prompts["warmup"] + [p for pair in zip(prompts["hit"], prompts["miss"], strict=True)
+                                            for p in pair]
             with_pool = _engine(work, "connector", measured, pool, model)[WARMUP:]
             without = _engine(work, "plain", measured, None, model)[WARMUP:]
             stats = {path.stem: json.loads(path.read_text())
@@ -110,13 +112,16 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     def median_ms(requests: list[dict[str, Any]]) -> float:
         return statistics.median(r["latency_s"] for r in requests) * 1e3
 
-    hit, miss = with_pool[:count], with_pool[count:]
-    hit_plain, miss_plain = without[:count], without[count:]
+    hit, miss = with_pool[0::2], with_pool[1::2]
+    hit_plain, miss_plain = without[0::2], without[1::2]
     result = {
         "preset": "tiny", "prefix_tokens": PREFIX_TOKENS, "suffix_tokens": SUFFIX_TOKENS, "requests": count,
         "ttft_ms": {"hit_with_pool": median_ms(hit), "same_prompts_full_prefill": median_ms(hit_plain),
                     "miss_with_connector": median_ms(miss), "same_prompts_no_connector": median_ms(miss_plain)},
         "external_hit_tokens": [r["num_cached_tokens"] for r in hit],
+        "ttft_ms_each": {name: [round(r["latency_s"] * 1e3, 1) for r in requests] for name, requests in
+                         (("hit_with_pool", hit), ("same_prompts_full_prefill", hit_plain),
+                          ("miss_with_connector", miss), ("same_prompts_no_connector", miss_plain))},
         "same_tokens": [a["tokens"] for a in with_pool] == [b["tokens"] for b in without],
         "connector_stats": stats,
     }
