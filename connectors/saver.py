@@ -26,7 +26,7 @@ COUNTERS = ("saved_blocks", "saved_bytes", "save_skipped_present", "save_failed"
             "save_pool_failures", "saver_busy_us")
 """What the saver process counts (shared memory, in this order)."""
 
-Item = tuple[int, ModelIdentity, bytes]
+Item = tuple[int, ModelIdentity, bytes | bytearray]
 
 
 class SaverProcess:
@@ -43,7 +43,7 @@ class SaverProcess:
         """Blocks not queued: the saver was behind by `queue_size` blocks."""
         self._closed = False
 
-    def submit(self, key: int, identity: ModelIdentity, payload: bytes) -> bool:
+    def submit(self, key: int, identity: ModelIdentity, payload: bytes | bytearray) -> bool:
         """Queue one block to write; False (and counted) when the queue is full."""
         try:
             self._queue.put_nowait((key, identity, payload))
