@@ -6,12 +6,15 @@ on a loaded 2-core machine). So the engine only copies a block out of its cache 
 blocking: a full queue drops the block and counts it); a spawned process takes blocks from the queue, asks the
 pool in one round trip which of a batch it holds already, and writes the others (`PoolStore.put`), each block
 under `connectors.blockcodec`'s header. Counters live in shared memory, readable by the engine at any time.
+The process runs at a lower CPU priority (`nice`): on a host whose cores the engine needs, saving waits; a
+saver that falls behind drops blocks at the queue (counted), it never slows a prefill down.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import queue
 import time
 from typing import Any
@@ -32,11 +35,12 @@ Item = tuple[int, ModelIdentity, bytes | bytearray]
 class SaverProcess:
     """The engine's side of the saver: a bounded queue into a spawned process."""
 
-    def __init__(self, pool: str, store_options: dict[str, Any], queue_size: int) -> None:
+    def __init__(self, pool: str, store_options: dict[str, Any], queue_size: int, nice: int = 10) -> None:
+        """`nice`: how much lower than the engine the saver's CPU priority is (0: the same)."""
         context = multiprocessing.get_context("spawn")  # never fork an engine: its threads and locks stay behind
         self._queue: Any = context.Queue(queue_size)
         self._counters: Any = context.Array("q", len(COUNTERS), lock=False)
-        self._process = context.Process(target=_serve, args=(pool, store_options, self._queue, self._counters),
+        self._process = context.Process(target=_serve, args=(pool, store_options, self._queue, self._counters, nice),
                                         name="kvswitch-saver", daemon=True)
         self._process.start()
         self.dropped_queue_full = 0
@@ -71,8 +75,10 @@ class SaverProcess:
         self._queue.close()
 
 
-def _serve(pool: str, store_options: dict[str, Any], blocks: Any, counters: Any) -> None:
+def _serve(pool: str, store_options: dict[str, Any], blocks: Any, counters: Any, nice: int) -> None:
     """The saver process: write queued blocks until told to stop (a None)."""
+    if nice:
+        os.nice(nice)
     index = {name: i for i, name in enumerate(COUNTERS)}
     with PoolStore(pool, **store_options) as store:
         done = False
