@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("vllm.kvswitch")
 """Under vLLM's logger, so these lines come out with vLLM's own, in its format."""
 
-SHUTDOWN_FLUSH_S = 30.0
+SHUTDOWN_FLUSH_S = 60.0
 """Seconds a shutting-down worker waits for queued saves."""
 
 
