@@ -99,12 +99,14 @@ def auto_chunk_size(host: str) -> int | None:
 class PoolStore:
     """The pool at one address, for a connector: probes, reads and writes that never raise."""
 
-    def __init__(self, address: str, *, timeout_s: float = 0.2, retries: int = 2, tenant: int = 0,
+    def __init__(self, address: str, *, timeout_s: float = 0.2, retries: int = 2, give_up_s: float = 2.0,
+                 tenant: int = 0,
                  chunk_size: int | Literal["auto"] | None = "auto", window: int = 64, bypass: bool = False,
                  probe: Probe = "stat", breaker: BreakerOptions | CircuitBreaker | None = None,
                  transport: Transport | None = None, logger: logging.Logger | None = None) -> None:
         """`address` is "HOST:PORT" (the storage node, or the pool address a switch serves); `timeout_s` per try,
-        `retries` resends after it. `chunk_size` of written blocks: bytes, None for the client's default, "auto"
+        `retries` resends after it (probes); a block read or write fails once the pool is silent for `give_up_s` (the
+        engine then recomputes: it must not wait the client's default 30 s). `chunk_size` of written blocks: bytes, None for the client's default, "auto"
         for `auto_chunk_size`. `window`: chunk requests in flight per block (64 x 8 KiB fits the client's socket
         buffer). `breaker`: its options, or a breaker shared with other stores on the same pool (one outage, one
         log line). `transport` replaces the UDP socket (tests)."""
@@ -114,7 +116,7 @@ class PoolStore:
         self.address = f"{host}:{port}"
         self.chunk_size = auto_chunk_size(host) if chunk_size == "auto" else chunk_size
         self.options = ClientOptions(server=(host, port), tenant=tenant, timeout=timeout_s, retries=retries,
-                                     bypass=bypass, window=window, chunk_size=self.chunk_size)
+                                     bypass=bypass, window=window, chunk_size=self.chunk_size, give_up=give_up_s)
         self.probe_opcode = PROBE_OPCODES[probe]
         self.log = logger or log
         self.stats = PoolStats()
@@ -172,8 +174,9 @@ class PoolStore:
 
     def _probe(self, keys: Sequence[int]) -> list[bool]:
         client = self._client
-        window = Window(client.transport, len(keys), self.options.timeout, self.options.retries + 1,
-                        lambda: next(self._probe_ids), clock=client.clock)
+        window = Window(client.transport, lambda: next(self._probe_ids), client.path,
+                        silence=self.options.give_up, tries=self.options.retries + 1, cap=len(keys),
+                        clock=client.clock)
         flags = int(Flag.BYPASS) if self.options.bypass else 0
         for index, key in enumerate(keys):
             window.submit(index, Header(self.probe_opcode, flags=flags, tenant=self.options.tenant,
