@@ -4,8 +4,9 @@
                             [--storage-nodes M] [--store memory|mooncake]
                             [--admission P --eviction P --recycling P --param KIND.NAME=VALUE ...]
                             [--metrics-base PORT] [--no-pcap] [--switch-log LEVEL] [--resume]
+                            [--engine vllm [--engine-python PATH] [--preset tiny]]
     python -m topo stop     [--state DIR]
-    python -m topo demo     (as run) [--trace PATH] [--out DIR] [--requests 300]
+    python -m topo demo     (as run) [--trace PATH] [--out DIR] [--requests 300] [--engine-requests 24]
     python -m topo compile  --target T --out build
     python -m topo topology star|leaf-spine [--hosts N --leaves L --spines S]   (prints a topology.json)
 """
@@ -75,8 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--resume", action="store_true",
                        help="keep the last run's controller state and storage disk (default: start clean)")
 
+    def engine_args(p: argparse.ArgumentParser) -> None:
+        from topo.engines import ENGINES
+
+        p.add_argument("--engine", choices=ENGINES, default=None,
+                       help="also run an inference engine on every host, its KV connector on the pool "
+                            "(docs/engines.md); default: none (trace replay clients only)")
+        p.add_argument("--engine-python", type=Path, default=REPO / ".venv-engine" / "bin" / "python",
+                       help="the engine environment's python (default .venv-engine/bin/python)")
+        p.add_argument("--preset", default="tiny", help="the engines' model preset (connectors/presets; default tiny)")
+
     run = sub.add_parser("run", help="start the testbed and open the Mininet CLI")
     testbed_args(run)
+    engine_args(run)
     stop = sub.add_parser("stop", help="stop the testbed recorded in --state: its processes, nodes and interfaces")
     stop.add_argument("--state", type=Path, default=REPO / "out" / "testbed")
     demo = sub.add_parser("demo", help="testbed + trace replay + report and plot, then exit")
@@ -93,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "coalescing (default 16; 0: no burst)")
     demo.add_argument("--announce", action="store_true",
                       help="also send INSERT for every stored block (admission on INSERT; heavy on the controller)")
+    engine_args(demo)
+    demo.add_argument("--engine-requests", type=int, default=24,
+                      help="with --engine: requests replayed through the engines (default 24)")
     comp = sub.add_parser("compile", help="compile p4src/ for a target")
     comp.add_argument("--target", choices=("soft", "bmv2"), default="soft")
     comp.add_argument("--out", type=Path, default=REPO / "build")
@@ -116,6 +131,12 @@ def _options(args: argparse.Namespace):
                           switch_log_level=args.switch_log, metrics_base=args.metrics_base or None,
                           admission=args.admission, eviction=args.eviction, recycling=args.recycling,
                           params=tuple(args.param), resume=args.resume)
+
+
+def _engine_options(args: argparse.Namespace):
+    from topo.engines import EngineOptions
+
+    return EngineOptions(kind=args.engine, preset=args.preset, python=args.engine_python)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,6 +168,16 @@ def run(args: argparse.Namespace) -> int:
         bed = Testbed(_options(args))
         bed.start(progress=lambda msg: print(f"*** {msg}", flush=True))
         try:
+            if args.engine:
+                from topo.engines import start_engines
+
+                engines = start_engines(bed, _engine_options(args), args.state / "engines",
+                                        progress=lambda msg: print(f"*** {msg}", flush=True))
+                for e in engines:
+                    print(f"*** {e.host}: {args.engine} at {e.url} (in {e.host}'s namespace), log {e.log}")
+                print(f"*** try: h1 curl -s {engines[0].url}/v1/completions -H 'Content-Type: application/json' "
+                      f"-d '{{\"model\": \"kvswitch/{args.preset}\", \"prompt\": [5, 6, 7], \"max_tokens\": 4, "
+                      f"\"return_tokens_as_token_ids\": true, \"logprobs\": 1}}'")
             print(bed.describe())
             print(f"*** try: h1 {sys.executable} -m kvpool.client --server {bed.storage_address[0]} put 0x1 "
                   "--version 1 --data hi")
@@ -156,6 +187,12 @@ def run(args: argparse.Namespace) -> int:
             CLI(bed.net)
         finally:
             bed.stop()
+        return 0
+    if args.command == "demo" and args.engine:
+        from topo.engine_demo import EngineDemoOptions, run_engine_demo
+
+        print(run_engine_demo(_options(args), _engine_options(args),
+                              EngineDemoOptions(trace=args.trace, out=args.out, requests=args.engine_requests)))
         return 0
     if args.command == "demo":
         from topo.demo import DemoOptions, run_demo

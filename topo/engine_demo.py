@@ -1,0 +1,399 @@
+"""`make demo ENGINE=vllm`: the trace excerpt through real vLLM engines, with the pool and without it, same run.
+
+1. Requests. From the shipped excerpt (Mooncake format: `hash_ids` of prefix-chained blocks), the first
+   `requests` that share a prefix of at least two blocks with an earlier request, together with that earlier
+   request (`select_sharing`), in trace order. Each hash id becomes a fixed sequence of `tokens_per_id` token ids
+   (`tokens_of`: seeded by the id, the same on every run and host), a prompt at most `max_ids` ids long, so
+   requests that share hash ids share a token prefix.
+2. Engines (`topo.engines`): on every inference host a vLLM server with the kvswitch connector (the pool through
+   the switch) and one without (the baseline); vLLM's own prefix cache is off in both.
+3. Calibration first: full prefills of fresh prompts of several lengths on h1's baseline (the prefill rate) and
+   whole-block reads from h1 through the switch (the pool read rate), for `evaluation.calibration`.
+4. Replay: requests dealt round-robin to the hosts, one at a time in trace order (`settle_s` between them, so a
+   request's saves reach the pool before the next one looks); each goes to its host's baseline, then to its
+   pool engine (`topo.engine_client`): TTFT, tokens, top log-probabilities, cached (external-hit) tokens.
+5. Report (`out/demo/report.md`, `results.json`, `ttft.png`): per request TTFT with and without the pool and
+   the external-hit tokens; whether every generated token and its top-5 log-probabilities match; the storage
+   node's data-interface counters, the switch controller's metrics and the connectors' counters; the calibration
+   table (the evaluator's TTFT model against the measured means).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluation.calibration import (
+    Calibration,
+    PrefillSample,
+    compare,
+    fit_pool_read,
+    fit_prefill,
+    model_from_hf_config,
+)
+from evaluation.calibration import render as render_calibration
+from topo.demo import TraceRequest, _storage_traffic, load_excerpt
+from topo.engines import (
+    BASELINE_PORT,
+    POOL_PORT,
+    EngineEndpoint,
+    EngineOptions,
+    connector_stats,
+    start_engines,
+)
+from topo.switches import REPO, TestbedError
+from topo.testbed import Testbed, TestbedOptions
+
+FIRST_TOKEN_ID = 3
+"""Token ids below this are the presets' special tokens (BOS 1, EOS 2): prompts never use them."""
+LOGPROB_TOLERANCE = 1e-3
+"""Largest difference of a top log-probability between the two engines that still counts as the same: the
+pool engine computes on top of loaded KV in other batch shapes than a full prefill, so the last bits may
+differ; a wrong cache moves them by far more (and changes the tokens)."""
+
+
+@dataclass(frozen=True)
+class EngineDemoOptions:
+    trace: Path
+    out: Path
+    requests: int = 24
+    """How many requests to replay (sharing ones and the ones they share with)."""
+    tokens_per_id: int = 256
+    """Tokens each trace hash id becomes (one pool block of the connector's 256)."""
+    max_ids: int = 12
+    """Longest prompt, in hash ids (12 × 256 = 3,072 tokens, under the engines' 4,096)."""
+    max_tokens: int = 8
+    """Tokens generated per request."""
+    settle_s: float = 1.0
+    """Pause after each request, so its background saves are in the pool before the next request looks."""
+    vocab: int = 2048
+    """The presets' vocabulary size."""
+    calibration_lengths: tuple[int, ...] = (256, 512, 1024, 2048, 3072)
+    """Prompt lengths of the prefill-rate sweep (each twice)."""
+
+
+# ---- requests -----------------------------------------------------------------------------------------------------
+
+def tokens_of(hash_id: int, count: int, vocab: int) -> list[int]:
+    """The fixed token ids hash id `hash_id` stands for: a generator seeded by the id's BLAKE2b digest."""
+    seed = hashlib.blake2b(hash_id.to_bytes(8, "little"), digest_size=8, person=b"kvswitch-demo").digest()
+    rng = random.Random(int.from_bytes(seed, "little"))
+    return [rng.randrange(FIRST_TOKEN_ID, vocab) for _ in range(count)]
+
+
+def prompt_of(request: TraceRequest, options: EngineDemoOptions) -> list[int]:
+    return [t for h in request.hash_ids[:options.max_ids] for t in tokens_of(h, options.tokens_per_id, options.vocab)]
+
+
+def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def select_sharing(requests: list[TraceRequest], limit: int, max_ids: int) -> list[int]:
+    """Indices (in trace order) of the first requests that share at least two leading hash ids (within `max_ids`)
+    with an earlier request, each with the latest such earlier request, until `limit` are chosen."""
+    chosen: set[int] = set()
+    prefixes = [r.hash_ids[:max_ids] for r in requests]
+    for j in range(len(requests)):
+        if len(chosen) >= limit:
+            break
+        best, parent = 1, None
+        for p in range(j - 1, -1, -1):
+            shared = _common(prefixes[p], prefixes[j])
+            if shared > best:
+                best, parent = shared, p
+        if parent is not None:
+            chosen.update((parent, j))
+    return sorted(chosen)[:max(limit, 0)]
+
+
+# ---- measurements -------------------------------------------------------------------------------------------------
+
+_READ_RATE = """
+import json, os, sys, time
+from kvpool.client import ClientOptions, KVPClient
+server, sizes, reads = sys.argv[1], [int(s) for s in sys.argv[2].split(',')], int(sys.argv[3])
+out = []
+with KVPClient(ClientOptions(server=(server, 7420), tenant=0xFFFF, timeout=1.0, retries=5, chunk_size=8192)) as c:
+    for n, size in enumerate(sizes):
+        key = int.from_bytes(os.urandom(8), 'big')
+        c.put_block(key, os.urandom(size), 1, 8192)
+        for _ in range(reads):
+            t0 = time.perf_counter()
+            got = c.get_block(key)
+            out.append((len(got.data), time.perf_counter() - t0))
+print(json.dumps(out))
+"""
+"""Run on a host: write one block of each size, read each `reads` times through the switch, print (bytes, s)."""
+
+
+def measure_pool_reads(bed: Testbed, host: str, sizes: list[int], reads: int = 4) -> list[tuple[int, float]]:
+    assert bed.net is not None
+    done = bed.net[host].popen([sys.executable, "-c", _READ_RATE, bed.storage_address[0],
+                                ",".join(map(str, sizes)), str(reads)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=str(REPO), env={"PYTHONPATH": str(REPO)})
+    out, err = done.communicate(timeout=600)
+    if done.returncode != 0:
+        raise TestbedError(f"pool read measurement on {host} failed: {err.decode(errors='replace')[-500:]}")
+    return [(int(b), float(s)) for b, s in json.loads(out)]
+
+
+class HostClients:
+    """One `topo.engine_client` per host, fed one request at a time."""
+
+    def __init__(self, bed: Testbed, hosts: list[str], model: str, folder: Path) -> None:
+        assert bed.net is not None
+        self.procs: dict[str, subprocess.Popen] = {}
+        for host in hosts:
+            log = (folder / f"client-{host}.log").open("wb")
+            self.procs[host] = bed.net[host].popen([sys.executable, "-m", "topo.engine_client", model],
+                                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                                   cwd=str(REPO), env={"PYTHONPATH": str(REPO)})
+
+    def ask(self, host: str, request: dict) -> dict:
+        proc = self.procs[host]
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        if not line:
+            raise TestbedError(f"the engine client on {host} ended (status {proc.poll()})")
+        return json.loads(line)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def switch_metrics(bed: Testbed) -> dict[str, float]:
+    """The switch controllers' Prometheus counters whose names start with kvswitch_ (summed per name+labels)."""
+    metrics: dict[str, float] = {}
+    for sw in bed.plan.switches:
+        url = bed.metrics_url(sw.device_id)
+        if url is None:
+            continue
+        try:
+            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=5) as r:
+                text = r.read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("kvswitch_") and " " in line:
+                name, _, value = line.rpartition(" ")
+                with contextlib.suppress(ValueError):
+                    metrics[name] = metrics.get(name, 0.0) + float(value)
+    return metrics
+
+
+# ---- comparison and report ----------------------------------------------------------------------------------------
+
+def same_output(pool: dict, baseline: dict) -> tuple[bool, float]:
+    """Whether both engines generated the same tokens with the same top-5 tokens per step, and the largest
+    difference of a top log-probability between them."""
+    if pool.get("error") or baseline.get("error") or pool.get("tokens") != baseline.get("tokens"):
+        return False, float("inf")
+    worst = 0.0
+    for a, b in zip(pool["top_logprobs"], baseline["top_logprobs"], strict=True):
+        if set(a) != set(b):
+            return False, float("inf")
+        worst = max(worst, *(abs(a[k] - b[k]) for k in a)) if a else worst
+    return worst <= LOGPROB_TOLERANCE, worst
+
+
+def summarise(rows: list[dict]) -> dict:
+    ok = [r for r in rows if not r["pool"].get("error") and not r["baseline"].get("error")]
+    hits = [r for r in ok if (r["pool"].get("cached_tokens") or 0) > 0]
+
+    def mean(values: list[float]) -> float | None:
+        return statistics.fmean(values) if values else None
+
+    return {
+        "requests": len(rows), "failed": len(rows) - len(ok),
+        "identical": sum(r["identical"] for r in rows),
+        "max_logprob_diff": max((r["max_logprob_diff"] for r in ok), default=None),
+        "external_hit_tokens": sum(r["pool"].get("cached_tokens") or 0 for r in ok),
+        "requests_with_hits": len(hits),
+        "mean_ttft_pool_s": mean([r["pool"]["ttft_s"] for r in ok]),
+        "mean_ttft_baseline_s": mean([r["baseline"]["ttft_s"] for r in ok]),
+        "mean_ttft_pool_hits_s": mean([r["pool"]["ttft_s"] for r in hits]),
+        "mean_ttft_baseline_hits_s": mean([r["baseline"]["ttft_s"] for r in hits]),
+    }
+
+
+def _s(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def render(summary: dict, rows: list[dict], testbed: TestbedOptions, engine: EngineOptions,
+           calibration_lines: list[str], counters: dict) -> str:
+    lines = [f"# kvswitch demo with vLLM: {summary['requests']} requests of the trace excerpt, "
+             f"{testbed.hosts} hosts, target {testbed.target}, preset {engine.preset}", "",
+             "Each request ran on its host's vLLM with the kvswitch connector (the pool through the switch) and on "
+             "the same host's vLLM without it (baseline), one after the other; vLLM's own prefix cache is off in "
+             "both, so every cached token came from the pool.", "",
+             f"- identical output (every token and its top-5 log-probabilities, tolerance {LOGPROB_TOLERANCE}): "
+             f"**{summary['identical']} of {summary['requests']}** (largest log-probability difference "
+             f"{_s(summary['max_logprob_diff'])})",
+             f"- failed requests: {summary['failed']}",
+             f"- external-hit tokens: {summary['external_hit_tokens']} in {summary['requests_with_hits']} requests",
+             f"- mean TTFT: with the pool {_s(summary['mean_ttft_pool_s'])} s, without "
+             f"{_s(summary['mean_ttft_baseline_s'])} s; requests with a pool hit: "
+             f"{_s(summary['mean_ttft_pool_hits_s'])} s vs {_s(summary['mean_ttft_baseline_hits_s'])} s", "",
+             "| request | host | prompt tokens | external-hit tokens | TTFT with pool s | TTFT without s | ratio | "
+             "identical |", "|---:|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        p, b = r["pool"], r["baseline"]
+        ratio = (p["ttft_s"] / b["ttft_s"]) if p.get("ttft_s") and b.get("ttft_s") else None
+        lines.append(f"| {r['i']} | {r['host']} | {r['prompt_tokens']} | {p.get('cached_tokens', '–')} | "
+                     f"{_s(p.get('ttft_s'))} | {_s(b.get('ttft_s'))} | {'–' if ratio is None else f'{ratio:.2f}'} | "
+                     f"{'yes' if r['identical'] else 'NO ' + str(p.get('error') or b.get('error') or '')} |")
+    lines += ["", "## Calibration of the evaluator's TTFT model", "", *calibration_lines, "",
+              "## Counters", "", "Storage node data interface during the replay: "
+              + ", ".join(f"{k} {v}" for k, v in counters["storage"].items()), "",
+              "Switch controllers (Prometheus, change during the replay):", ""]
+    lines += [f"- `{k}`: {v:g}" for k, v in counters["switch"].items() if v] or ["- (no metrics endpoint)"]
+    lines += ["", "Connectors (pool engines):", ""]
+    for host, sides in counters["connectors"].items():
+        for side, stats in sides.items():
+            lines.append(f"- {host} {side}: `{json.dumps(stats, sort_keys=True)}`")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ok = [r for r in rows if r["pool"].get("ttft_s") and r["baseline"].get("ttft_s")]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
+    x = np.arange(len(ok))
+    left.bar(x - 0.2, [r["baseline"]["ttft_s"] for r in ok], 0.4, label="without the pool")
+    left.bar(x + 0.2, [r["pool"]["ttft_s"] for r in ok], 0.4, label="with the pool")
+    left.set_xticks(x, [str(r["i"]) for r in ok], rotation=90, fontsize=7)
+    left.set_xlabel("request (trace index)")
+    left.set_ylabel("TTFT (s)")
+    left.set_title("time to first token, same run")
+    left.legend()
+    right.scatter([r["pool"].get("cached_tokens") or 0 for r in ok],
+                  [r["pool"]["ttft_s"] / r["baseline"]["ttft_s"] for r in ok])
+    right.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+    right.set_xlabel("external-hit tokens (from the pool)")
+    right.set_ylabel("TTFT with / without the pool")
+    right.set_title("what a pool hit buys")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---- the run -------------------------------------------------------------------------------------------------------
+
+def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: EngineDemoOptions) -> str:
+    """The whole demo; returns the report (also written to `options.out/report.md`)."""
+    from connectors.presets import preset_config
+
+    trace = load_excerpt(options.trace, 1 << 30)
+    chosen = select_sharing(trace, options.requests, options.max_ids)
+    if not chosen:
+        raise TestbedError(f"{options.trace}: no requests share a prefix of two blocks")
+    folder = options.out / "engine"
+    folder.mkdir(parents=True, exist_ok=True)
+    engine = dataclasses.replace(engine, baseline=True)
+    model_name = f"kvswitch/{engine.preset}"
+    bed = Testbed(testbed)
+    hosts = [h.name for h in bed.plan.inference_hosts]
+    rows: list[dict] = []
+    with bed:
+        start_engines(bed, engine, folder, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        clients = HostClients(bed, hosts, model_name, folder)
+        try:
+            print("calibrating: prefill sweep and pool reads", file=sys.stderr, flush=True)
+            samples = []
+            for n, length in enumerate([*options.calibration_lengths, *options.calibration_lengths]):
+                prompt = [FIRST_TOKEN_ID + (7919 * (k + 1) * (n + 11)) % (options.vocab - FIRST_TOKEN_ID)
+                          for k in range(length)]
+                answer = clients.ask(hosts[0], {"i": -1, "prompt": prompt, "max_tokens": 1,
+                                                "targets": [["baseline", BASELINE_PORT]]})["results"]["baseline"]
+                if answer.get("ttft_s"):
+                    samples.append(PrefillSample(length, answer["ttft_s"]))
+            block_bytes = options.tokens_per_id * _kv_bytes_per_token(preset_config(engine.preset))
+            reads = measure_pool_reads(bed, hosts[0], [block_bytes // 4, block_bytes // 2, block_bytes])
+            storage_before, switch_before = _storage_traffic(bed), switch_metrics(bed)
+            for n, index in enumerate(chosen):
+                host = hosts[n % len(hosts)]
+                prompt = prompt_of(trace[index], options)
+                print(f"request {index} ({len(prompt)} tokens) on {host}", file=sys.stderr, flush=True)
+                answer = clients.ask(host, {"i": index, "prompt": prompt, "max_tokens": options.max_tokens,
+                                            "targets": [["baseline", BASELINE_PORT], ["pool", POOL_PORT]]})
+                pool, baseline = answer["results"]["pool"], answer["results"]["baseline"]
+                identical, worst = same_output(pool, baseline)
+                rows.append({"i": index, "host": host, "prompt_tokens": len(prompt), "pool": pool,
+                             "baseline": baseline, "identical": identical, "max_logprob_diff": worst})
+                time.sleep(options.settle_s)
+            storage = dataclasses.asdict(_storage_traffic(bed) - storage_before)
+            switch_after = switch_metrics(bed)
+            switch = {k: v - switch_before.get(k, 0.0) for k, v in switch_after.items()}
+            stats = {e.host: connector_stats(e) for e in _pool_endpoints(hosts, folder)}
+        finally:
+            clients.close()
+    model = model_from_hf_config(engine.preset, preset_config(engine.preset))
+    flops_per_s, overhead = fit_prefill(model, samples)
+    read_rate, per_block = fit_pool_read(reads)
+    calibration = Calibration(model, flops_per_s, overhead, read_rate, per_block)
+    ok = [r for r in rows if r["pool"].get("ttft_s") and r["baseline"].get("ttft_s")]
+    comparisons = [
+        compare("without the pool (baseline engines)", calibration,
+                [{"tokens": r["prompt_tokens"], "ttft_s": r["baseline"]["ttft_s"]} for r in ok]),
+        compare("with the pool (all requests)", calibration,
+                [{"tokens": r["prompt_tokens"], "cached_tokens": r["pool"].get("cached_tokens") or 0,
+                  "cached_blocks": (r["pool"].get("cached_tokens") or 0) // options.tokens_per_id,
+                  "ttft_s": r["pool"]["ttft_s"]} for r in ok]),
+    ]
+    summary = summarise(rows)
+    counters = {"storage": storage, "switch": switch, "connectors": stats}
+    report = render(summary, rows, dataclasses.replace(testbed, hosts=len(hosts)), engine,
+                    render_calibration(calibration, comparisons), counters)
+    (options.out / "report.md").write_text(report)
+    (options.out / "results.json").write_text(json.dumps({
+        "summary": summary, "requests": rows, "counters": counters,
+        "calibration": {**calibration.as_dict(), "prefill_samples": [dataclasses.asdict(s) for s in samples],
+                        "pool_reads": reads,
+                        "comparisons": [{"name": c.name, "measured_s": c.measured_s, "predicted_s": c.predicted_s,
+                                         "error": c.error, "within": c.within} for c in comparisons]}},
+        indent=2) + "\n")
+    plot(rows, options.out / "ttft.png")
+    return report + f"\nwritten: {options.out / 'report.md'}, {options.out / 'results.json'}, {options.out / 'ttft.png'}"
+
+
+def _kv_bytes_per_token(config: dict) -> int:
+    sizes = {"float32": 4, "float16": 2, "bfloat16": 2}
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    return 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * sizes[config["torch_dtype"]]
+
+
+def _pool_endpoints(hosts: list[str], folder: Path) -> list[EngineEndpoint]:
+    return [EngineEndpoint(h, "pool", POOL_PORT, folder / f"vllm-{h}-pool.log", folder / f"stats-{h}")
+            for h in hosts]
