@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from kvpool.keys import TENANT_BITS
 from kvpool.prefix_hash import ROOT, chain, token_block_bytes
@@ -43,6 +43,9 @@ class ModelIdentity:
     """Tokens per pool block."""
     salt: str = ""
     """Tenant / cache salt: identities that differ only here never share blocks (vLLM's `cache_salt`)."""
+    layout: str = ""
+    """How the engine lays KV out in a block's payload when that is more than the fields above say (an engine
+    that stores its paged blocks as they are names its kernel layout here: "vllm-cpu/vec/block128")."""
 
     def __post_init__(self) -> None:
         for field_name in ("num_layers", "num_kv_heads", "head_size", "block_tokens"):
@@ -65,6 +68,10 @@ class ModelIdentity:
         engine's blocks stay apart from theirs. Tenants are only 16 bits, so two identities may share one; their
         keys still differ (the chain covers the whole digest)."""
         return int.from_bytes(self.digest()[:8], "big") % ((1 << TENANT_BITS) - 1) + 1
+
+    def salted(self, salt: str) -> ModelIdentity:
+        """This identity under a request's own cache salt as well (no salt: itself)."""
+        return replace(self, salt=f"{self.salt}\x00{salt}") if salt else self
 
     def root(self) -> int:
         """The first link of this identity's chains: h(-1) of `kvpool.prefix_hash` chained with the digest."""
