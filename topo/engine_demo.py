@@ -78,8 +78,10 @@ class EngineDemoOptions:
     """Pause after each request, so its background saves are in the pool before the next request looks."""
     vocab: int = 2048
     """The presets' vocabulary size."""
-    calibration_lengths: tuple[int, ...] = (256, 512, 1024, 2048, 3072)
-    """Prompt lengths of the prefill-rate sweep (each twice)."""
+    calibration_lengths: tuple[int, ...] = (256, 1024, 2048, 3072, 4000)
+    """Prompt lengths of the prefill-rate sweep."""
+    calibration_repeats: int = 3
+    """Prefills of each length; the fit takes each length's median (a busy machine adds outliers)."""
 
 
 # ---- requests -----------------------------------------------------------------------------------------------------
@@ -331,14 +333,14 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
         clients = HostClients(bed, hosts, model_name, folder)
         try:
             print("calibrating: prefill sweep and pool reads", file=sys.stderr, flush=True)
-            samples = []
-            for n, length in enumerate([*options.calibration_lengths, *options.calibration_lengths]):
-                prompt = [FIRST_TOKEN_ID + (7919 * (k + 1) * (n + 11)) % (options.vocab - FIRST_TOKEN_ID)
-                          for k in range(length)]
-                answer = clients.ask(hosts[0], {"i": -1, "prompt": prompt, "max_tokens": 1,
-                                                "targets": [["baseline", BASELINE_PORT]]})["results"]["baseline"]
-                if answer.get("ttft_s"):
-                    samples.append(PrefillSample(length, answer["ttft_s"]))
+            sweep: list[tuple[int, float]] = []
+            for n in range(options.calibration_repeats):
+                for length in options.calibration_lengths:
+                    prompt = tokens_of((1 << 62) + n * 100_000 + length, length, options.vocab)  # never in a trace
+                    answer = clients.ask(hosts[0], {"i": -1, "prompt": prompt, "max_tokens": 1,
+                                                    "targets": [["baseline", BASELINE_PORT]]})
+                    if (ttft := answer["results"]["baseline"].get("ttft_s")) is not None:
+                        sweep.append((length, ttft))
             block_bytes = options.tokens_per_id * _kv_bytes_per_token(preset_config(engine.preset))
             reads = measure_pool_reads(bed, hosts[0], [block_bytes // 4, block_bytes // 2, block_bytes])
             storage_before, switch_before = _storage_traffic(bed), switch_metrics(bed)
@@ -359,33 +361,68 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
             stats = {e.host: connector_stats(e) for e in _pool_endpoints(hosts, folder)}
         finally:
             clients.close()
-    model = model_from_hf_config(engine.preset, preset_config(engine.preset))
-    flops_per_s, overhead = fit_prefill(model, samples)
-    read_rate, per_block = fit_pool_read(reads)
+    summary = summarise(rows)
+    counters = {"storage": storage, "switch": switch, "connectors": stats}
+    measured: dict[str, object] = {"prefill_sweep": sweep, "pool_reads": reads}
+    raw = {"summary": summary, "requests": rows, "counters": counters, "calibration": measured}
+    (options.out / "results.json").write_text(json.dumps(raw, indent=2) + "\n")  # before anything can fail
+    calibration_lines, calibration_json = calibrate(engine.preset, _kv_dtype_bytes(stats), sweep, reads, rows,
+                                                    options.tokens_per_id)
+    measured.update(calibration_json)
+    report = render(summary, rows, dataclasses.replace(testbed, hosts=len(hosts)), engine, calibration_lines,
+                    counters)
+    (options.out / "report.md").write_text(report)
+    (options.out / "results.json").write_text(json.dumps(raw, indent=2) + "\n")
+    plot(rows, options.out / "ttft.png")
+    return report + f"\nwritten: {options.out / 'report.md'}, {options.out / 'results.json'}, {options.out / 'ttft.png'}"
+
+
+def calibrate(preset: str, kv_dtype_bytes: int | None, sweep: list[tuple[int, float]],
+              reads: list[tuple[int, float]], rows: list[dict], tokens_per_id: int) -> tuple[list[str], dict]:
+    """The calibration table's lines and figures: the rates fitted on the sweep (each length's median) and the
+    pool reads, and the evaluator's prediction of the replay's mean TTFT with and without the pool."""
+    from connectors.presets import preset_config
+
+    model = model_from_hf_config(preset, preset_config(preset))
+    if kv_dtype_bytes is not None:  # the engine's KV dtype (vLLM on a CPU may keep KV in bfloat16)
+        model = dataclasses.replace(model, dtype_bytes=kv_dtype_bytes)
+    by_length: dict[int, list[float]] = {}
+    for length, seconds in sweep:
+        by_length.setdefault(length, []).append(seconds)
+    samples = [PrefillSample(n, statistics.median(v)) for n, v in sorted(by_length.items())]
+    try:
+        flops_per_s, overhead = fit_prefill(model, samples)
+        read_rate, per_block = fit_pool_read(reads)
+    except ValueError as exc:
+        return [f"Calibration failed: {exc} (prefill medians: "
+                + ", ".join(f"{s.tokens} tokens {s.seconds:.3f} s" for s in samples) + ")"], {"error": str(exc)}
     calibration = Calibration(model, flops_per_s, overhead, read_rate, per_block)
     ok = [r for r in rows if r["pool"].get("ttft_s") and r["baseline"].get("ttft_s")]
     comparisons = [
         compare("without the pool (baseline engines)", calibration,
                 [{"tokens": r["prompt_tokens"], "ttft_s": r["baseline"]["ttft_s"]} for r in ok]),
-        compare("with the pool (all requests)", calibration,
+        compare("with the pool (pool engines)", calibration,
                 [{"tokens": r["prompt_tokens"], "cached_tokens": r["pool"].get("cached_tokens") or 0,
-                  "cached_blocks": (r["pool"].get("cached_tokens") or 0) // options.tokens_per_id,
+                  "cached_blocks": (r["pool"].get("cached_tokens") or 0) // tokens_per_id,
                   "ttft_s": r["pool"]["ttft_s"]} for r in ok]),
     ]
-    summary = summarise(rows)
-    counters = {"storage": storage, "switch": switch, "connectors": stats}
-    report = render(summary, rows, dataclasses.replace(testbed, hosts=len(hosts)), engine,
-                    render_calibration(calibration, comparisons), counters)
-    (options.out / "report.md").write_text(report)
-    (options.out / "results.json").write_text(json.dumps({
-        "summary": summary, "requests": rows, "counters": counters,
-        "calibration": {**calibration.as_dict(), "prefill_samples": [dataclasses.asdict(s) for s in samples],
-                        "pool_reads": reads,
-                        "comparisons": [{"name": c.name, "measured_s": c.measured_s, "predicted_s": c.predicted_s,
-                                         "error": c.error, "within": c.within} for c in comparisons]}},
-        indent=2) + "\n")
-    plot(rows, options.out / "ttft.png")
-    return report + f"\nwritten: {options.out / 'report.md'}, {options.out / 'results.json'}, {options.out / 'ttft.png'}"
+    lines = [*render_calibration(calibration, comparisons), "",
+             "Prefill medians (h1's baseline engine, fresh prompts): "
+             + ", ".join(f"{s.tokens} tokens {s.seconds * 1e3:.0f} ms" for s in samples) + "."]
+    return lines, {**calibration.as_dict(), "prefill_medians": [dataclasses.asdict(s) for s in samples],
+                   "comparisons": [{"name": c.name, "measured_s": c.measured_s, "predicted_s": c.predicted_s,
+                                    "error": c.error, "within": c.within} for c in comparisons]}
+
+
+def _kv_dtype_bytes(stats: dict[str, dict[str, dict]]) -> int | None:
+    """Bytes per KV element as the pool engines' connectors report their identity."""
+    sizes = {"float32": 4, "float16": 2, "bfloat16": 2}
+    for sides in stats.values():
+        for side in sides.values():
+            dtype = (side.get("identity") or {}).get("dtype")
+            if dtype in sizes:
+                return sizes[dtype]
+    return None
 
 
 def _kv_bytes_per_token(config: dict) -> int:
