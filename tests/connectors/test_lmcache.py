@@ -165,6 +165,7 @@ def top_logprobs(logits: torch.Tensor, k: int = 5) -> tuple[list[int], torch.Ten
 
 # ---- the round trip ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # LMCache engines (a few seconds each)
 def test_second_engine_retrieves_bit_identical_kv_and_the_same_first_token(pool, engines, model, prompt):
     kv = store_prompt(engines, url_of(pool), model, prompt)
 
@@ -190,6 +191,7 @@ def test_second_engine_retrieves_bit_identical_kv_and_the_same_first_token(pool,
     assert torch.allclose(rest_lp, full_lp, atol=1e-5)
 
 
+@pytest.mark.slow  # LMCache engines (a few seconds each)
 def test_bytes_loaded_equal_bytes_stored(pool, engines, model, prompt):
     store_prompt(engines, url_of(pool), model, prompt)
     reader = engines.new(url_of(pool))
@@ -199,6 +201,7 @@ def test_bytes_loaded_equal_bytes_stored(pool, engines, model, prompt):
     assert stats["load_store"]["bytes_read"] == expected
 
 
+@pytest.mark.slow  # LMCache engines (a few seconds each)
 def test_exists_sync_is_a_bool_and_batched_contains_counts_leading_chunks(pool, engines, model, prompt):
     store_prompt(engines, url_of(pool), model, prompt)
     reader = engines.new(url_of(pool))
@@ -211,6 +214,7 @@ def test_exists_sync_is_a_bool_and_batched_contains_counts_leading_chunks(pool, 
     assert connector.batched_contains([keys[0], other[1], keys[2]]) == 1
 
 
+@pytest.mark.slow  # LMCache engines (a few seconds each)
 def test_put_never_releases_the_memory_object(pool, engines, prompt):
     import asyncio
 
@@ -247,6 +251,7 @@ def _fields(identity: ModelIdentity) -> dict:
     return {name: getattr(identity, name) for name in identity.__dataclass_fields__}
 
 
+@pytest.mark.slow  # LMCache engines (a few seconds each)
 @pytest.mark.parametrize("reason", ["checksum", "foreign identity", "foreign key", "short", "size"])
 def test_refused_block_is_a_counted_miss_and_recomputed(pool, engines, model, prompt, reason):
     engine = engines.new(url_of(pool))
@@ -268,6 +273,7 @@ def test_refused_block_is_a_counted_miss_and_recomputed(pool, engines, model, pr
     assert connector.counters["loaded"] == 0
 
 
+@pytest.mark.slow  # LMCache engines (a few seconds each)
 def test_another_models_chunks_are_neither_found_nor_loaded(pool, engines, model, prompt):
     store_prompt(engines, url_of(pool), model, prompt)
     other = engines.new(url_of(pool), model_name="kvswitch/another-model")
@@ -278,6 +284,7 @@ def test_another_models_chunks_are_neither_found_nor_loaded(pool, engines, model
 
 # ---- the pool down ----------------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # LMCache engines (a few seconds each)
 def test_pool_down_gives_misses_and_no_exception(engines, model, prompt):
     import socket
 
