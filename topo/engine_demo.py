@@ -7,10 +7,11 @@
    requests that share hash ids share a token prefix.
 2. Engines (`topo.engines`): on every inference host a vLLM server with the kvswitch connector (the pool through
    the switch) and one without (the baseline); vLLM's own prefix cache is off in both.
-3. Calibration first: full prefills of fresh prompts of several lengths on h1's baseline (the prefill rate) and
-   whole-block reads from h1 through the switch (the pool read rate), for `evaluation.calibration`.
-4. Replay: requests dealt round-robin to the hosts, one at a time in trace order (`settle_s` between them, so a
-   request's saves reach the pool before the next one looks); each goes to its host's baseline, then to its
+3. Calibration: full prefills of fresh prompts of several lengths on h1's baseline before and after the replay
+   (the prefill rate) and whole-block reads from h1 through the switch (the pool read rate), each size's median
+   fitted by `evaluation.calibration`.
+4. Replay: requests dealt round-robin to the hosts, one at a time in trace order (after each, until the storage
+   node is quiet, so its saves are in the pool before the next one looks); each goes to its host's baseline, then to its
    pool engine (`topo.engine_client`): TTFT, tokens, top log-probabilities, cached (external-hit) tokens.
 5. Report (`out/demo/report.md`, `results.json`, `ttft.png`): per request TTFT with and without the pool and
    the external-hit tokens; whether every generated token and its top-5 log-probabilities match; the storage
@@ -74,8 +75,11 @@ class EngineDemoOptions:
     """Longest prompt, in hash ids (12 × 256 = 3,072 tokens, under the engines' 4,096)."""
     max_tokens: int = 8
     """Tokens generated per request."""
-    settle_s: float = 1.0
-    """Pause after each request, so its background saves are in the pool before the next request looks."""
+    settle_s: float = 0.3
+    """After each request, wait until the storage node has received nothing for this long (at most
+    `settle_max_s`): the request's background saves are then in the pool before the next request looks, and no
+    save competes with the next request for the CPU."""
+    settle_max_s: float = 20.0
     vocab: int = 2048
     """The presets' vocabulary size."""
     calibration_lengths: tuple[int, ...] = (256, 1024, 2048, 3072, 4000)
@@ -153,6 +157,31 @@ def measure_pool_reads(bed: Testbed, host: str, sizes: list[int], reads: int = 4
     if done.returncode != 0:
         raise TestbedError(f"pool read measurement on {host} failed: {err.decode(errors='replace')[-500:]}")
     return [(int(b), float(s)) for b, s in json.loads(out)]
+
+
+def prefill_sweep(clients: HostClients, host: str, options: EngineDemoOptions, first: int) -> list[tuple[int, float]]:
+    """(prompt tokens, TTFT s) of full prefills of fresh prompts on `host`'s baseline engine."""
+    sweep: list[tuple[int, float]] = []
+    for n in range(first, first + options.calibration_repeats):
+        for length in options.calibration_lengths:
+            prompt = tokens_of((1 << 62) + n * 100_000 + length, length, options.vocab)  # ids no trace uses
+            answer = clients.ask(host, {"i": -1, "prompt": prompt, "max_tokens": 1,
+                                        "targets": [["baseline", BASELINE_PORT]]})
+            if (ttft := answer["results"]["baseline"].get("ttft_s")) is not None:
+                sweep.append((length, ttft))
+    return sweep
+
+
+def wait_quiet(bed: Testbed, quiet_s: float, max_s: float) -> None:
+    """Until the storage nodes have received no packet for `quiet_s` seconds, or `max_s` have passed."""
+    deadline = time.monotonic() + max_s
+    last = _storage_traffic(bed).rx_packets
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = _storage_traffic(bed).rx_packets
+        if now == last:
+            return
+        last = now
 
 
 class HostClients:
@@ -333,16 +362,9 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
         clients = HostClients(bed, hosts, model_name, folder)
         try:
             print("calibrating: prefill sweep and pool reads", file=sys.stderr, flush=True)
-            sweep: list[tuple[int, float]] = []
-            for n in range(options.calibration_repeats):
-                for length in options.calibration_lengths:
-                    prompt = tokens_of((1 << 62) + n * 100_000 + length, length, options.vocab)  # never in a trace
-                    answer = clients.ask(hosts[0], {"i": -1, "prompt": prompt, "max_tokens": 1,
-                                                    "targets": [["baseline", BASELINE_PORT]]})
-                    if (ttft := answer["results"]["baseline"].get("ttft_s")) is not None:
-                        sweep.append((length, ttft))
+            sweep = prefill_sweep(clients, hosts[0], options, first=0)
             block_bytes = options.tokens_per_id * _kv_bytes_per_token(preset_config(engine.preset))
-            reads = measure_pool_reads(bed, hosts[0], [block_bytes // 4, block_bytes // 2, block_bytes])
+            reads = measure_pool_reads(bed, hosts[0], [block_bytes // 2, block_bytes, 2 * block_bytes], reads=6)
             storage_before, switch_before = _storage_traffic(bed), switch_metrics(bed)
             for n, index in enumerate(chosen):
                 host = hosts[n % len(hosts)]
@@ -354,8 +376,10 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
                 identical, worst = same_output(pool, baseline)
                 rows.append({"i": index, "host": host, "prompt_tokens": len(prompt), "pool": pool,
                              "baseline": baseline, "identical": identical, "max_logprob_diff": worst})
-                time.sleep(options.settle_s)
+                wait_quiet(bed, options.settle_s, options.settle_max_s)
             storage = dataclasses.asdict(_storage_traffic(bed) - storage_before)
+            print("calibrating again after the replay", file=sys.stderr, flush=True)
+            sweep += prefill_sweep(clients, hosts[0], options, first=options.calibration_repeats)
             switch_after = switch_metrics(bed)
             switch = {k: v - switch_before.get(k, 0.0) for k, v in switch_after.items()}
             stats = {e.host: connector_stats(e) for e in _pool_endpoints(hosts, folder)}
@@ -386,13 +410,10 @@ def calibrate(preset: str, kv_dtype_bytes: int | None, sweep: list[tuple[int, fl
     model = model_from_hf_config(preset, preset_config(preset))
     if kv_dtype_bytes is not None:  # the engine's KV dtype (vLLM on a CPU may keep KV in bfloat16)
         model = dataclasses.replace(model, dtype_bytes=kv_dtype_bytes)
-    by_length: dict[int, list[float]] = {}
-    for length, seconds in sweep:
-        by_length.setdefault(length, []).append(seconds)
-    samples = [PrefillSample(n, statistics.median(v)) for n, v in sorted(by_length.items())]
+    samples = [PrefillSample(n, s) for n, s in _medians(sweep)]
     try:
         flops_per_s, overhead = fit_prefill(model, samples)
-        read_rate, per_block = fit_pool_read(reads)
+        read_rate, per_block = fit_pool_read(_medians(reads))
     except ValueError as exc:
         return [f"Calibration failed: {exc} (prefill medians: "
                 + ", ".join(f"{s.tokens} tokens {s.seconds:.3f} s" for s in samples) + ")"], {"error": str(exc)}
@@ -407,11 +428,19 @@ def calibrate(preset: str, kv_dtype_bytes: int | None, sweep: list[tuple[int, fl
                   "ttft_s": r["pool"]["ttft_s"]} for r in ok]),
     ]
     lines = [*render_calibration(calibration, comparisons), "",
-             "Prefill medians (h1's baseline engine, fresh prompts): "
+             "Prefill medians (h1's baseline engine, fresh prompts, before and after the replay): "
              + ", ".join(f"{s.tokens} tokens {s.seconds * 1e3:.0f} ms" for s in samples) + "."]
     return lines, {**calibration.as_dict(), "prefill_medians": [dataclasses.asdict(s) for s in samples],
                    "comparisons": [{"name": c.name, "measured_s": c.measured_s, "predicted_s": c.predicted_s,
                                     "error": c.error, "within": c.within} for c in comparisons]}
+
+
+def _medians(pairs: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """(size, median seconds) per size: a busy machine adds outliers that a least-squares fit would follow."""
+    by_size: dict[int, list[float]] = {}
+    for size, seconds in pairs:
+        by_size.setdefault(int(size), []).append(float(seconds))
+    return [(size, statistics.median(v)) for size, v in sorted(by_size.items())]
 
 
 def _kv_dtype_bytes(stats: dict[str, dict[str, dict]]) -> int | None:

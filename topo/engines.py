@@ -109,6 +109,14 @@ def ensure_model(options: EngineOptions, log: Path) -> Path:
     return out
 
 
+def preset_dtype(preset: str) -> str:
+    """The preset's own dtype: vLLM on a CPU would otherwise compute (and keep KV) in bfloat16, whose rounding
+    differs between a full prefill and one on top of loaded KV by ~0.03 in a log-probability."""
+    from connectors.presets import preset_config
+
+    return str(preset_config(preset).get("torch_dtype", "auto"))
+
+
 def kv_transfer_config(pool: str, options: EngineOptions, stats_dir: Path) -> str:
     """The `--kv-transfer-config` of a pool engine (docs/engines.md)."""
     return json.dumps({"kv_connector": "KVSwitchConnector", "kv_connector_module_path": "connectors.vllm",
@@ -126,7 +134,8 @@ def vllm_argv(options: EngineOptions, model: Path, port: int, kv_config: str | N
             str(options.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
             "--served-model-name", f"kvswitch/{options.preset}", "--skip-tokenizer-init",
             "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(options.max_model_len),
-            "--no-enable-prefix-caching", "--enable-prompt-tokens-details", "--max-num-seqs", "4"]
+            "--no-enable-prefix-caching", "--enable-prompt-tokens-details", "--max-num-seqs", "4",
+            "--dtype", preset_dtype(options.preset)]
     if kv_config is not None:
         argv += ["--kv-transfer-config", kv_config]
     return argv

@@ -65,4 +65,5 @@ def test_pool_engine_command_line_carries_the_connector_config():
     argv = vllm_argv(options, Path("/m"), 8000, json.dumps(config))
     assert argv[argv.index("--kv-transfer-config") + 1] == json.dumps(config)
     assert "--no-enable-prefix-caching" in argv and "--skip-tokenizer-init" in argv
+    assert argv[argv.index("--dtype") + 1] == "float32"  # the tiny preset's own, not the CPU's bfloat16
     assert "--kv-transfer-config" not in vllm_argv(options, Path("/m"), 8001, None)
