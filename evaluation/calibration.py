@@ -154,16 +154,16 @@ def compare(name: str, calibration: Calibration, requests: Sequence[Mapping[str,
     return Comparison(name, measured, predicted)
 
 
-def render(calibration: Calibration, comparisons: Sequence[Comparison]) -> list[str]:
-    """The report's calibration table (markdown lines)."""
-    tokens_per_s = 1024 / (calibration.model.prefill_flops(0, 1024) / calibration.flops_per_s)
-    lines = [f"Calibrated on this testbed: prefill {calibration.flops_per_s / 1e9:.2f} GFLOP/s achieved "
-             f"({tokens_per_s:.0f} tokens/s for a 1,024-token prompt), "
-             f"{calibration.overhead_s * 1e3:.1f} ms fixed per request; pool reads "
-             f"{calibration.pool_bytes_per_s / 1e6:.1f} MB/s + {calibration.pool_request_s * 1e3:.2f} ms per block.",
-             "", "| requests | measured mean TTFT s | predicted (evaluation.ttft) s | error | within "
-             f"{TOLERANCE:.0%} |", "|---|---:|---:|---:|---|"]
-    for comp in comparisons:
-        lines.append(f"| {comp.name} | {comp.measured_s:.3f} | {comp.predicted_s:.3f} | {comp.error:+.1%} | "
+def render(rows: Sequence[tuple[Calibration, Comparison]]) -> list[str]:
+    """The report's calibration table (markdown lines): per set of requests, the rates it was priced with and
+    the predicted against the measured mean TTFT."""
+    lines = ["| requests | prefill GFLOP/s (tokens/s at 1,024) | fixed ms | pool MB/s | measured mean TTFT s | "
+             f"predicted (evaluation.ttft) s | error | within {TOLERANCE:.0%} |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for calibration, comp in rows:
+        tokens_per_s = 1024 / (calibration.model.prefill_flops(0, 1024) / calibration.flops_per_s)
+        lines.append(f"| {comp.name} | {calibration.flops_per_s / 1e9:.2f} ({tokens_per_s:.0f}) | "
+                     f"{calibration.overhead_s * 1e3:.1f} | {calibration.pool_bytes_per_s / 1e6:.1f} | "
+                     f"{comp.measured_s:.3f} | {comp.predicted_s:.3f} | {comp.error:+.1%} | "
                      f"{'yes' if comp.within else 'NO'} |")
     return lines

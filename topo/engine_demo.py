@@ -159,17 +159,26 @@ def measure_pool_reads(bed: Testbed, host: str, sizes: list[int], reads: int = 4
     return [(int(b), float(s)) for b, s in json.loads(out)]
 
 
-def prefill_sweep(clients: HostClients, host: str, options: EngineDemoOptions, first: int) -> list[tuple[int, float]]:
-    """(prompt tokens, TTFT s) of full prefills of fresh prompts on `host`'s baseline engine."""
-    sweep: list[tuple[int, float]] = []
+Sweep = dict[str, list[tuple[int, float]]]
+"""Per engine role (baseline, pool): (prompt tokens, TTFT s) of full prefills of fresh prompts."""
+
+
+def sweep_once(clients: HostClients, host: str, options: EngineDemoOptions, n: int, length: int,
+               sweep: Sweep) -> None:
+    """One fresh prompt of `length` tokens (ids no trace uses), fully prefilled by both engines of `host`: the
+    pool engine misses the pool and pays its connector's cost of a miss (the lookup, the saves after it)."""
+    prompt = tokens_of((1 << 62) + n * 100_000 + length, length, options.vocab)
+    answer = clients.ask(host, {"i": -1, "prompt": prompt, "max_tokens": 1,
+                                "targets": [["baseline", BASELINE_PORT], ["pool", POOL_PORT]]})
+    for role, result in answer["results"].items():
+        if result.get("ttft_s") is not None:
+            sweep.setdefault(role, []).append((length, result["ttft_s"]))
+
+
+def prefill_sweep(clients: HostClients, host: str, options: EngineDemoOptions, first: int, sweep: Sweep) -> None:
     for n in range(first, first + options.calibration_repeats):
         for length in options.calibration_lengths:
-            prompt = tokens_of((1 << 62) + n * 100_000 + length, length, options.vocab)  # ids no trace uses
-            answer = clients.ask(host, {"i": -1, "prompt": prompt, "max_tokens": 1,
-                                        "targets": [["baseline", BASELINE_PORT]]})
-            if (ttft := answer["results"]["baseline"].get("ttft_s")) is not None:
-                sweep.append((length, ttft))
-    return sweep
+            sweep_once(clients, host, options, n, length, sweep)
 
 
 def wait_quiet(bed: Testbed, quiet_s: float, max_s: float) -> None:
@@ -362,7 +371,8 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
         clients = HostClients(bed, hosts, model_name, folder)
         try:
             print("calibrating: prefill sweep and pool reads", file=sys.stderr, flush=True)
-            sweep = prefill_sweep(clients, hosts[0], options, first=0)
+            sweep: Sweep = {}
+            prefill_sweep(clients, hosts[0], options, 0, sweep)
             block_bytes = options.tokens_per_id * _kv_bytes_per_token(preset_config(engine.preset))
             reads = measure_pool_reads(bed, hosts[0], [block_bytes // 2, block_bytes, 2 * block_bytes], reads=6)
             storage_before, switch_before = _storage_traffic(bed), switch_metrics(bed)
@@ -377,9 +387,13 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
                 rows.append({"i": index, "host": host, "prompt_tokens": len(prompt), "pool": pool,
                              "baseline": baseline, "identical": identical, "max_logprob_diff": worst})
                 wait_quiet(bed, options.settle_s, options.settle_max_s)
+                # one more calibration prefill between requests: the rates then see the replay's conditions
+                lengths = options.calibration_lengths
+                sweep_once(clients, host, options, 1000 + n, lengths[n % len(lengths)], sweep)
+                wait_quiet(bed, options.settle_s, options.settle_max_s)
             storage = dataclasses.asdict(_storage_traffic(bed) - storage_before)
             print("calibrating again after the replay", file=sys.stderr, flush=True)
-            sweep += prefill_sweep(clients, hosts[0], options, first=options.calibration_repeats)
+            prefill_sweep(clients, hosts[0], options, options.calibration_repeats, sweep)
             switch_after = switch_metrics(bed)
             switch = {k: v - switch_before.get(k, 0.0) for k, v in switch_after.items()}
             stats = {e.host: connector_stats(e) for e in _pool_endpoints(hosts, folder)}
@@ -401,38 +415,42 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
     return report + f"\nwritten: {options.out / 'report.md'}, {options.out / 'results.json'}, {options.out / 'ttft.png'}"
 
 
-def calibrate(preset: str, kv_dtype_bytes: int | None, sweep: list[tuple[int, float]],
-              reads: list[tuple[int, float]], rows: list[dict], tokens_per_id: int) -> tuple[list[str], dict]:
-    """The calibration table's lines and figures: the rates fitted on the sweep (each length's median) and the
-    pool reads, and the evaluator's prediction of the replay's mean TTFT with and without the pool."""
+def calibrate(preset: str, kv_dtype_bytes: int | None, sweep: Sweep, reads: list[tuple[int, float]],
+              rows: list[dict], tokens_per_id: int) -> tuple[list[str], dict]:
+    """The calibration table's lines and figures. Each engine's prefill rate and fixed cost are fitted on its own
+    sweep (each length's median): the baseline's for the requests without the pool, the pool engine's (whose
+    sweep prompts miss the pool, so they carry the connector's cost of a miss) for those with it, plus the pool
+    read rate fitted on the block reads (each size's median)."""
     from connectors.presets import preset_config
 
     model = model_from_hf_config(preset, preset_config(preset))
-    if kv_dtype_bytes is not None:  # the engine's KV dtype (vLLM on a CPU may keep KV in bfloat16)
+    if kv_dtype_bytes is not None:  # the engine's KV dtype
         model = dataclasses.replace(model, dtype_bytes=kv_dtype_bytes)
-    samples = [PrefillSample(n, s) for n, s in _medians(sweep)]
+    samples = {role: [PrefillSample(n, s) for n, s in _medians(pairs)] for role, pairs in sweep.items()}
     try:
-        flops_per_s, overhead = fit_prefill(model, samples)
         read_rate, per_block = fit_pool_read(_medians(reads))
-    except ValueError as exc:
-        return [f"Calibration failed: {exc} (prefill medians: "
-                + ", ".join(f"{s.tokens} tokens {s.seconds:.3f} s" for s in samples) + ")"], {"error": str(exc)}
-    calibration = Calibration(model, flops_per_s, overhead, read_rate, per_block)
+        fitted = {role: Calibration(model, *fit_prefill(model, samples[role]), read_rate, per_block)
+                  for role in ("baseline", "pool")}
+    except (ValueError, KeyError) as exc:
+        return [f"Calibration failed: {exc!r}"], {"error": repr(exc)}
     ok = [r for r in rows if r["pool"].get("ttft_s") and r["baseline"].get("ttft_s")]
-    comparisons = [
-        compare("without the pool (baseline engines)", calibration,
-                [{"tokens": r["prompt_tokens"], "ttft_s": r["baseline"]["ttft_s"]} for r in ok]),
-        compare("with the pool (pool engines)", calibration,
-                [{"tokens": r["prompt_tokens"], "cached_tokens": r["pool"].get("cached_tokens") or 0,
-                  "cached_blocks": (r["pool"].get("cached_tokens") or 0) // tokens_per_id,
-                  "ttft_s": r["pool"]["ttft_s"]} for r in ok]),
+    pairs = [
+        (fitted["baseline"], compare("without the pool (baseline engines)", fitted["baseline"],
+                                     [{"tokens": r["prompt_tokens"], "ttft_s": r["baseline"]["ttft_s"]} for r in ok])),
+        (fitted["pool"], compare("with the pool (pool engines)", fitted["pool"],
+                                 [{"tokens": r["prompt_tokens"], "cached_tokens": r["pool"].get("cached_tokens") or 0,
+                                   "cached_blocks": (r["pool"].get("cached_tokens") or 0) // tokens_per_id,
+                                   "ttft_s": r["pool"]["ttft_s"]} for r in ok])),
     ]
-    lines = [*render_calibration(calibration, comparisons), "",
-             "Prefill medians (h1's baseline engine, fresh prompts, before and after the replay): "
-             + ", ".join(f"{s.tokens} tokens {s.seconds * 1e3:.0f} ms" for s in samples) + "."]
-    return lines, {**calibration.as_dict(), "prefill_medians": [dataclasses.asdict(s) for s in samples],
+    lines = [f"Measured on this testbed (medians of each size): pool reads {read_rate / 1e6:.1f} MB/s + "
+             f"{per_block * 1e3:.1f} ms per block; full prefills of fresh prompts, per engine: "
+             + "; ".join(f"{role}: " + ", ".join(f"{s.tokens} tokens {s.seconds * 1e3:.0f} ms" for s in samples[role])
+                         for role in ("baseline", "pool")) + ".", "", *render_calibration(pairs)]
+    return lines, {"pool_bytes_per_s": read_rate, "pool_request_s": per_block,
+                   "fits": {role: c.as_dict() for role, c in fitted.items()},
+                   "prefill_medians": {role: [dataclasses.asdict(s) for s in v] for role, v in samples.items()},
                    "comparisons": [{"name": c.name, "measured_s": c.measured_s, "predicted_s": c.predicted_s,
-                                    "error": c.error, "within": c.within} for c in comparisons]}
+                                    "error": c.error, "within": c.within} for _, c in pairs]}
 
 
 def _medians(pairs: list[tuple[int, float]]) -> list[tuple[int, float]]:

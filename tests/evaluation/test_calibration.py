@@ -85,5 +85,5 @@ def test_compare_means_and_the_25_percent_verdict():
     assert comp.within
     assert not Comparison("x", measured_s=1.0, predicted_s=1.26).within
     assert Comparison("x", measured_s=1.0, predicted_s=0.75).within
-    table = "\n".join(render(cal, [comp]))
+    table = "\n".join(render([(cal, comp)]))
     assert "| no pool |" in table and "yes" in table
