@@ -3,6 +3,7 @@
 # `make run` and `make test` are the only two commands to know.
 
 PY        := .venv/bin/python
+ENGINE_PY := .venv-engine/bin/python
 TARGET    ?= soft
 TOPO      ?= star
 HOSTS     ?=
@@ -46,7 +47,7 @@ help:  ## this menu
 	@echo "             ENGINE=vllm (run, demo: a vLLM server per host on the pool; demo: TTFT with/without it)"
 	@echo "             ENGINE_PY=.venv-engine/bin/python (the engine environment's python)"
 
-setup:  ## install Debian packages (as root) and the Python venv
+setup:  ## install Debian packages (as root), the Python venv and the engine venv (.venv-engine)
 	@scripts/bootstrap.sh
 
 run: setup  ## start the Mininet testbed (switch, storage node, controller) and its CLI
@@ -58,11 +59,13 @@ stop:  ## stop this project's testbed (recorded pids, its interfaces by name; no
 demo: setup  ## non-interactive: testbed + trace replay + report and plot, then exit
 	$(PY) -m topo demo $(TESTBED_ARGS) $(ENGINE_ARGS) --trace $(or $(TRACE),$(DEMO_TRACE)) --out out/demo
 
-test: setup  ## the whole suite (Mininet and veth tests need root)
+test: setup  ## the whole suite (Mininet and veth tests need root), then the engine tests in .venv-engine
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(ENGINE_PY) -m pytest tests/connectors $(PYTEST_ARGS)
 
-test-fast: setup  ## the suite without slow (process, veth, Mininet) tests
+test-fast: setup  ## the suite without slow (process, veth, Mininet, vLLM engine) tests
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(ENGINE_PY) -m pytest -m "not slow" tests/connectors $(PYTEST_ARGS)
 
 test-bmv2: setup  ## every BMv2 case (needs p4c and simple_switch_grpc on PATH, root); a skip fails
 	$(PY) -m pytest -m bmv2 -p kvtesting.require_targets --require-target bmv2 $(PYTEST_ARGS)
@@ -86,5 +89,5 @@ check: setup  ## ruff, mypy (packages in pyproject.toml) and compiling p4src/ (s
 	@if command -v p4c >/dev/null 2>&1; then $(PY) -m topo compile --target bmv2 --out build/check --force; \
 	else echo "check: p4c is not on PATH: p4src/ compiled on the softswitch only"; fi
 
-clean:  ## remove build outputs (keeps .venv)
+clean:  ## remove build outputs (keeps .venv and .venv-engine; the tiny preset is generated again)
 	rm -rf build out .pytest_cache .ruff_cache

@@ -60,13 +60,13 @@ class BlockRejected(ValueError):
         self.reason = reason
 
 
-def _checksum(fields: bytes, payload: bytes | memoryview) -> bytes:
+def _checksum(fields: bytes, payload: bytes | bytearray | memoryview) -> bytes:
     digest = hashlib.blake2b(fields, digest_size=CHECKSUM_BYTES, person=_CHECKSUM_PERSON)
     digest.update(payload)
     return digest.digest()
 
 
-def encode(identity: ModelIdentity, payload: bytes | memoryview, key: int = 0) -> bytes:
+def encode(identity: ModelIdentity, payload: bytes | bytearray | memoryview, key: int = 0) -> bytes:
     """The blob to store for `payload` computed by `identity`'s model, under prefix hash `key` (0: unrecorded)."""
     if not 0 <= key < 1 << 64:
         raise ValueError(f"key must be a 64-bit prefix hash, got {key}")

@@ -1,7 +1,8 @@
 """What a connector is told in the engine's config (vLLM: `kv_connector_extra_config`), checked at start-up.
 
     {"pool": "10.0.0.200:7420", "block_tokens": 256, "timeout_s": 0.2, "retries": 2, "chunk_size": "auto",
-     "probe": "stat", "model_name": "kvswitch/tiny", "salt": "", "save_queue": 64, "stats_dir": null}
+     "probe": "stat", "model_name": "kvswitch/tiny", "salt": "", "load_workers": 4, "save_queue": 64,
+     "stats_dir": null}
 
 Unknown keys are refused with the list of known ones: a misspelt option must not silently fall back to a
 default (a wrong `block_tokens` would only show as a pool that never hits).
@@ -40,6 +41,8 @@ class ConnectorOptions:
     """Tenant salt of every block (requests may add their own cache salt)."""
     save_queue: int = 64
     """Pool blocks waiting to be written; a save beyond is dropped (and counted), never waited for."""
+    load_workers: int = 4
+    """Blocks of one request read side by side (`connectors.fetch`)."""
     save: bool = True
     """Write new blocks to the pool (off: read only)."""
     load: bool = True
@@ -52,8 +55,9 @@ class ConnectorOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.pool, str) or not self.pool:
             raise ValueError('the pool address is missing: kv_connector_extra_config {"pool": "HOST:PORT"}')
-        if self.block_tokens <= 0 or self.timeout_s <= 0 or self.retries < 0 or self.save_queue < 1:
-            raise ValueError("block_tokens, timeout_s and save_queue must be positive and retries >= 0")
+        if (self.block_tokens <= 0 or self.timeout_s <= 0 or self.retries < 0 or self.save_queue < 1
+                or self.load_workers < 1):
+            raise ValueError("block_tokens, timeout_s, save_queue and load_workers must be positive, retries >= 0")
         if self.probe not in PROBE_OPCODES:
             raise ValueError(f"probe must be one of {', '.join(PROBE_OPCODES)}, got {self.probe!r}")
         if isinstance(self.chunk_size, str) and self.chunk_size != "auto":

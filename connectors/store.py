@@ -100,12 +100,14 @@ class PoolStore:
     """The pool at one address, for a connector: probes, reads and writes that never raise."""
 
     def __init__(self, address: str, *, timeout_s: float = 0.2, retries: int = 2, tenant: int = 0,
-                 chunk_size: int | Literal["auto"] | None = "auto", window: int = 32, bypass: bool = False,
-                 probe: Probe = "stat", breaker: BreakerOptions | None = None,
+                 chunk_size: int | Literal["auto"] | None = "auto", window: int = 64, bypass: bool = False,
+                 probe: Probe = "stat", breaker: BreakerOptions | CircuitBreaker | None = None,
                  transport: Transport | None = None, logger: logging.Logger | None = None) -> None:
         """`address` is "HOST:PORT" (the storage node, or the pool address a switch serves); `timeout_s` per try,
         `retries` resends after it. `chunk_size` of written blocks: bytes, None for the client's default, "auto"
-        for `auto_chunk_size`. `transport` replaces the UDP socket (tests)."""
+        for `auto_chunk_size`. `window`: chunk requests in flight per block (64 x 8 KiB fits the client's socket
+        buffer). `breaker`: its options, or a breaker shared with other stores on the same pool (one outage, one
+        log line). `transport` replaces the UDP socket (tests)."""
         if probe not in PROBE_OPCODES:
             raise ValueError(f"probe must be one of {', '.join(PROBE_OPCODES)}, got {probe!r}")
         host, port = parse_address(address)
@@ -116,7 +118,8 @@ class PoolStore:
         self.probe_opcode = PROBE_OPCODES[probe]
         self.log = logger or log
         self.stats = PoolStats()
-        self.breaker = CircuitBreaker(f"pool {self.address}", breaker or BreakerOptions(), self.log)
+        self.breaker = breaker if isinstance(breaker, CircuitBreaker) else CircuitBreaker(
+            f"pool {self.address}", breaker or BreakerOptions(), self.log)
         self._client = KVPClient(self.options, transport)
         self._lock = threading.Lock()
         self._full_logged = False

@@ -12,13 +12,14 @@ prefix-cache hit (`PoolStore.leading_hits`), and those tokens are announced as e
 synchronously before the step's forward pass. Each step's metadata lists the loads and the pool blocks the step
 completes, to be saved.
 
-Worker side: loads read each block (`PoolStore.get`), check it (`connectors.blockcodec`: length, checksum, this
+Worker side: loads read a request's blocks side by side (`connectors.fetch`), check each (`connectors.blockcodec`: length, checksum, this
 model's identity, this key) and copy it into vLLM's paged cache (`connectors.kvlayout`). A block that is missing
 or fails a check is never loaded: its vLLM blocks are reported through `get_block_ids_with_load_errors`, the
 scheduler recomputes them (the connector sets `kv_load_failure_policy` to "recompute": a pool is a cache, and a
 bad block is a miss, never a failed request), and the step's saves of that request are skipped. Saves copy the
-completed blocks out of the paged cache after the forward pass and hand them to a background thread, which skips
-blocks the pool holds already and writes the others; the forward pass never waits for the pool. A full pool
+completed blocks out of the paged cache after the forward pass and queue them to a saver process
+(`connectors.saver`), which skips blocks the pool holds already and writes the others; the engine never waits
+for the pool, nor shares its interpreter with the writes. A full pool
 drops saves (counted); a down pool is skipped by a circuit breaker, so every request gets a full prefill and
 none fails.
 
@@ -31,9 +32,8 @@ import atexit
 import json
 import logging
 import os
-import queue
-import threading
-from collections import Counter
+import time
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,10 +47,13 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from connectors import blockcodec
+from connectors.breaker import BreakerOptions, CircuitBreaker
+from connectors.fetch import ParallelReader
 from connectors.identity import ModelIdentity
 from connectors.kvlayout import PagedKV
 from connectors.options import ConnectorOptions
 from connectors.plan import BlockSave, Planner, RequestLoad, StepPlan
+from connectors.saver import SaverProcess
 from connectors.store import PoolStore
 
 if TYPE_CHECKING:
@@ -66,8 +69,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("vllm.kvswitch")
 """Under vLLM's logger, so these lines come out with vLLM's own, in its format."""
 
-SAVE_BATCH = 16
-"""Blocks the saver probes together (one round trip) before writing those the pool lacks."""
 SHUTDOWN_FLUSH_S = 30.0
 """Seconds a shutting-down worker waits for queued saves."""
 
@@ -126,6 +127,8 @@ class KVSwitchConnector(KVConnectorBase_V1):
         self.can_load = self.options.load and transfer.is_kv_consumer
         self.can_save = self.options.save and transfer.is_kv_producer
         self.counters: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        """Wall time spent in the connector's hooks, by what they did (probing, loading, copying saves out)."""
         self._stats_dirty = False
         if role == KVConnectorRole.SCHEDULER:
             self._init_scheduler(transfer)
@@ -136,10 +139,13 @@ class KVSwitchConnector(KVConnectorBase_V1):
                  self.identity.block_tokens // self.engine_block_tokens, self.identity.tenant(), self.can_load,
                  self.can_save)
 
-    def _store(self) -> PoolStore:
+    def _store_options(self) -> dict[str, Any]:
         o = self.options
-        return PoolStore(o.pool, timeout_s=o.timeout_s, retries=o.retries, tenant=self.identity.tenant(),
-                         chunk_size=o.chunk_size, bypass=o.bypass, probe=o.probe, logger=log)  # type: ignore[arg-type]
+        return {"timeout_s": o.timeout_s, "retries": o.retries, "tenant": self.identity.tenant(),
+                "chunk_size": o.chunk_size, "bypass": o.bypass, "probe": o.probe}
+
+    def _store(self, breaker: CircuitBreaker | None = None) -> PoolStore:
+        return PoolStore(self.options.pool, **self._store_options(), breaker=breaker, logger=log)
 
     @property
     def requires_kv_delivery(self) -> bool:
@@ -162,9 +168,11 @@ class KVSwitchConnector(KVConnectorBase_V1):
         if prompt is None:  # prompt embeddings: nothing to key
             return 0, False
         store = self.lookup_store
+        begin = time.perf_counter()
         hits = self.planner.match(request.request_id, prompt, num_computed_tokens,
                                   store.leading_hits if store is not None else (lambda keys: 0),
                                   salt=getattr(request, "cache_salt", None) or "")
+        self.seconds["lookup"] += time.perf_counter() - begin
         self.counters["lookups"] += 1
         self.counters["hit_tokens"] += hits
         self.counters["requests_hit"] += hits > 0
@@ -214,8 +222,11 @@ class KVSwitchConnector(KVConnectorBase_V1):
 
     def _init_worker(self) -> None:
         self.kv: PagedKV | None = None
-        self.load_store = self._store() if self.can_load else None
-        self.saver = _Saver(self._store(), self.options.save_queue, self.counters) if self.can_save else None
+        breaker = CircuitBreaker(f"pool {self.options.pool}", BreakerOptions(), log)
+        self.reader = ParallelReader(lambda: self._store(breaker), self.options.load_workers) \
+            if self.can_load else None
+        self.saver = SaverProcess(self.options.pool, self._store_options(), self.options.save_queue) \
+            if self.can_save else None
         self._invalid: set[int] = set()
         self._tainted: set[str] = set()
         self._warned: set[str] = set()
@@ -230,15 +241,21 @@ class KVSwitchConnector(KVConnectorBase_V1):
             return
         metadata = self._get_connector_metadata()
         assert isinstance(metadata, KVSwitchMetadata)
+        begin = time.perf_counter()
         for load in metadata.plan.loads:
             self._load(load)
+        if metadata.plan.loads:
+            self.seconds["load"] += time.perf_counter() - begin
 
     def _load(self, load: RequestLoad) -> None:
-        """Read and check the request's blocks in order into the cache; from the first that cannot be loaded,
-        report its blocks and all later ones (the scheduler recomputes from there)."""
+        """Read the request's blocks side by side, check them and copy them into the cache in prompt order;
+        from the first that cannot be loaded, report its blocks and all later ones (the scheduler recomputes
+        from there)."""
         identity = self.identity.salted(load.salt)
+        blobs = self.reader.get_many([block.key for block in load.blocks]) if self.reader is not None else None
         for position, block in enumerate(load.blocks):
-            problem = self._load_block(identity, block.key, block.block_ids, block.first)
+            blob = next(blobs) if blobs is not None else None
+            problem = self._load_block(identity, block.key, blob, block.block_ids, block.first)
             if problem is None:
                 continue
             self.counters[f"load_failed.{problem}"] += 1
@@ -251,21 +268,19 @@ class KVSwitchConnector(KVConnectorBase_V1):
             self._tainted.add(load.request_id)
             return
 
-    def _load_block(self, identity: ModelIdentity, key: int, block_ids: tuple[int, ...], first: int) -> str | None:
-        """Load one pool block; None when done, else why not."""
-        if self.load_store is None or self.kv is None:
-            return "not configured"
-        blob = self.load_store.get(key)
-        if blob is None:
+    def _load_block(self, identity: ModelIdentity, key: int, blob: bytes | None, block_ids: tuple[int, ...],
+                    first: int) -> str | None:
+        """Check one pool block and copy it into the cache; None when done, else why not."""
+        if blob is None or self.kv is None:
             return "missing or pool down"
         try:
             payload = blockcodec.decode(identity, blob, key)
             self.kv.scatter(block_ids, payload, first)
         except blockcodec.BlockRejected as rejected:
-            self.load_store.stats.rejected += 1
+            self.counters["rejected"] += 1
             return str(rejected.reason)
         except ValueError:  # a well-formed block of another size: another layout
-            self.load_store.stats.rejected += 1
+            self.counters["rejected"] += 1
             return "payload size"
         self.counters["loaded_blocks"] += 1
         self.counters["loaded_bytes"] += len(payload)
@@ -283,13 +298,15 @@ class KVSwitchConnector(KVConnectorBase_V1):
         if self.has_connector_metadata() and self.saver is not None and self.kv is not None:
             metadata = self._get_connector_metadata()
             assert isinstance(metadata, KVSwitchMetadata)
+            begin = time.perf_counter()
             for request_id, salt, save in metadata.plan.saves:
                 if request_id in self._tainted:  # this step attended to KV that failed to load
                     self.counters["save_skipped_failed_load"] += 1
                     continue
-                payload = self.kv.gather(save.block_ids)
-                self.saver.submit(save.key, self.identity.salted(salt), payload)
+                self.saver.submit(save.key, self.identity.salted(salt), self.kv.gather(save.block_ids))
                 self._stats_dirty = True
+            if metadata.plan.saves:
+                self.seconds["save_copy"] += time.perf_counter() - begin
         self._tainted.clear()
         if self._stats_dirty:
             self._write_stats("worker")
@@ -302,8 +319,8 @@ class KVSwitchConnector(KVConnectorBase_V1):
         if self._role == KVConnectorRole.WORKER:
             if self.saver is not None:
                 self.saver.close(SHUTDOWN_FLUSH_S)
-            if self.load_store is not None:
-                self.load_store.close()
+            if self.reader is not None:
+                self.reader.close()
             self._write_stats("worker")
         else:
             if self.lookup_store is not None:
@@ -314,15 +331,18 @@ class KVSwitchConnector(KVConnectorBase_V1):
 
     def stats(self) -> dict[str, Any]:
         """This side's counters and its pool clients' (`PoolStats`)."""
-        out: dict[str, Any] = {"identity": asdict(self.identity), "counters": dict(self.counters)}
+        out: dict[str, Any] = {"identity": asdict(self.identity), "counters": dict(self.counters),
+                               "seconds": dict(self.seconds)}
         if self._role == KVConnectorRole.SCHEDULER:
             if self.lookup_store is not None:
                 out["lookup_store"] = self.lookup_store.stats.as_dict()
         else:
-            if self.load_store is not None:
-                out["load_store"] = self.load_store.stats.as_dict()
+            if self.reader is not None:
+                out["load_store"] = self.reader.stats().as_dict()
             if self.saver is not None:
-                out["save_store"] = self.saver.store.stats.as_dict()
+                saver = self.saver.counters()
+                out["counters"].update({k: v for k, v in saver.items() if k != "saver_busy_us"})
+                out["seconds"]["saver_process"] = saver["saver_busy_us"] / 1e6
         return out
 
     def _write_stats(self, role: str) -> None:
@@ -338,58 +358,3 @@ class KVSwitchConnector(KVConnectorBase_V1):
             os.replace(tmp, path)
         except OSError as exc:
             log.debug("KVSwitchConnector: cannot write stats to %s: %s", folder, exc)
-
-
-class _Saver:
-    """Writes pool blocks in a background thread, so the forward pass never waits for the pool."""
-
-    def __init__(self, store: PoolStore, size: int, counters: Counter[str]) -> None:
-        self.store = store
-        self.counters = counters
-        self._queue: queue.Queue[tuple[int, ModelIdentity, bytes] | None] = queue.Queue(size)
-        self._thread = threading.Thread(target=self._run, name="kvswitch-saver", daemon=True)
-        self._thread.start()
-        self._closed = False
-
-    def submit(self, key: int, identity: ModelIdentity, payload: bytes) -> None:
-        """Queue one block; dropped (counted) when the queue is full: the pool is slower than the engine."""
-        try:
-            self._queue.put_nowait((key, identity, payload))
-        except queue.Full:
-            self.counters["save_dropped_queue_full"] += 1
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            batch = [item]
-            while item is not None and len(batch) < SAVE_BATCH:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                batch.append(item)
-            blocks = [b for b in batch if b is not None]
-            if blocks:
-                self._write(blocks)
-            if item is None or None in batch:
-                return
-
-    def _write(self, blocks: list[tuple[int, ModelIdentity, bytes]]) -> None:
-        stored = self.store.present([key for key, _, _ in blocks])
-        for (key, identity, payload), there in zip(blocks, stored, strict=True):
-            if there:
-                self.counters["save_skipped_present"] += 1
-            elif self.store.put(key, blockcodec.encode(identity, payload, key)):
-                self.counters["saved_blocks"] += 1
-                self.counters["saved_bytes"] += len(payload)
-            else:
-                self.counters["save_failed"] += 1
-
-    def close(self, timeout: float) -> None:
-        """Write what is queued (up to `timeout` seconds), then stop."""
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(None)
-        self._thread.join(timeout)
-        self.store.close()

@@ -140,3 +140,47 @@ def test_breaker_backs_off_doubling_and_closes_on_success(caplog) -> None:
 def test_auto_chunk_size_only_on_loopback() -> None:
     assert auto_chunk_size("127.0.0.1") == 8192 and auto_chunk_size("localhost") == 8192
     assert auto_chunk_size("10.0.0.200") is None
+
+
+def test_parallel_reader_returns_blocks_in_order_and_shares_one_breaker(serve, closed_port, caplog) -> None:
+    from connectors.fetch import ParallelReader
+
+    node = serve()
+    with PoolStore(node.address, tenant=7) as writer:
+        for i, key in enumerate(KEYS[:4]):
+            assert writer.put(key, bytes([i]) * (100_000 + i))
+    reader = ParallelReader(lambda: PoolStore(node.address, tenant=7), workers=3)
+    try:
+        blocks = list(reader.get_many(KEYS))
+    finally:
+        reader.close()
+    assert blocks[:4] == [bytes([i]) * (100_000 + i) for i in range(4)] and blocks[4:] == [None, None]
+    assert reader.stats().gets == 4 and reader.stats().get_misses == 2
+
+    caplog.set_level(logging.WARNING)
+    shared = CircuitBreaker(f"pool {closed_port}", BreakerOptions(backoff_s=3600, max_backoff_s=3600))
+    down = ParallelReader(lambda: PoolStore(closed_port, timeout_s=0.05, retries=0, breaker=shared), workers=3)
+    try:
+        assert list(down.get_many(KEYS)) == [None] * len(KEYS)
+    finally:
+        down.close()
+    assert sum(r.levelno == logging.WARNING for r in caplog.records) == 1
+    assert down.stats().failures + down.stats().skipped == len(KEYS)
+
+
+def test_saver_process_writes_what_the_pool_lacks(serve) -> None:
+    from connectors.saver import SaverProcess
+
+    node = serve()
+    with PoolStore(node.address, tenant=TINY.tenant()) as store:
+        assert store.put(KEYS[0], blockcodec.encode(TINY, b"already there", KEYS[0]))
+        saver = SaverProcess(node.address, {"tenant": TINY.tenant(), "timeout_s": 0.5}, queue_size=8)
+        for key in KEYS[:3]:
+            assert saver.submit(key, TINY, key.to_bytes(8, "big") * 1000)
+        saver.close(timeout=30)
+        counters = saver.counters()
+        assert counters["saved_blocks"] == 2 and counters["save_skipped_present"] == 1
+        assert counters["saved_bytes"] == 2 * 8000
+        assert blockcodec.decode(TINY, store.get(KEYS[0]), KEYS[0]) == b"already there"
+        for key in KEYS[1:3]:
+            assert blockcodec.decode(TINY, store.get(key), key) == key.to_bytes(8, "big") * 1000
