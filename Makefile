@@ -22,7 +22,6 @@ SWITCH_LOG ?= info
 RESUME    ?=
 PYTEST_ARGS ?=
 ENGINE    ?=
-ENGINE_PY ?= .venv-engine/bin/python
 
 # What `make run` and `make demo` pass to `python -m topo` (see `python -m topo run --help`).
 TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOSTS)) \
