@@ -7,9 +7,11 @@
    requests that share hash ids share a token prefix.
 2. Engines (`topo.engines`): on every inference host a vLLM server with the kvswitch connector (the pool through
    the switch) and one without (the baseline); vLLM's own prefix cache is off in both.
-3. Calibration: full prefills of fresh prompts of several lengths on h1's baseline before and after the replay
-   (the prefill rate) and whole-block reads from h1 through the switch (the pool read rate), each size's median
-   fitted by `evaluation.calibration`.
+3. Calibration: full prefills of fresh prompts of several lengths on both engines of h1, before and after the
+   replay and one between every two requests (each engine's prefill rate, the pool engine's with its connector's
+   cost of a miss), and whole-block reads through the switch from h1 before and from the last host after the
+   replay, with nothing else running (the pool read rate); each size's median is fitted by
+   `evaluation.calibration`.
 4. Replay: requests dealt round-robin to the hosts, one at a time in trace order (after each, until the storage
    node is quiet, so its saves are in the pool before the next one looks); each goes to its host's baseline, then to its
    pool engine (`topo.engine_client`): TTFT, tokens, top log-probabilities, cached (external-hit) tokens.
@@ -374,7 +376,9 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
             sweep: Sweep = {}
             prefill_sweep(clients, hosts[0], options, 0, sweep)
             block_bytes = options.tokens_per_id * _kv_bytes_per_token(preset_config(engine.preset))
-            reads = measure_pool_reads(bed, hosts[0], [block_bytes // 2, block_bytes, 2 * block_bytes], reads=6)
+            read_sizes = [block_bytes // 2, block_bytes, 2 * block_bytes]
+            wait_quiet(bed, options.settle_s, options.settle_max_s)  # the sweep's saves are done: reads alone
+            reads = measure_pool_reads(bed, hosts[0], read_sizes, reads=6)
             storage_before, switch_before = _storage_traffic(bed), switch_metrics(bed)
             for n, index in enumerate(chosen):
                 host = hosts[n % len(hosts)]
@@ -394,6 +398,8 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
             storage = dataclasses.asdict(_storage_traffic(bed) - storage_before)
             print("calibrating again after the replay", file=sys.stderr, flush=True)
             prefill_sweep(clients, hosts[0], options, options.calibration_repeats, sweep)
+            wait_quiet(bed, options.settle_s, options.settle_max_s)
+            reads += measure_pool_reads(bed, hosts[-1], read_sizes, reads=6)
             switch_after = switch_metrics(bed)
             switch = {k: v - switch_before.get(k, 0.0) for k, v in switch_after.items()}
             stats = {e.host: connector_stats(e) for e in _pool_endpoints(hosts, folder)}
