@@ -38,7 +38,15 @@ class SaverProcess:
         self._counters: Any = context.Array("q", len(COUNTERS), lock=False)
         self._process = context.Process(target=_serve, args=(pool, store_options, self._queue, self._counters),
                                         name="kvswitch-saver", daemon=True)
-        self._process.start()
+        # `vllm serve` runs its workers as daemonic processes, and multiprocessing refuses children of a daemon; the
+        # saver is a daemon itself and ends with its engine, so the flag is lifted for this start only.
+        current = multiprocessing.current_process()
+        daemonic = current.daemon
+        current.daemon = False
+        try:
+            self._process.start()
+        finally:
+            current.daemon = daemonic
         self.dropped_queue_full = 0
         """Blocks not queued: the saver was behind by `queue_size` blocks."""
         self._closed = False
