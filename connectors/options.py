@@ -43,6 +43,8 @@ class ConnectorOptions:
     """Pool blocks waiting to be written; a save beyond is dropped (and counted), never waited for."""
     load_workers: int = 4
     """Blocks of one request read side by side (`connectors.fetch`)."""
+    saver_nice: int = 10
+    """CPU priority of the saver process below the engine's (`nice` increment; 0: the same)."""
     save: bool = True
     """Write new blocks to the pool (off: read only)."""
     load: bool = True
@@ -56,8 +58,9 @@ class ConnectorOptions:
         if not isinstance(self.pool, str) or not self.pool:
             raise ValueError('the pool address is missing: kv_connector_extra_config {"pool": "HOST:PORT"}')
         if (self.block_tokens <= 0 or self.timeout_s <= 0 or self.retries < 0 or self.save_queue < 1
-                or self.load_workers < 1):
-            raise ValueError("block_tokens, timeout_s, save_queue and load_workers must be positive, retries >= 0")
+                or self.load_workers < 1 or not 0 <= self.saver_nice <= 19):
+            raise ValueError("block_tokens, timeout_s, save_queue and load_workers must be positive, retries >= 0, "
+                             "saver_nice 0..19")
         if self.probe not in PROBE_OPCODES:
             raise ValueError(f"probe must be one of {', '.join(PROBE_OPCODES)}, got {self.probe!r}")
         if isinstance(self.chunk_size, str) and self.chunk_size != "auto":

@@ -225,8 +225,8 @@ class KVSwitchConnector(KVConnectorBase_V1):
         breaker = CircuitBreaker(f"pool {self.options.pool}", BreakerOptions(), log)
         self.reader = ParallelReader(lambda: self._store(breaker), self.options.load_workers) \
             if self.can_load else None
-        self.saver = SaverProcess(self.options.pool, self._store_options(), self.options.save_queue) \
-            if self.can_save else None
+        self.saver = SaverProcess(self.options.pool, self._store_options(), self.options.save_queue,
+                                  self.options.saver_nice) if self.can_save else None
         self._invalid: set[int] = set()
         self._tainted: set[str] = set()
         self._warned: set[str] = set()

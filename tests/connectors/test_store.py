@@ -184,3 +184,15 @@ def test_saver_process_writes_what_the_pool_lacks(serve) -> None:
         assert blockcodec.decode(TINY, store.get(KEYS[0]), KEYS[0]) == b"already there"
         for key in KEYS[1:3]:
             assert blockcodec.decode(TINY, store.get(key), key) == key.to_bytes(8, "big") * 1000
+
+
+def test_saver_process_counts_saves_a_full_pool_drops(serve) -> None:
+    from connectors.saver import SaverProcess
+
+    node = serve(capacity=16 << 10)
+    saver = SaverProcess(node.address, {"tenant": TINY.tenant(), "chunk_size": 1024}, queue_size=8)
+    for key in KEYS[:3]:
+        assert saver.submit(key, TINY, bytes(32 << 10))  # each larger than the whole pool
+    saver.close(timeout=30)
+    counters = saver.counters()
+    assert counters["save_dropped_full"] == 3 and counters["save_failed"] == 3 and counters["saved_blocks"] == 0
