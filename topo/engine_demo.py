@@ -10,7 +10,7 @@
 3. Calibration: full prefills of fresh prompts of several lengths on both engines of h1, before and after the
    replay and one between every two requests (each engine's prefill rate, the pool engine's with its connector's
    cost of a miss), and whole-block reads through the switch from h1 before and from the last host after the
-   replay, with nothing else running (the pool read rate); each size's median is fitted by
+   replay, each of a fresh block, with nothing else running (the pool read rate); each size's median is fitted by
    `evaluation.calibration`.
 4. Replay: requests dealt round-robin to the hosts, one at a time in trace order (after each, until the storage
    node is quiet, so its saves are in the pool before the next one looks); each goes to its host's baseline, then to its
@@ -138,16 +138,17 @@ from kvpool.client import ClientOptions, KVPClient
 server, sizes, reads = sys.argv[1], [int(s) for s in sys.argv[2].split(',')], int(sys.argv[3])
 out = []
 with KVPClient(ClientOptions(server=(server, 7420), tenant=0xFFFF, timeout=1.0, retries=5, chunk_size=8192)) as c:
-    for n, size in enumerate(sizes):
-        key = int.from_bytes(os.urandom(8), 'big')
-        c.put_block(key, os.urandom(size), 1, 8192)
+    for size in sizes:
         for _ in range(reads):
+            key = int.from_bytes(os.urandom(8), 'big')
+            c.put_block(key, os.urandom(size), 1, 8192)
             t0 = time.perf_counter()
             got = c.get_block(key)
             out.append((len(got.data), time.perf_counter() - t0))
 print(json.dumps(out))
 """
-"""Run on a host: write one block of each size, read each `reads` times through the switch, print (bytes, s)."""
+"""Run on a host: for each size, `reads` times: write a fresh block, read it once through the switch (as an
+engine reads a block: from the storage node, before the switch has seen it hot); print (bytes, s)."""
 
 
 def measure_pool_reads(bed: Testbed, host: str, sizes: list[int], reads: int = 4) -> list[tuple[int, float]]:
@@ -376,9 +377,9 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
             sweep: Sweep = {}
             prefill_sweep(clients, hosts[0], options, 0, sweep)
             block_bytes = options.tokens_per_id * _kv_bytes_per_token(preset_config(engine.preset))
-            read_sizes = [block_bytes // 2, block_bytes, 2 * block_bytes]
+            read_sizes = [block_bytes]  # the blocks the engines read; a rate through the origin (`fit_pool_read`)
             wait_quiet(bed, options.settle_s, options.settle_max_s)  # the sweep's saves are done: reads alone
-            reads = measure_pool_reads(bed, hosts[0], read_sizes, reads=6)
+            reads = measure_pool_reads(bed, hosts[0], read_sizes, reads=8)
             storage_before, switch_before = _storage_traffic(bed), switch_metrics(bed)
             for n, index in enumerate(chosen):
                 host = hosts[n % len(hosts)]
@@ -399,7 +400,7 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
             print("calibrating again after the replay", file=sys.stderr, flush=True)
             prefill_sweep(clients, hosts[0], options, options.calibration_repeats, sweep)
             wait_quiet(bed, options.settle_s, options.settle_max_s)
-            reads += measure_pool_reads(bed, hosts[-1], read_sizes, reads=6)
+            reads += measure_pool_reads(bed, hosts[-1], read_sizes, reads=8)
             switch_after = switch_metrics(bed)
             switch = {k: v - switch_before.get(k, 0.0) for k, v in switch_after.items()}
             stats = {e.host: connector_stats(e) for e in _pool_endpoints(hosts, folder)}

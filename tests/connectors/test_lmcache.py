@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import time
 from collections.abc import Iterator
 
@@ -40,7 +39,6 @@ from connectors.lmcache import (  # noqa: E402
 from connectors.lmcache_cpu import CPUKVConnector, KVBuffers  # noqa: E402
 from connectors.store import BLOCK_VERSION  # noqa: E402
 from kvpool.client import ClientOptions, KVPClient  # noqa: E402
-from kvpool.server import StorageNode, StorageOptions  # noqa: E402
 
 LAYERS, KV_HEADS, HEAD_SIZE, CHUNK = 4, 2, 64, 256
 MODEL_NAME = "kvswitch/tiny-test"
@@ -52,17 +50,10 @@ _instances = itertools.count()
 # ---- fixtures ---------------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def pool() -> Iterator[tuple[str, int]]:
-    """A storage node on 127.0.0.1:<free port>, stopped afterwards."""
-    node = StorageNode(StorageOptions(host="127.0.0.1", port=0, capacity=64 << 20))
-    sock = node.bind()
-    stop = threading.Event()
-    thread = threading.Thread(target=node.serve, args=(sock, stop, 0.05), daemon=True)
-    thread.start()
-    yield sock.getsockname()
-    stop.set()
-    thread.join(timeout=2)
-    node.close()
+def pool(serve) -> tuple[str, int]:
+    """A storage node on 127.0.0.1:<free port> (tests/connectors/conftest.py), as (host, port)."""
+    host, _, port = serve().address.rpartition(":")
+    return host, int(port)
 
 
 @pytest.fixture(scope="module")
