@@ -21,6 +21,9 @@ from pathlib import Path
 from topo.switches import REPO, SWITCHES, TestbedError
 from topo.topologies import GENERATORS, MAX_HOSTS
 
+ENGINE_HOSTS = 2
+"""Inference hosts of the star topology with --engine unless --hosts says otherwise (4 hosts run 4 to 8 vLLM
+servers, more than a 2-core machine starts in reasonable time)."""
 DEMO_TRACE = REPO / "data" / "traces" / "mooncake_conversation_excerpt.jsonl"
 """The excerpt shipped with the repository: `make demo` needs nothing from outside it."""
 
@@ -81,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
         p.add_argument("--engine", choices=ENGINES, default=None,
                        help="also run an inference engine on every host, its KV connector on the pool "
-                            "(docs/engines.md); default: none (trace replay clients only)")
+                            f"(docs/engines.md; star: {ENGINE_HOSTS} hosts unless --hosts); default: none")
         p.add_argument("--engine-python", type=Path, default=REPO / ".venv-engine" / "bin" / "python",
                        help="the engine environment's python (default .venv-engine/bin/python)")
         p.add_argument("--preset", default="tiny", help="the engines' model preset (connectors/presets; default tiny)")
@@ -124,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _options(args: argparse.Namespace):
     from topo.testbed import TestbedOptions
 
-    return TestbedOptions(target=args.target, hosts=args.hosts, storage_nodes=args.storage_nodes, store=args.store,
+    hosts = args.hosts
+    if hosts is None and getattr(args, "engine", None) and args.topology == "star":
+        hosts = ENGINE_HOSTS  # each host's engines take a core's worth of work to start: fewer hosts by default
+    return TestbedOptions(target=args.target, hosts=hosts, storage_nodes=args.storage_nodes, store=args.store,
                           topology=args.topology, build_dir=args.build,
                           state_dir=args.state, grpc_base=args.grpc_base, api_base=args.api_base,
                           controller=not args.no_controller, verbose=args.verbose, pcap=not args.no_pcap,
