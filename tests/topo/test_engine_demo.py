@@ -67,3 +67,13 @@ def test_pool_engine_command_line_carries_the_connector_config():
     assert "--no-enable-prefix-caching" in argv and "--skip-tokenizer-init" in argv
     assert argv[argv.index("--dtype") + 1] == "float32"  # the tiny preset's own, not the CPU's bfloat16
     assert "--kv-transfer-config" not in vllm_argv(options, Path("/m"), 8001, None)
+
+
+def test_an_engine_testbed_has_two_hosts_unless_told_otherwise():
+    from topo.cli import _options, build_parser
+
+    parse = build_parser().parse_args
+    assert _options(parse(["demo", "--engine", "vllm"])).hosts == 2
+    assert _options(parse(["demo", "--engine", "vllm", "--hosts", "3"])).hosts == 3
+    assert _options(parse(["demo"])).hosts is None  # the default demo is unchanged
+    assert _options(parse(["run", "--engine", "vllm"])).hosts == 2
