@@ -178,10 +178,14 @@ def sweep_once(clients: HostClients, host: str, options: EngineDemoOptions, n: i
             sweep.setdefault(role, []).append((length, result["ttft_s"]))
 
 
-def prefill_sweep(clients: HostClients, host: str, options: EngineDemoOptions, first: int, sweep: Sweep) -> None:
+def prefill_sweep(bed: Testbed, clients: HostClients, host: str, options: EngineDemoOptions, first: int,
+                  sweep: Sweep) -> None:
+    """`calibration_repeats` rounds of every length; after each prompt, until the pool engine's saves of it are
+    done (as between the replay's requests), so no prefill is timed beside another's saves."""
     for n in range(first, first + options.calibration_repeats):
         for length in options.calibration_lengths:
             sweep_once(clients, host, options, n, length, sweep)
+            wait_quiet(bed, options.settle_s, options.settle_max_s)
 
 
 def wait_quiet(bed: Testbed, quiet_s: float, max_s: float) -> None:
@@ -375,7 +379,7 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
         try:
             print("calibrating: prefill sweep and pool reads", file=sys.stderr, flush=True)
             sweep: Sweep = {}
-            prefill_sweep(clients, hosts[0], options, 0, sweep)
+            prefill_sweep(bed, clients, hosts[0], options, 0, sweep)
             block_bytes = options.tokens_per_id * _kv_bytes_per_token(preset_config(engine.preset))
             read_sizes = [block_bytes]  # the blocks the engines read; a rate through the origin (`fit_pool_read`)
             wait_quiet(bed, options.settle_s, options.settle_max_s)  # the sweep's saves are done: reads alone
@@ -398,7 +402,7 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
                 wait_quiet(bed, options.settle_s, options.settle_max_s)
             storage = dataclasses.asdict(_storage_traffic(bed) - storage_before)
             print("calibrating again after the replay", file=sys.stderr, flush=True)
-            prefill_sweep(clients, hosts[0], options, options.calibration_repeats, sweep)
+            prefill_sweep(bed, clients, hosts[0], options, options.calibration_repeats, sweep)
             wait_quiet(bed, options.settle_s, options.settle_max_s)
             reads += measure_pool_reads(bed, hosts[-1], read_sizes, reads=8)
             switch_after = switch_metrics(bed)
