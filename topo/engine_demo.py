@@ -10,8 +10,9 @@
 3. Calibration: full prefills of fresh prompts of several lengths on both engines of h1, before and after the
    replay and one between every two requests (each engine's prefill rate, the pool engine's with its connector's
    cost of a miss), and whole-block reads through the switch from h1 before and from the last host after the
-   replay, each of a fresh block, with nothing else running (the pool read rate); each size's median is fitted by
-   `evaluation.calibration`.
+   replay, each of a fresh block, with nothing else running; each size's median is fitted by
+   `evaluation.calibration`. The model is priced with the pool read rate the engines' connectors achieved (their
+   counters), which a client reading alone exceeds.
 4. Replay: requests dealt round-robin to the hosts, one at a time in trace order (after each, until the storage
    node is quiet, so its saves are in the pool before the next one looks); each goes to its host's baseline, then to its
    pool engine (`topo.engine_client`): TTFT, tokens, top log-probabilities, cached (external-hit) tokens.
@@ -415,8 +416,8 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
     measured: dict[str, object] = {"prefill_sweep": sweep, "pool_reads": reads}
     raw = {"summary": summary, "requests": rows, "counters": counters, "calibration": measured}
     (options.out / "results.json").write_text(json.dumps(raw, indent=2) + "\n")  # before anything can fail
-    calibration_lines, calibration_json = calibrate(engine.preset, _kv_dtype_bytes(stats), sweep, reads, rows,
-                                                    options.tokens_per_id)
+    calibration_lines, calibration_json = calibrate(engine.preset, _kv_dtype_bytes(stats), sweep, reads,
+                                                    engine_load_rate(stats), rows, options.tokens_per_id)
     measured.update(calibration_json)
     report = render(summary, rows, dataclasses.replace(testbed, hosts=len(hosts)), engine, calibration_lines,
                     counters)
@@ -426,12 +427,23 @@ def run_engine_demo(testbed: TestbedOptions, engine: EngineOptions, options: Eng
     return report + f"\nwritten: {options.out / 'report.md'}, {options.out / 'results.json'}, {options.out / 'ttft.png'}"
 
 
+def engine_load_rate(stats: dict[str, dict[str, dict]]) -> float | None:
+    """Bytes/s the pool engines' connectors loaded at, from their counters (loaded bytes over seconds loading)."""
+    loaded = seconds = 0.0
+    for sides in stats.values():
+        for side in sides.values():
+            loaded += (side.get("counters") or {}).get("loaded_bytes", 0)
+            seconds += (side.get("seconds") or {}).get("load", 0.0)
+    return loaded / seconds if loaded and seconds else None
+
+
 def calibrate(preset: str, kv_dtype_bytes: int | None, sweep: Sweep, reads: list[tuple[int, float]],
-              rows: list[dict], tokens_per_id: int) -> tuple[list[str], dict]:
+              load_rate: float | None, rows: list[dict], tokens_per_id: int) -> tuple[list[str], dict]:
     """The calibration table's lines and figures. Each engine's prefill rate and fixed cost are fitted on its own
     sweep (each length's median): the baseline's for the requests without the pool, the pool engine's (whose
-    sweep prompts miss the pool, so they carry the connector's cost of a miss) for those with it, plus the pool
-    read rate fitted on the block reads (each size's median)."""
+    sweep prompts miss the pool, so they carry the connector's cost of a miss) for those with it. The pool read
+    rate is the one the engines' connectors loaded at (`load_rate`, their counters): a client reading alone is
+    faster (fitted on `reads`, reported beside it) than a connector reading inside a busy engine process."""
     from connectors.presets import preset_config
 
     model = model_from_hf_config(preset, preset_config(preset))
@@ -439,7 +451,8 @@ def calibrate(preset: str, kv_dtype_bytes: int | None, sweep: Sweep, reads: list
         model = dataclasses.replace(model, dtype_bytes=kv_dtype_bytes)
     samples = {role: [PrefillSample(n, s) for n, s in _medians(pairs)] for role, pairs in sweep.items()}
     try:
-        read_rate, per_block = fit_pool_read(_medians(reads))
+        client_rate, client_per_block = fit_pool_read(_medians(reads))
+        read_rate, per_block = (load_rate, 0.0) if load_rate else (client_rate, client_per_block)
         fitted = {role: Calibration(model, *fit_prefill(model, samples[role]), read_rate, per_block)
                   for role in ("baseline", "pool")}
     except (ValueError, KeyError) as exc:
@@ -453,11 +466,14 @@ def calibrate(preset: str, kv_dtype_bytes: int | None, sweep: Sweep, reads: list
                                    "cached_blocks": (r["pool"].get("cached_tokens") or 0) // tokens_per_id,
                                    "ttft_s": r["pool"]["ttft_s"]} for r in ok])),
     ]
-    lines = [f"Measured on this testbed (medians of each size): pool reads {read_rate / 1e6:.1f} MB/s + "
-             f"{per_block * 1e3:.1f} ms per block; full prefills of fresh prompts, per engine: "
+    lines = [f"Measured on this testbed: pool loads by the engines' connectors {read_rate / 1e6:.1f} MB/s "
+             f"(+ {per_block * 1e3:.1f} ms per block; a client reading fresh blocks alone: "
+             f"{client_rate / 1e6:.1f} MB/s + {client_per_block * 1e3:.1f} ms per block); full prefills of fresh "
+             "prompts, per engine (medians): "
              + "; ".join(f"{role}: " + ", ".join(f"{s.tokens} tokens {s.seconds * 1e3:.0f} ms" for s in samples[role])
                          for role in ("baseline", "pool")) + ".", "", *render_calibration(pairs)]
-    return lines, {"pool_bytes_per_s": read_rate, "pool_request_s": per_block,
+    return lines, {"pool_bytes_per_s": read_rate, "pool_request_s": per_block, "client_read_bytes_per_s": client_rate,
+                   "client_read_s_per_block": client_per_block,
                    "fits": {role: c.as_dict() for role, c in fitted.items()},
                    "prefill_medians": {role: [dataclasses.asdict(s) for s in v] for role, v in samples.items()},
                    "comparisons": [{"name": c.name, "measured_s": c.measured_s, "predicted_s": c.predicted_s,

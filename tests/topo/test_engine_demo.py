@@ -77,3 +77,13 @@ def test_an_engine_testbed_has_two_hosts_unless_told_otherwise():
     assert _options(parse(["demo", "--engine", "vllm", "--hosts", "3"])).hosts == 3
     assert _options(parse(["demo"])).hosts is None  # the default demo is unchanged
     assert _options(parse(["run", "--engine", "vllm"])).hosts == 2
+
+
+def test_engine_load_rate_sums_the_connectors_loads():
+    from topo.engine_demo import engine_load_rate
+
+    stats = {"h1": {"worker-1": {"counters": {"loaded_bytes": 3_000_000}, "seconds": {"load": 1.0}},
+                    "scheduler-1": {"counters": {"hit_tokens": 5}, "seconds": {"lookup": 0.2}}},
+             "h2": {"worker-2": {"counters": {"loaded_bytes": 1_000_000}, "seconds": {"load": 1.0}}}}
+    assert engine_load_rate(stats) == 2_000_000
+    assert engine_load_rate({"h1": {"worker-1": {"counters": {}}}}) is None
