@@ -30,7 +30,8 @@ def kv_transfer_config(pool: str, extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(model: str, prompts: list[list[int]], pool: str | None, extra: dict[str, Any], max_tokens: int,
-        logprobs: int, repeat: int = 1, dtype: str = "auto") -> dict[str, Any]:
+        logprobs: int, repeat: int = 1, dtype: str = "auto", kv_cache_bytes: int = KV_CACHE_BYTES,
+        max_model_len: int = 4096) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from vllm import LLM, SamplingParams
@@ -40,7 +41,7 @@ def run(model: str, prompts: list[list[int]], pool: str | None, extra: dict[str,
     if pool is not None:
         kwargs["kv_transfer_config"] = kv_transfer_config(pool, extra)
     llm = LLM(model=model, skip_tokenizer_init=True, dtype=dtype, enforce_eager=True, enable_prefix_caching=False,
-              kv_cache_memory_bytes=KV_CACHE_BYTES, max_model_len=4096, seed=0, **kwargs)
+              kv_cache_memory_bytes=kv_cache_bytes, max_model_len=max_model_len, seed=0, **kwargs)
     start_s = time.perf_counter() - started
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=logprobs or None, detokenize=False,
                             ignore_eos=True)
@@ -70,9 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logprobs", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=1, help="run the prompt list this many times")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--kv-cache-bytes", type=int, default=KV_CACHE_BYTES,
+                        help="KV cache vLLM reserves (llama3-8b-kv: 128 KiB per token)")
+    parser.add_argument("--max-model-len", type=int, default=4096)
     args = parser.parse_args(argv)
     result = run(args.model, json.loads(args.prompts.read_text()), args.pool, json.loads(args.extra),
-                 args.max_tokens, args.logprobs, args.repeat, args.dtype)
+                 args.max_tokens, args.logprobs, args.repeat, args.dtype, args.kv_cache_bytes, args.max_model_len)
     args.out.write_text(json.dumps(result))
     return 0
 

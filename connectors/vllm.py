@@ -12,16 +12,19 @@ prefix-cache hit (`PoolStore.leading_hits`), and those tokens are announced as e
 synchronously before the step's forward pass. Each step's metadata lists the loads and the pool blocks the step
 completes, to be saved.
 
-Worker side: loads read a request's blocks side by side (`connectors.fetch`), check each (`connectors.blockcodec`: length, checksum, this
-model's identity, this key) and copy it into vLLM's paged cache (`connectors.kvlayout`). A block that is missing
-or fails a check is never loaded: its vLLM blocks are reported through `get_block_ids_with_load_errors`, the
-scheduler recomputes them (the connector sets `kv_load_failure_policy` to "recompute": a pool is a cache, and a
-bad block is a miss, never a failed request), and the step's saves of that request are skipped. Saves copy the
-completed blocks out of the paged cache after the forward pass and queue them to a saver process
-(`connectors.saver`), which skips blocks the pool holds already and writes the others; the engine never waits
-for the pool, nor shares its interpreter with the writes. A full pool
-drops saves (counted); a down pool is skipped by a circuit breaker, so every request gets a full prefill and
-none fails.
+Worker side: loads read a request's blocks side by side (`connectors.fetch`), check each
+(`connectors.blockcodec`: length, checksum, this model's identity, this key) and copy it into vLLM's paged cache
+(`connectors.kvlayout`). A block that is missing or fails a check is never loaded: its vLLM blocks are reported
+through `get_block_ids_with_load_errors`, the scheduler recomputes them (the connector sets
+`kv_load_failure_policy` to "recompute": a pool is a cache, and a bad block is a miss, never a failed request),
+and the step's saves of that request are skipped. Saves copy the completed blocks out of the paged cache after
+the forward pass and queue them to a saver process (`connectors.saver`), which skips blocks the pool holds
+already and writes the others; the engine never waits for the pool, nor shares its interpreter with the writes.
+A full pool drops saves (counted); a down pool is skipped by a circuit breaker, so every request gets a full
+prefill and none fails.
+
+Loads are synchronous (all layers before the forward pass): a pool block holds every layer, so the first
+layer's attention needs the whole block anyway; what overlaps is the reading of a request's blocks.
 
 One vLLM worker only (tensor and pipeline parallel size 1): the payload is the whole model's KV.
 """
@@ -69,7 +72,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("vllm.kvswitch")
 """Under vLLM's logger, so these lines come out with vLLM's own, in its format."""
 
-SHUTDOWN_FLUSH_S = 30.0
+SHUTDOWN_FLUSH_S = 60.0
 """Seconds a shutting-down worker waits for queued saves."""
 
 
