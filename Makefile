@@ -21,6 +21,7 @@ PCAP      ?= 1
 SWITCH_LOG ?= info
 RESUME    ?=
 PYTEST_ARGS ?=
+ENGINE    ?=
 
 # What `make run` and `make demo` pass to `python -m topo` (see `python -m topo run --help`).
 TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOSTS)) \
@@ -29,6 +30,8 @@ TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOS
 	$(if $(RECYCLING),--recycling $(RECYCLING)) $(foreach p,$(PARAMS),--param $(p)) \
 	--metrics-base $(METRICS_PORT) --switch-log $(SWITCH_LOG) $(if $(filter 0,$(PCAP)),--no-pcap) \
 	$(if $(filter 1,$(RESUME)),--resume)
+# With ENGINE=vllm, `make run` and `make demo` also start a vLLM server per host (docs/engines.md).
+ENGINE_ARGS = $(if $(ENGINE),--engine $(ENGINE) --engine-python $(ENGINE_PY))
 
 .PHONY: help setup run stop demo test test-fast test-bmv2 test-mooncake bench eval check compile clean
 
@@ -40,18 +43,20 @@ help:  ## this menu
 	@echo "             METRICS_PORT=9464 (Prometheus of device 1's controller; 0: off)   RESUME=1 (keep last run's state)"
 	@echo "             PCAP=1|0 (per-port pcaps in out/testbed/<switch>/pcap)   SWITCH_LOG=info|debug|trace (switch -L)"
 	@echo "             TRACE=path.jsonl (demo: the shipped excerpt; eval: the full conversation trace)"
+	@echo "             ENGINE=vllm (run, demo: a vLLM server per host on the pool; demo: TTFT with/without it)"
+	@echo "             ENGINE_PY=.venv-engine/bin/python (the engine environment's python)"
 
 setup:  ## install Debian packages (as root), the Python venv and the engine venv (.venv-engine)
 	@scripts/bootstrap.sh
 
 run: setup  ## start the Mininet testbed (switch, storage node, controller) and its CLI
-	$(PY) -m topo run $(TESTBED_ARGS)
+	$(PY) -m topo run $(TESTBED_ARGS) $(ENGINE_ARGS)
 
 stop:  ## stop this project's testbed (recorded pids, its interfaces by name; no other Mininet)
 	-$(PY) -m topo stop
 
 demo: setup  ## non-interactive: testbed + trace replay + report and plot, then exit
-	$(PY) -m topo demo $(TESTBED_ARGS) --trace $(or $(TRACE),$(DEMO_TRACE)) --out out/demo
+	$(PY) -m topo demo $(TESTBED_ARGS) $(ENGINE_ARGS) --trace $(or $(TRACE),$(DEMO_TRACE)) --out out/demo
 
 test: setup  ## the whole suite (Mininet and veth tests need root), then the engine tests in .venv-engine
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -32,6 +32,9 @@ class CostModel:
     sharing: Sharing = field(default_factory=Sharing)
     """Which concurrent reads of one block the switch merges when it coalesces (`evaluation.sharing`); default:
     the data plane as built, reads within one storage round trip."""
+    request_overhead_s: float = 0.0
+    """Fixed seconds every request pays besides fetch and prefill (scheduling, sampling, the API round trip);
+    0 for the cluster studies, measured on the testbed by `evaluation.calibration`."""
 
     @property
     def block_bytes(self) -> int:
@@ -79,6 +82,14 @@ class TTFTSummary:
             "fan_in_mean": float(np.mean([n for _, n in self.fan_in])) if self.fan_in else 0.0,
             "control": dict(self.control),
         }
+
+
+def request_ttft(cost: CostModel, plan: FetchPlan, storage_readers: int, reused_tokens: int, tokens: int) -> float:
+    """One request's TTFT: fetch its reused prefix (`plan`), prefill the rest, plus the fixed overhead. Even a
+    full hit recomputes the last token: its logits give the first output token (as vLLM does)."""
+    cached = min(reused_tokens, tokens - 1)
+    return (fetch_seconds(plan, cost.gpu, cost.links, storage_readers, cost.control)
+            + prefill_seconds(cost.model, cost.gpu, cached, tokens) + cost.request_overhead_s)
 
 
 def readers_per_window(result: ClusterResult, window_s: float) -> Counter:
@@ -156,10 +167,8 @@ def estimate(result: ClusterResult, cost: CostModel, per_request: bool = False,
         link["storage_nic"] += plan.storage_bytes  # bytes readers received that left a storage node
         link["node_nic"] += plan.switch_bytes + plan.storage_bytes
         fetch = fetch_seconds(plan, cost.gpu, cost.links, contention, cost.control)
-        # Even a full hit recomputes the last token: its logits give the first output token (as vLLM does).
-        cached = min(outcome.reused_tokens, outcome.tokens - 1)
-        ttft[i] = fetch + prefill_seconds(cost.model, cost.gpu, cached, outcome.tokens)
-        no_reuse[i] = prefill_seconds(cost.model, cost.gpu, 0, outcome.tokens)
+        ttft[i] = request_ttft(cost, plan, contention, outcome.reused_tokens, outcome.tokens)
+        no_reuse[i] = request_ttft(cost, FetchPlan(), 1, 0, outcome.tokens)
         if per_request:
             rows.append({
                 "request": outcome.index, "arrival_s": outcome.arrival_s, "node": outcome.node,

@@ -4,8 +4,9 @@
                             [--storage-nodes M] [--store memory|mooncake]
                             [--admission P --eviction P --recycling P --param KIND.NAME=VALUE ...]
                             [--metrics-base PORT] [--no-pcap] [--switch-log LEVEL] [--resume]
+                            [--engine vllm [--engine-python PATH] [--preset tiny]]
     python -m topo stop     [--state DIR]
-    python -m topo demo     (as run) [--trace PATH] [--out DIR] [--requests 300]
+    python -m topo demo     (as run) [--trace PATH] [--out DIR] [--requests 300] [--engine-requests 24]
     python -m topo compile  --target T --out build
     python -m topo topology star|leaf-spine [--hosts N --leaves L --spines S]   (prints a topology.json)
 """
@@ -20,6 +21,9 @@ from pathlib import Path
 from topo.switches import REPO, SWITCHES, TestbedError
 from topo.topologies import GENERATORS, MAX_HOSTS
 
+ENGINE_HOSTS = 2
+"""Inference hosts of the star topology with --engine unless --hosts says otherwise (4 hosts run 4 to 8 vLLM
+servers, more than a 2-core machine starts in reasonable time)."""
 DEMO_TRACE = REPO / "data" / "traces" / "mooncake_conversation_excerpt.jsonl"
 """The excerpt shipped with the repository: `make demo` needs nothing from outside it."""
 
@@ -75,8 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--resume", action="store_true",
                        help="keep the last run's controller state and storage disk (default: start clean)")
 
+    def engine_args(p: argparse.ArgumentParser) -> None:
+        from topo.engines import ENGINES
+
+        p.add_argument("--engine", choices=ENGINES, default=None,
+                       help="also run an inference engine on every host, its KV connector on the pool "
+                            f"(docs/engines.md; star: {ENGINE_HOSTS} hosts unless --hosts); default: none")
+        p.add_argument("--engine-python", type=Path, default=REPO / ".venv-engine" / "bin" / "python",
+                       help="the engine environment's python (default .venv-engine/bin/python)")
+        p.add_argument("--preset", default="tiny", help="the engines' model preset (connectors/presets; default tiny)")
+
     run = sub.add_parser("run", help="start the testbed and open the Mininet CLI")
     testbed_args(run)
+    engine_args(run)
     stop = sub.add_parser("stop", help="stop the testbed recorded in --state: its processes, nodes and interfaces")
     stop.add_argument("--state", type=Path, default=REPO / "out" / "testbed")
     demo = sub.add_parser("demo", help="testbed + trace replay + report and plot, then exit")
@@ -93,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "coalescing (default 16; 0: no burst)")
     demo.add_argument("--announce", action="store_true",
                       help="also send INSERT for every stored block (admission on INSERT; heavy on the controller)")
+    engine_args(demo)
+    demo.add_argument("--engine-requests", type=int, default=24,
+                      help="with --engine: requests replayed through the engines (default 24)")
     comp = sub.add_parser("compile", help="compile p4src/ for a target")
     comp.add_argument("--target", choices=("soft", "bmv2"), default="soft")
     comp.add_argument("--out", type=Path, default=REPO / "build")
@@ -109,13 +127,22 @@ def build_parser() -> argparse.ArgumentParser:
 def _options(args: argparse.Namespace):
     from topo.testbed import TestbedOptions
 
-    return TestbedOptions(target=args.target, hosts=args.hosts, storage_nodes=args.storage_nodes, store=args.store,
+    hosts = args.hosts
+    if hosts is None and getattr(args, "engine", None) and args.topology == "star":
+        hosts = ENGINE_HOSTS  # each host's engines take a core's worth of work to start: fewer hosts by default
+    return TestbedOptions(target=args.target, hosts=hosts, storage_nodes=args.storage_nodes, store=args.store,
                           topology=args.topology, build_dir=args.build,
                           state_dir=args.state, grpc_base=args.grpc_base, api_base=args.api_base,
                           controller=not args.no_controller, verbose=args.verbose, pcap=not args.no_pcap,
                           switch_log_level=args.switch_log, metrics_base=args.metrics_base or None,
                           admission=args.admission, eviction=args.eviction, recycling=args.recycling,
                           params=tuple(args.param), resume=args.resume)
+
+
+def _engine_options(args: argparse.Namespace):
+    from topo.engines import EngineOptions
+
+    return EngineOptions(kind=args.engine, preset=args.preset, python=args.engine_python)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,6 +174,16 @@ def run(args: argparse.Namespace) -> int:
         bed = Testbed(_options(args))
         bed.start(progress=lambda msg: print(f"*** {msg}", flush=True))
         try:
+            if args.engine:
+                from topo.engines import start_engines
+
+                engines = start_engines(bed, _engine_options(args), args.state / "engines",
+                                        progress=lambda msg: print(f"*** {msg}", flush=True))
+                for e in engines:
+                    print(f"*** {e.host}: {args.engine} at {e.url} (in {e.host}'s namespace), log {e.log}")
+                print(f"*** try: h1 curl -s {engines[0].url}/v1/completions -H 'Content-Type: application/json' "
+                      f"-d '{{\"model\": \"kvswitch/{args.preset}\", \"prompt\": [5, 6, 7], \"max_tokens\": 4, "
+                      f"\"return_tokens_as_token_ids\": true, \"logprobs\": 1}}'")
             print(bed.describe())
             print(f"*** try: h1 {sys.executable} -m kvpool.client --server {bed.storage_address[0]} put 0x1 "
                   "--version 1 --data hi")
@@ -156,6 +193,12 @@ def run(args: argparse.Namespace) -> int:
             CLI(bed.net)
         finally:
             bed.stop()
+        return 0
+    if args.command == "demo" and args.engine:
+        from topo.engine_demo import EngineDemoOptions, run_engine_demo
+
+        print(run_engine_demo(_options(args), _engine_options(args),
+                              EngineDemoOptions(trace=args.trace, out=args.out, requests=args.engine_requests)))
         return 0
     if args.command == "demo":
         from topo.demo import DemoOptions, run_demo

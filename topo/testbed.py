@@ -270,6 +270,12 @@ class Testbed:
 
     # ---- crashes and restarts (for tests of the pool's life cycle) ---------------------------------------
 
+    def launch(self, what: str, argv: list[str], log: Path, host: str) -> Started:
+        """Start `argv` in Mininet node `host`, recorded as `what` in testbed.json (so `make stop` ends it too)."""
+        assert self.net is not None
+        self._popen(what, argv, log, self.net[host])
+        return self.started[-1]
+
     def process(self, what: str) -> Started:
         """The process recorded as `what`: "switch s1", "controller s1", "storage st1", "mooncake master"."""
         for started in self.started:

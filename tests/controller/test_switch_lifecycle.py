@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from controller import switch as switch_module
+from p4rt import connection as switch_module
 from p4rt.connection import SwitchConnection, SwitchOptions
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
