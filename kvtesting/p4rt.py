@@ -68,7 +68,7 @@ class TableInfo:
 
 
 class P4InfoNames:
-    """The `p4rt.p4info.P4Info` look-ups in the shape `kvtesting.remote.RemoteTarget` uses them: by the fully
+    """The `p4rt.p4info.P4Info` look-ups in the shape `kvtesting.remote_target.RemoteTarget` uses them: by the fully
     qualified names of the `Target` interface (aliases too) and by id; an unknown name is a NOT_FOUND
     `TargetError`, as the in-process target answers."""
 

@@ -1,5 +1,5 @@
 """The report's default policy is ≥ LRU and ≥ ARC, by block hits, on every trace the repo ships or generates, at
-every pool size the report uses (issue 12): the shipped Mooncake excerpt, the three incast workloads and the
+every pool size the report uses: the shipped Mooncake excerpt, the three incast workloads and the
 synthetic prefix-tree workload of Q4, replayed exactly as `make eval` replays them (same seeds, same sizes)."""
 
 from __future__ import annotations

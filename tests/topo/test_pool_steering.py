@@ -1,4 +1,4 @@
-"""A pool of three storage nodes behind one address (issue 11): a client reads and writes through the pool address
+"""A pool of three storage nodes behind one address: a client reads and writes through the pool address
 while a storage node is killed and restarted, and no read returns a wrong value.
 
 Star and leaf-spine, soft target, `storage_nodes=3`: the controllers steer 10.0.0.200 over st1..st3 and probe
