@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
+import signal
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,6 +19,9 @@ from typing import Any
 Progress = Callable[[int], None]
 PROGRESS_BATCH = 20_000
 """Block references a worker replays between two progress messages."""
+WORKER_CHECK_S = 1.0
+"""Seconds without a message after which the parent checks that no worker died (killed, aborted): a dead worker
+fails the run with WorkerError instead of leaving the parent waiting for results that cannot come."""
 
 
 def default_jobs() -> int:
@@ -55,7 +60,16 @@ def _worker(fn, shared, tasks, messages) -> None:
 
 
 class WorkerError(RuntimeError):
-    """A task failed in a worker process; the message holds the worker's traceback."""
+    """A task failed in a worker process; the message holds the worker's traceback (or how the worker died)."""
+
+
+def _raise_if_one_died(workers: Sequence[Any]) -> None:
+    """WorkerError when a worker ended without finishing (an exit code other than 0: a signal, os._exit)."""
+    for worker in workers:
+        code = worker.exitcode
+        if code not in (None, 0):
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            raise WorkerError(f"worker process {worker.pid} died ({how}) before finishing its tasks")
 
 
 def longest_first(tasks: Sequence[Any], cost: Callable[[Any], float] | None) -> list[int]:
@@ -91,7 +105,11 @@ def run_tasks(fn: Callable[[Any, Any, Progress], Any], shared: Any, tasks: Seque
     running = len(workers)
     try:
         while running:
-            kind, index, payload = messages.get()
+            try:
+                kind, index, payload = messages.get(timeout=WORKER_CHECK_S)
+            except queue.Empty:
+                _raise_if_one_died(workers)
+                continue
             if kind == "progress":
                 report(payload)
             elif kind == "result":

@@ -1,5 +1,8 @@
 """Forked workers give the same results, in task order, as running in-process; failures surface."""
 
+import os
+import signal
+
 import pytest
 
 from evaluation.parallel import WorkerError, run_tasks
@@ -32,3 +35,14 @@ def test_costliest_tasks_go_first_and_results_stay_in_task_order():
 def test_a_failing_task_raises_with_the_worker_traceback():
     with pytest.raises(WorkerError, match="negative task"):
         run_tasks(scaled, {"factor": 1}, [1, -1, 2], jobs=2)
+
+
+def dies(shared, task, progress):
+    if task == 2:
+        os.kill(os.getpid(), signal.SIGABRT)  # a C library's abort() in the worker
+    return task
+
+
+def test_a_worker_that_dies_fails_the_run_instead_of_hanging_it():
+    with pytest.raises(WorkerError, match="died \\(signal SIGABRT\\)"):
+        run_tasks(dies, None, [1, 2, 3, 4], jobs=2)
