@@ -22,6 +22,7 @@ SWITCH_LOG ?= info
 RESUME    ?=
 PYTEST_ARGS ?=
 ENGINE    ?=
+PRESET    ?=
 
 # What `make run` and `make demo` pass to `python -m topo` (see `python -m topo run --help`).
 TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOSTS)) \
@@ -31,7 +32,7 @@ TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOS
 	--metrics-base $(METRICS_PORT) --switch-log $(SWITCH_LOG) $(if $(filter 0,$(PCAP)),--no-pcap) \
 	$(if $(filter 1,$(RESUME)),--resume)
 # With ENGINE=vllm, `make run` and `make demo` also start a vLLM server per host (docs/engines.md).
-ENGINE_ARGS = $(if $(ENGINE),--engine $(ENGINE) --engine-python $(ENGINE_PY))
+ENGINE_ARGS = $(if $(ENGINE),--engine $(ENGINE) --engine-python $(ENGINE_PY) $(if $(PRESET),--preset $(PRESET)))
 
 .PHONY: help setup run stop demo test test-fast test-bmv2 test-mooncake bench eval check compile clean
 

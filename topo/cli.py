@@ -109,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--announce", action="store_true",
                       help="also send INSERT for every stored block (admission on INSERT; heavy on the controller)")
     engine_args(demo)
-    demo.add_argument("--engine-requests", type=int, default=24,
-                      help="with --engine: requests replayed through the engines (default 24)")
+    demo.add_argument("--engine-requests", type=int, default=None,
+                      help="with --engine: requests replayed through the engines (default 24; prefill-bound 8)")
     comp = sub.add_parser("compile", help="compile p4src/ for a target")
     comp.add_argument("--target", choices=("soft", "bmv2"), default="soft")
     comp.add_argument("--out", type=Path, default=REPO / "build")
@@ -195,10 +195,10 @@ def run(args: argparse.Namespace) -> int:
             bed.stop()
         return 0
     if args.command == "demo" and args.engine:
-        from topo.engine_demo import EngineDemoOptions, run_engine_demo
+        from topo.engine_demo import options_for_preset, run_engine_demo
 
         print(run_engine_demo(_options(args), _engine_options(args),
-                              EngineDemoOptions(trace=args.trace, out=args.out, requests=args.engine_requests)))
+                              options_for_preset(args.preset, args.trace, args.out, args.engine_requests)))
         return 0
     if args.command == "demo":
         from topo.demo import DemoOptions, run_demo

@@ -15,7 +15,7 @@ import json
 from importlib import resources
 from typing import Any
 
-PRESETS = ("tiny", "llama3-8b-kv")
+PRESETS = ("tiny", "llama3-8b-kv", "prefill-bound")
 
 
 def preset_config(name: str) -> dict[str, Any]:
