@@ -87,3 +87,14 @@ def test_engine_load_rate_sums_the_connectors_loads():
              "h2": {"worker-2": {"counters": {"loaded_bytes": 1_000_000}, "seconds": {"load": 1.0}}}}
     assert engine_load_rate(stats) == 2_000_000
     assert engine_load_rate({"h1": {"worker-1": {"counters": {}}}}) is None
+
+
+def test_the_prefill_bound_preset_gets_a_smaller_demo_and_other_presets_the_defaults():
+    from topo.engine_demo import options_for_preset
+
+    slow = options_for_preset("prefill-bound", Path("t"), Path("o"))
+    tiny = options_for_preset("tiny", Path("t"), Path("o"))
+    assert (slow.requests, slow.max_ids, max(slow.calibration_lengths)) == (8, 8, 2048)
+    assert slow.max_ids * slow.tokens_per_id <= max(slow.calibration_lengths)  # the sweep covers every prompt
+    assert tiny == EngineDemoOptions(trace=Path("t"), out=Path("o"))
+    assert options_for_preset("prefill-bound", Path("t"), Path("o"), requests=3).requests == 3
