@@ -98,3 +98,12 @@ def test_the_prefill_bound_preset_gets_a_smaller_demo_and_other_presets_the_defa
     assert slow.max_ids * slow.tokens_per_id <= max(slow.calibration_lengths)  # the sweep covers every prompt
     assert tiny == EngineDemoOptions(trace=Path("t"), out=Path("o"))
     assert options_for_preset("prefill-bound", Path("t"), Path("o"), requests=3).requests == 3
+
+
+def test_the_engine_demo_defaults_to_prefill_bound_and_run_to_tiny():
+    from topo.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["demo", "--engine", "vllm"]).preset == "prefill-bound"
+    assert parser.parse_args(["demo", "--engine", "vllm"]).engine_requests is None  # the preset's own count
+    assert parser.parse_args(["run", "--engine", "vllm"]).preset == "tiny"
