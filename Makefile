@@ -45,6 +45,7 @@ help:  ## this menu
 	@echo "             PCAP=1|0 (per-port pcaps in out/testbed/<switch>/pcap)   SWITCH_LOG=info|debug|trace (switch -L)"
 	@echo "             TRACE=path.jsonl (demo: the shipped excerpt; eval: the full conversation trace)"
 	@echo "             ENGINE=vllm (run, demo: a vLLM server per host on the pool; demo: TTFT with/without it)"
+	@echo "             PRESET=tiny|prefill-bound|llama3-8b-kv (with ENGINE: the model; run: tiny, demo: prefill-bound)"
 	@echo "             ENGINE_PY=.venv-engine/bin/python (the engine environment's python)"
 
 setup:  ## install Debian packages (as root), the Python venv and the engine venv (.venv-engine)
