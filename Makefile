@@ -22,6 +22,7 @@ SWITCH_LOG ?= info
 RESUME    ?=
 PYTEST_ARGS ?=
 ENGINE    ?=
+PRESET    ?=
 
 # What `make run` and `make demo` pass to `python -m topo` (see `python -m topo run --help`).
 TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOSTS)) \
@@ -31,7 +32,7 @@ TESTBED_ARGS = --target $(TARGET) --topology $(TOPO) $(if $(HOSTS),--hosts $(HOS
 	--metrics-base $(METRICS_PORT) --switch-log $(SWITCH_LOG) $(if $(filter 0,$(PCAP)),--no-pcap) \
 	$(if $(filter 1,$(RESUME)),--resume)
 # With ENGINE=vllm, `make run` and `make demo` also start a vLLM server per host (docs/engines.md).
-ENGINE_ARGS = $(if $(ENGINE),--engine $(ENGINE) --engine-python $(ENGINE_PY))
+ENGINE_ARGS = $(if $(ENGINE),--engine $(ENGINE) --engine-python $(ENGINE_PY) $(if $(PRESET),--preset $(PRESET)))
 
 .PHONY: help setup run stop demo test test-fast test-bmv2 test-mooncake bench eval check compile clean
 
@@ -44,6 +45,7 @@ help:  ## this menu
 	@echo "             PCAP=1|0 (per-port pcaps in out/testbed/<switch>/pcap)   SWITCH_LOG=info|debug|trace (switch -L)"
 	@echo "             TRACE=path.jsonl (demo: the shipped excerpt; eval: the full conversation trace)"
 	@echo "             ENGINE=vllm (run, demo: a vLLM server per host on the pool; demo: TTFT with/without it)"
+	@echo "             PRESET=tiny|prefill-bound|llama3-8b-kv (with ENGINE: the model; run: tiny, demo: prefill-bound)"
 	@echo "             ENGINE_PY=.venv-engine/bin/python (the engine environment's python)"
 
 setup:  ## install Debian packages (as root), the Python venv and the engine venv (.venv-engine)

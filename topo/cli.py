@@ -6,7 +6,8 @@
                             [--metrics-base PORT] [--no-pcap] [--switch-log LEVEL] [--resume]
                             [--engine vllm [--engine-python PATH] [--preset tiny]]
     python -m topo stop     [--state DIR]
-    python -m topo demo     (as run) [--trace PATH] [--out DIR] [--requests 300] [--engine-requests 24]
+    python -m topo demo     (as run; --preset prefill-bound) [--trace PATH] [--out DIR] [--requests 300]
+                            [--engine-requests 24 (prefill-bound: 8)]
     python -m topo compile  --target T --out build
     python -m topo topology star|leaf-spine [--hosts N --leaves L --spines S]   (prints a topology.json)
 """
@@ -24,6 +25,9 @@ from topo.topologies import GENERATORS, MAX_HOSTS
 ENGINE_HOSTS = 2
 """Inference hosts of the star topology with --engine unless --hosts says otherwise (4 hosts run 4 to 8 vLLM
 servers, more than a 2-core machine starts in reasonable time)."""
+DEMO_PRESET = "prefill-bound"
+"""The engine demo's default preset: it prefills slowly enough per byte of KV that the pool shortens TTFT on this
+testbed, as on real hardware (docs/engines.md "Which preset"); `run` keeps `tiny`, which starts faster."""
 DEMO_TRACE = REPO / "data" / "traces" / "mooncake_conversation_excerpt.jsonl"
 """The excerpt shipped with the repository: `make demo` needs nothing from outside it."""
 
@@ -79,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--resume", action="store_true",
                        help="keep the last run's controller state and storage disk (default: start clean)")
 
-    def engine_args(p: argparse.ArgumentParser) -> None:
+    def engine_args(p: argparse.ArgumentParser, preset: str = "tiny") -> None:
         from topo.engines import ENGINES
 
         p.add_argument("--engine", choices=ENGINES, default=None,
@@ -87,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                             f"(docs/engines.md; star: {ENGINE_HOSTS} hosts unless --hosts); default: none")
         p.add_argument("--engine-python", type=Path, default=REPO / ".venv-engine" / "bin" / "python",
                        help="the engine environment's python (default .venv-engine/bin/python)")
-        p.add_argument("--preset", default="tiny", help="the engines' model preset (connectors/presets; default tiny)")
+        p.add_argument("--preset", default=preset,
+                       help=f"the engines' model preset (connectors/presets; default {preset})")
 
     run = sub.add_parser("run", help="start the testbed and open the Mininet CLI")
     testbed_args(run)
@@ -108,9 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "coalescing (default 16; 0: no burst)")
     demo.add_argument("--announce", action="store_true",
                       help="also send INSERT for every stored block (admission on INSERT; heavy on the controller)")
-    engine_args(demo)
-    demo.add_argument("--engine-requests", type=int, default=24,
-                      help="with --engine: requests replayed through the engines (default 24)")
+    engine_args(demo, preset=DEMO_PRESET)
+    demo.add_argument("--engine-requests", type=int, default=None,
+                      help="with --engine: requests replayed through the engines (default 24; prefill-bound 8)")
     comp = sub.add_parser("compile", help="compile p4src/ for a target")
     comp.add_argument("--target", choices=("soft", "bmv2"), default="soft")
     comp.add_argument("--out", type=Path, default=REPO / "build")
@@ -195,10 +200,10 @@ def run(args: argparse.Namespace) -> int:
             bed.stop()
         return 0
     if args.command == "demo" and args.engine:
-        from topo.engine_demo import EngineDemoOptions, run_engine_demo
+        from topo.engine_demo import options_for_preset, run_engine_demo
 
         print(run_engine_demo(_options(args), _engine_options(args),
-                              EngineDemoOptions(trace=args.trace, out=args.out, requests=args.engine_requests)))
+                              options_for_preset(args.preset, args.trace, args.out, args.engine_requests)))
         return 0
     if args.command == "demo":
         from topo.demo import DemoOptions, run_demo

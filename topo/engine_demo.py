@@ -91,6 +91,21 @@ class EngineDemoOptions:
     """Prefills of each length; the fit takes each length's median (a busy machine adds outliers)."""
 
 
+PREFILL_BOUND_SIZES = {"requests": 8, "max_ids": 8, "calibration_lengths": (256, 1024, 2048),
+                       "calibration_repeats": 2}
+"""The demo's sizes for the `prefill-bound` preset, which prefills ~30x slower per token than `tiny`: 8 requests
+of at most 2,048 tokens and a shorter calibration sweep keep the demo to a few minutes on the 2-core machine."""
+
+
+def options_for_preset(preset: str, trace: Path, out: Path, requests: int | None = None) -> EngineDemoOptions:
+    """The demo's options for `preset`: the defaults, or smaller sizes for a preset that prefills slowly;
+    `requests` (when given) overrides the number of requests."""
+    sizes: dict = dict(PREFILL_BOUND_SIZES) if preset == "prefill-bound" else {}
+    if requests is not None:
+        sizes["requests"] = requests
+    return EngineDemoOptions(trace=trace, out=out, **sizes)
+
+
 # ---- requests -----------------------------------------------------------------------------------------------------
 
 def tokens_of(hash_id: int, count: int, vocab: int) -> list[int]:

@@ -87,3 +87,23 @@ def test_engine_load_rate_sums_the_connectors_loads():
              "h2": {"worker-2": {"counters": {"loaded_bytes": 1_000_000}, "seconds": {"load": 1.0}}}}
     assert engine_load_rate(stats) == 2_000_000
     assert engine_load_rate({"h1": {"worker-1": {"counters": {}}}}) is None
+
+
+def test_the_prefill_bound_preset_gets_a_smaller_demo_and_other_presets_the_defaults():
+    from topo.engine_demo import options_for_preset
+
+    slow = options_for_preset("prefill-bound", Path("t"), Path("o"))
+    tiny = options_for_preset("tiny", Path("t"), Path("o"))
+    assert (slow.requests, slow.max_ids, max(slow.calibration_lengths)) == (8, 8, 2048)
+    assert slow.max_ids * slow.tokens_per_id <= max(slow.calibration_lengths)  # the sweep covers every prompt
+    assert tiny == EngineDemoOptions(trace=Path("t"), out=Path("o"))
+    assert options_for_preset("prefill-bound", Path("t"), Path("o"), requests=3).requests == 3
+
+
+def test_the_engine_demo_defaults_to_prefill_bound_and_run_to_tiny():
+    from topo.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["demo", "--engine", "vllm"]).preset == "prefill-bound"
+    assert parser.parse_args(["demo", "--engine", "vllm"]).engine_requests is None  # the preset's own count
+    assert parser.parse_args(["run", "--engine", "vllm"]).preset == "tiny"
