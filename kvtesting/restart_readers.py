@@ -10,7 +10,7 @@ first reply datagram that brings every reader to at least `--kill-after` replies
 process (`--kill-pid`, a process of the root namespace: pids are not per network namespace) before it is handed
 to the client. The orchestrator waits for that process to end, waits, and restarts it.
 
-Prints one JSON line: per reader its completion time, whether its bytes verified, the error if any, the
+Prints one JSON line: per reader its completion time (also as CLOCK_MONOTONIC, which every namespace shares), whether its bytes verified, the error if any, the
 replies it had when the switch was killed and in all, the longest silence between two replies (the outage
 as the reader saw it), and the client's sent/resent counts.
 """
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         began = time.monotonic()
         try:
             block = client.get_block(ph)
-            out["time"] = time.monotonic() - began
+            out["finished_monotonic"] = time.monotonic()
+            out["time"] = out["finished_monotonic"] - began
             out["verified"] = hashlib.sha256(block.data).hexdigest() == digests[ph]
             out["chunks"] = len(block.chunks)
         except Exception as exc:  # a reader's failure is a result to report, not a crash of the run

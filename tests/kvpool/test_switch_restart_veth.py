@@ -7,8 +7,9 @@ one process each) read blocks of a few MiB; once every reader has had some repli
 SIGKILL the switch process, so the kill lands mid-read however loaded the machine is. The test waits for it to
 end, waits RESTART_PAUSE_S more, starts the same program on the same veths and the same P4Runtime address,
 installs the same routes, port role, multicast groups and coalescing configuration, and asserts that every read
-completes with its verified bytes, and that each reader really heard nothing for at least the pause (the read
-spanned the outage). Nothing is timed: `give_up` is raised far above any restart time a loaded machine could
+completes with its verified bytes, and that each read was mid-way when the switch died (fewer replies than
+chunks) and finished only after the new switch was launched (the read spanned the outage; clocks are
+CLOCK_MONOTONIC, shared by every namespace). Nothing is timed: `give_up` is raised far above any restart time a loaded machine could
 need, so only correctness decides.
 """
 
@@ -108,6 +109,7 @@ def test_reads_with_client_defaults_survive_a_sigkilled_switch_restarted_after_5
         died = time.monotonic()
         assert switch.popen.returncode == -9, "the readers' SIGKILL ended the switch"
         time.sleep(RESTART_PAUSE_S)
+        relaunched = time.monotonic()
         restart_switch(bed, switch)
         restarted = time.monotonic()
         out, err = readers.communicate(timeout=GIVE_UP_S + 300)
@@ -117,7 +119,8 @@ def test_reads_with_client_defaults_survive_a_sigkilled_switch_restarted_after_5
             readers.wait()
     assert readers.returncode == 0, err[-3000:]
     got = json.loads(out.strip().splitlines()[-1])
-    print(f"\nswitch down {restarted - died:.1f} s (killed, {RESTART_PAUSE_S:g} s pause, restart and configuration)")
+    print(f"\nswitch down {restarted - died:.1f} s (from its death to the end of the restart's configuration; "
+          f"{RESTART_PAUSE_S:g} s of it the pause)")
     for r in got:
         print(f"reader {r['i']}: {r['chunks'] if r['time'] else '-'} chunks in "
               f"{r['time'] if r['time'] is None else round(r['time'], 2)} s, verified {r['verified']}, "
@@ -128,7 +131,7 @@ def test_reads_with_client_defaults_survive_a_sigkilled_switch_restarted_after_5
     assert all(r["verified"] for r in got), "every read returned the block's bytes"
     assert all(r["chunks"] == BLOCK_BYTES // chunk for r in got)
     for r in got:
-        assert r["replies_at_kill"] is not None and KILL_AFTER <= r["replies_at_kill"] < r["replies"], \
+        assert r["replies_at_kill"] is not None and KILL_AFTER <= r["replies_at_kill"] < r["chunks"], \
             f"reader {r['i']} was mid-read when the switch died"
-        assert r["longest_silence_s"] >= RESTART_PAUSE_S, \
-            f"reader {r['i']} read across the outage (heard nothing for at least the pause)"
+        assert r["finished_monotonic"] > relaunched, \
+            f"reader {r['i']} finished only once the switch was back: its read spanned the outage"
