@@ -2,7 +2,7 @@
 
 The bed is `bench.incast.Bed` (client and storage node in their own namespaces, the softswitch PROCESS between
 them on veth pairs at MTU 1500, so blocks are in the default 1 KiB chunks; routes, the storage port's role and
-coalescing configured as the controller does). Readers in the client namespace (`kvtesting.restart_readers`,
+coalescing configured as the controller does). Readers in the client namespace (`bench._restart_readers`,
 one process each) read blocks of a few MiB; once every reader has had some replies, the readers themselves
 SIGKILL the switch process, so the kill lands mid-read however loaded the machine is. The test waits for it to
 end, waits RESTART_PAUSE_S more, starts the same program on the same veths and the same P4Runtime address,
@@ -97,7 +97,7 @@ def test_reads_with_client_defaults_survive_a_sigkilled_switch_restarted_after_5
     switch = switch_process(bed)
     readers = subprocess.Popen(
         ["ip", "netns", "exec", bed.net.netns(bed.net.options.client), sys.executable, "-m",
-         "kvtesting.restart_readers", "--server", bed.net.options.storage.ip, "--readers", str(READERS),
+         "bench._restart_readers", "--server", bed.net.options.storage.ip, "--readers", str(READERS),
          "--phs", ",".join(map(str, PHS)), "--size", str(BLOCK_BYTES), "--kill-pid", str(switch.popen.pid),
          "--kill-after", str(KILL_AFTER), "--give-up", str(GIVE_UP_S)],
         cwd=ROOT, stdout=subprocess.PIPE,

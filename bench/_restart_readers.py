@@ -1,6 +1,7 @@
-"""Readers that kill the switch under themselves: the client side of the switch-restart test on veth.
+"""Readers that kill the switch under themselves: the client side of the switch-restart test on veth
+(tests/kvpool/test_switch_restart_veth.py; the leading underscore keeps it out of `python -m bench all`).
 
-Run in the client's namespace as ``python -m kvtesting.restart_readers --server IP --phs A,B --size N
+Run in the client's namespace as ``python -m bench._restart_readers --server IP --phs A,B --size N
 --kill-pid PID``. Reader i is its own process with the client's default `ClientOptions` (only `give_up` may
 be raised, so the verdict does not depend on how fast a loaded machine restarts the switch); it reads the block
 `phs[i % len(phs)]`, whose bytes are `bench.incast.block_data(ph & 0xFFFF, size)`, and verifies them.
