@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from google.rpc import code_pb2
@@ -529,8 +530,7 @@ class SwitchConnection:
         entity = p4runtime_pb2.Entity()
         group = entity.packet_replication_engine_entry.multicast_group_entry
         group.multicast_group_id = group_id
-        for replica in replicas:
-            group.replicas.add(egress_port=replica.port, instance=replica.rid)
+        _add_replicas(group.replicas, replicas)
         self._upsert(entity)
 
     def set_clone_session(self, session_id: int, replicas: Sequence[Replica]) -> None:
@@ -538,8 +538,7 @@ class SwitchConnection:
         entity = p4runtime_pb2.Entity()
         session = entity.packet_replication_engine_entry.clone_session_entry
         session.session_id = session_id
-        for replica in replicas:
-            session.replicas.add(egress_port=replica.port, instance=replica.rid)
+        _add_replicas(session.replicas, replicas)
         self._upsert(entity)
 
     def _upsert(self, entity: p4runtime_pb2.Entity) -> None:
@@ -583,3 +582,10 @@ class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
 
 
 _UPDATES_KEY = wire.key(p4runtime_pb2.WriteRequest, "updates", wire.LEN)
+
+
+def _add_replicas(field: Any, replicas: Sequence[Replica]) -> None:
+    """Append `replicas` to a packet replication entry's repeated `replicas` field (multicast group or clone
+    session: the same message)."""
+    for replica in replicas:
+        field.add(egress_port=replica.port, instance=replica.rid)
