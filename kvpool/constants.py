@@ -114,12 +114,22 @@ class Flag(IntFlag):
     """Set by a switch on a reply whose egress queue towards the receiver was over the marking threshold when
     the reply was queued (F_CONGESTED, as ECN's CE codepoint; the client reacts as DCTCP does). Ignored on
     requests; a host that sets it gains nothing but a smaller window at its peer."""
+    STREAM = 0x10
+    """GET only: the reader accepts PUSHED chunks of this block (F_STREAM). A switch may then add the reader to
+    the block's stream: the copies of later replies of the block to the stream's first reader reach this reader
+    too (docs/dataplane.md, "Stream join"). Ignored on other opcodes."""
+    PUSHED = 0x20
+    """GET_REPLY only: a copy a switch made for a stream subscriber that did not ask for this chunk (F_PUSHED);
+    its `req_id` is 0 and answers no request. Only a switch sets it: one coming from a host or storage port is
+    cleared by the first switch. A reader takes it only for a block it is reading, checked as any chunk."""
 
 
 F_VALUE = Flag.VALUE
 F_BYPASS = Flag.BYPASS
 F_PIN = Flag.PIN
 F_CONGESTED = Flag.CONGESTED
+F_STREAM = Flag.STREAM
+F_PUSHED = Flag.PUSHED
 
 
 class Tier(IntEnum):

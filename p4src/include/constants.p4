@@ -85,6 +85,8 @@ const bit<16> UDP_HEADER_LEN = 8;
 const bit<8> F_VALUE = 0x01;   /* a kvp_value_h follows                 */
 const bit<8> F_BYPASS = 0x02;  /* the switch must not answer or fill    */
 const bit<8> F_CONGESTED = 0x08; /* egress queue over threshold (CE)    */
+const bit<8> F_STREAM = 0x10;  /* GET: the reader takes pushed chunks   */
+const bit<8> F_PUSHED = 0x20;  /* GET_REPLY: a stream copy, not asked   */
 
 /* What the ingress asks of the store (store.p4): the request's own     */
 /* operation (POOL), or a fabric INVALIDATE's bound, the controller's   */
