@@ -9,11 +9,16 @@
  * checks both on every use, so neither a stale entry nor an old
  * admission of the same key can ever be served.
  *
- * Reads: the KVP header's key.  Writes: index_t (hit, slot, min_version,
- * generation); on a miss it leaves `index` as it was.
+ * Looked up for what the pool may act on (request_t: a SLOT_WRITE, GET,
+ * fill, PUT, ack, INVALIDATE or LOOKUP_META), once on every path (BMv2
+ * needs one successor per table).
+ *
+ * Reads: the KVP header's key (aux: a SLOT_* op's slot), request_t.
+ * Writes: index_t (hit, slot, min_version, generation); on a miss slot is
+ * kvp.aux and the rest is left as it was.
  */
 
-control Index(in kvp_h kvp, inout index_t index) {
+control Index(in kvp_h kvp, in request_t req, inout index_t index) {
 
     /* The key is in the pool: its value lives in `slot`; values older   */
     /* than `min_version` (the newest version the controller knows of)   */
@@ -46,6 +51,10 @@ control Index(in kvp_h kvp, inout index_t index) {
     }
 
     apply {
-        kv_index.apply();
+        index.slot = kvp.aux;
+        if (req.slot_write || req.get || req.fill || req.put || req.ack
+            || req.invalidate || req.lookup) {
+            kv_index.apply();
+        }
     }
 }

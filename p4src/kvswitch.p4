@@ -10,17 +10,31 @@
  * docs/dataplane.md explains the pipeline, docs/naming.md lists every
  * name the controller uses, docs/protocol.md the KVP wire format.
  *
- * Layout: one file per step.  Validate, PortRole, Classify, Index,
- * SteerChoice, Store, Sketch, Forward and Coalesce are controls of
- * their own (each file says what the step reads and writes),
- * instantiated in MyIngress, whose apply block orders them; small
- * structs carry what crosses steps (request_t, index_t, store_t,
- * steer_t, coalesce_t).  What follows a steering choice (steer.p4) is
- * still actions included inside MyIngress.  Every
- * table, action, register and counter keeps its P4Info name
- * MyIngress.<name> (@name), docs/naming.md.  Egress (egress.p4) turns
- * fabric clones into INVALIDATEs, makes the coalescing copies and sets
- * the congestion mark (congestion.p4).
+ * Layout: one file per step, each a control that declares what it reads
+ * and writes.  MyIngress (below) instantiates them and applies them in
+ * order:
+ *
+ *   Validate       validate.p4        is it KVP, is it well-formed
+ *   PortRole       port_role.p4       who sent it (the trust boundary)
+ *   Classify       classify.p4        what it asks (request_t)
+ *   Index          index.p4           the chunk key's slot (index_t)
+ *   Coalesce       coalesce.p4        readers of one chunk share one GET
+ *   SteerChoice    steer_choice.p4    which storage node (steer_t)
+ *   Dispatch       dispatch.p4        which path, which store operation
+ *   Store          store.p4           serve, fill, invalidate, bound
+ *   FromController from_controller.p4 packet-out, SLOT_* replies
+ *   FromPort       from_port.p4       drop, answer, punt, relay, forward?
+ *                                     (Punt, SteerAnswer, Sketch inside)
+ *   Route          route.p4           towards the node or by ipv4_lpm
+ *                                     (Forward, Steer inside)
+ *   Steer          steer.p4           the node's address, after coalescing
+ *
+ * Small structs carry what crosses steps (request_t, index_t, dispatch_t,
+ * store_t, steer_t, coalesce_t; include/headers.p4).  Every table,
+ * action, register and counter keeps its P4Info name MyIngress.<name>
+ * (@name), docs/naming.md.  Egress (egress.p4) turns fabric clones into
+ * INVALIDATEs, makes the coalescing copies and sets the congestion mark
+ * (congestion.p4).
  */
 
 #include <core.p4>
@@ -38,7 +52,14 @@
 #include "sketch.p4"
 #include "store.p4"
 #include "steer_choice.p4"
+#include "steer.p4"
+#include "steer_answer.p4"
 #include "coalesce.p4"
+#include "punt.p4"
+#include "dispatch.p4"
+#include "from_controller.p4"
+#include "from_port.p4"
+#include "route.p4"
 
 /* ==================================================================== *
  *  Ingress                                                              *
@@ -48,23 +69,29 @@ control MyIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
 
-#include "counters.p4"
-#include "punt.p4"
-#include "steer.p4"               /* one pool address, several storage nodes */
+    /* Packets refused, dropped or passed on as plain UDP, by drop_reason_t. */
+    counter(DROP_REASON_COUNT, CounterType.packets_and_bytes) drop_reason;
+    /* What the KVP pipeline did, by kvp_event_t.                           */
+    counter(KVP_EVENT_COUNT, CounterType.packets_and_bytes) kvp_events;
+    /* What steering did, by steer_event_t.                                 */
+    counter(STEER_EVENT_COUNT, CounterType.packets_and_bytes) steer_events;
 
     Validate() validate;
     PortRole() port_role;
     Classify() classify;
     Index() index;
     Store() store;
-    Sketch() sketch;
-    Forward() forward;
     SteerChoice() steer_choice;
     Coalesce() coalesce;
+    Dispatch() dispatch;
+    FromController() from_controller;
+    FromPort() from_port;
+    Punt() punt;
+    Route() route;
 
     apply {
-        /* ---- request coalescing (coalesce.p4): a reply recirculated to   */
-        /* serve its next batch of waiters; nothing else applies to it      */
+        /* a reply recirculated to serve its next batch of waiters        */
+        /* (coalesce.p4): routed and counted on its first pass already    */
         if (meta.coal.carry) {
             coalesce.apply(hdr, std_meta, coalesce_op_t.CARRY, meta.coal);
             return;
@@ -78,136 +105,56 @@ control MyIngress(inout headers_t hdr,
         }
         classify.apply(hdr, meta.kvp_ok, meta.port_role, meta.req,
                        drop_reason);
-        kvp_opcode_t op = hdr.kvp.opcode;
 
-        /* ---- index (once on every path: BMv2 needs one successor) ---- */
-        meta.index.slot = hdr.kvp.aux;
-        if (meta.req.slot_write || meta.req.get || meta.req.fill
-            || meta.req.put || meta.req.ack || meta.req.invalidate
-            || meta.req.lookup) {
-            index.apply(hdr.kvp, meta.index);
-        }
-        /* ---- request coalescing's configuration (coalesce.p4), applied */
-        /* once: the INVALIDATE branch and the call site below use it, and */
-        /* both need a well-formed KVP message (no cost for other traffic) */
+        /* ---- what the switch knows: the key's slot, coalescing's */
+        /* configuration (a well-formed KVP message), the key's node */
+        index.apply(hdr.kvp, meta.req, meta.index);
         if (meta.kvp_ok) {
             coalesce.apply(hdr, std_meta, coalesce_op_t.CONFIG, meta.coal);
         }
-
-        /* ---- steering (steer_choice.p4): which node, whose name ---- */
         steer_choice.apply(hdr, meta.req, meta.kvp_ok, meta.port_role,
                            meta.steer);
 
-        if (meta.req.from_cpu) {
-            /* ---- from the controller ---- */
-            if (!meta.req.slot_op) {
-                send_packet_out();
-            } else {
-                meta.store.slot_status = kvp_status_t.ERR_MALFORMED;
-                if (meta.kvp_ok && hdr.kvp.aux >= SLOT_COUNT) {
-                    count_drop(drop_reason_t.BAD_SLOT);
-                } else if (meta.req.slot_write) {
-                    store.apply(hdr, std_meta, store_op_t.SLOT_WRITE, meta.req,
-                                meta.index, meta.store, drop_reason, kvp_events);
-                } else if (meta.kvp_ok && op == kvp_opcode_t.SLOT_READ) {
-                    store.apply(hdr, std_meta, store_op_t.SLOT_READ, meta.req,
-                                meta.index, meta.store, drop_reason, kvp_events);
-                }
-                if (op == kvp_opcode_t.SLOT_WRITE) {
-                    slot_reply(kvp_opcode_t.SLOT_WRITE_ACK);
-                } else {
-                    slot_reply(kvp_opcode_t.SLOT_READ_REPLY);
-                }
-            }
-        } else if (!hdr.ipv4.isValid()) {
-            drop_packet(drop_reason_t.NOT_IPV4);
-        } else if (meta.kvp_ok && meta.req.slot_op) {
-            /* only the controller may touch slots */
-            drop_packet(drop_reason_t.SLOT_OP_NOT_FROM_CPU);
-        } else if (meta.req.refused) {
-            drop_packet(drop_reason_t.CONTROL_OP_FROM_HOST);
-        } else if (meta.req.lookup && meta.index.hit) {
-            /* ---- steering (steer.p4): answered here ---- */
-            store.apply(hdr, std_meta, store_op_t.PEEK, meta.req,
+        /* ---- what the switch does with it ---- */
+        dispatch.apply(hdr.kvp, meta.kvp_ok, meta.req, meta.index,
+                       meta.dispatch);
+        if (meta.dispatch.store) {
+            store.apply(hdr, std_meta, meta.dispatch.store_op, meta.req,
                         meta.index, meta.store, drop_reason, kvp_events);
-            answer_lookup_meta();
-        } else if (meta.req.punt) {
-            /* ---- for the controller ---- */
-            punt(punt_reason_t.CLIENT_OP);
-            count_event(kvp_event_t.PUNT);
-        } else if (meta.req.invalidate) {
-            /* ---- from another switch (trusted: checked above) ---- */
-            if (meta.index.hit) {
-                store.apply(hdr, std_meta, store_op_t.BOUND, meta.req,
-                            meta.index, meta.store, drop_reason, kvp_events);
-            }
-            /* a GET pending here may be answered with the value before   */
-            /* the write: nobody may join it any more (coalesce.p4)       */
+        }
+        if (meta.dispatch.path == path_t.INVALIDATE) {
+            /* a GET pending here may be answered with the value before */
+            /* the write: nobody may join it any more                    */
             coalesce.apply(hdr, std_meta, coalesce_op_t.INVALIDATE, meta.coal);
-            count_event(kvp_event_t.FABRIC_INVALIDATE);
-            if (hdr.kvp.aux > 0) {
-                meta.clone_ingress_port = std_meta.ingress_port;
-                clone_preserving_field_list(CloneType.I2E,
-                    FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
-            }
-            mark_to_drop(std_meta);
+        }
+        if (meta.req.from_cpu) {
+            from_controller.apply(hdr, std_meta, meta.dispatch,
+                                  meta.store.slot_status, drop_reason,
+                                  kvp_events);
         } else {
-            meta.forward = true;
-            /* ---- store: serve, fill, invalidate, bound ---- */
-            store.apply(hdr, std_meta, store_op_t.POOL, meta.req,
-                        meta.index, meta.store, drop_reason, kvp_events);
-            if (meta.store.served) {
-                meta.forward = false;
-            }
-            if (meta.req.ack && meta.port_role == port_role_t.STORAGE) {
-                /* the ack's first switch tells the rest of the fabric */
-                meta.clone_ingress_port = std_meta.ingress_port;
-                clone_preserving_field_list(CloneType.I2E,
-                    FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
-            }
-
-            /* ---- steering (steer.p4): the bucket's node is down:   */
-            /* answered here (a switch hit above still served)        */
-            if (meta.forward && meta.steer.unavailable) {
-                answer_unavailable();
-                meta.forward = false;
-            }
-
-            /* ---- hot-key detection on misses of chunks a slot can  */
-            /* serve (a larger chunk is never admitted: not counted)  */
-            if (meta.req.get && !meta.store.served
-                && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT) {
-                sketch.apply(hdr.kvp, kvp_events);
-            }
+            from_port.apply(hdr, std_meta, meta.dispatch, meta.req,
+                            meta.port_role, meta.index, meta.store, meta.steer,
+                            meta.forward, meta.clone_ingress_port,
+                            drop_reason, kvp_events, steer_events);
         }
+        punt.apply(hdr, std_meta, meta.dispatch.path);
 
-        /* ---- plain IPv4 forwarding ---- */
+        /* ---- where it goes: coalescing needs the sender's MAC before */
+        /* routing rewrites it, and the port routing chose after; the   */
+        /* node's address goes in once coalescing keyed the request by  */
+        /* the pool's                                                   */
         if (meta.forward) {
-            if (hdr.ipv4.ttl <= 1) {
-                drop_packet(drop_reason_t.TTL_EXPIRED);
-            } else {
-                /* the sender's MAC, before routing rewrites it */
-                coalesce.apply(hdr, std_meta, coalesce_op_t.NOTE_SENDER,
-                               meta.coal);
-                if (meta.steer.steered) {
-                    steer_forward();     /* steer.p4: to its node */
-                } else {
-                    forward.apply(hdr.ethernet, hdr.ipv4, std_meta, drop_reason);
-                }
-                steer_name();        /* steer.p4: the pool's name */
-            }
+            coalesce.apply(hdr, std_meta, coalesce_op_t.NOTE_SENDER, meta.coal);
+            route.apply(hdr, std_meta, route_step_t.OUT, meta.steer,
+                        drop_reason, steer_events);
         }
-
-        /* ---- request coalescing (coalesce.p4): after routing, so a GET  */
-        /* knows its port towards the storage node and a reply its reader's */
         if (meta.kvp_ok && meta.forward
             && std_meta.egress_spec != BMV2_DROP_PORT) {
             coalesce.apply(hdr, std_meta, coalesce_op_t.ROUTED, meta.coal);
         }
-        /* ---- steering (steer.p4): the node's address, after     */
-        /* coalescing keyed the request by the pool's               */
         if (meta.forward) {
-            steer_finish();
+            route.apply(hdr, std_meta, route_step_t.NODE_ADDRESS, meta.steer,
+                        drop_reason, steer_events);
         }
     }
 }

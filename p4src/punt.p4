@@ -1,48 +1,36 @@
 /* -*- P4_16 -*- */
 /*
- * kvswitch: the CPU port (included inside control MyIngress).
+ * kvswitch: a packet for the controller (docs/dataplane.md, "Pipeline").
  *
- * Packet-in: INSERT / LOOKUP_META go to the controller, which answers in
- * the storage node's name; SLOT_WRITE / SLOT_READ are answered to it.
- * Packet-out: the controller's packets leave unchanged through the port
- * packet_out.egress_port names (SLOT_* ones are executed instead).
+ * The packet leaves through CPU_PORT with a packet_in header saying where
+ * it came in and why (punt_reason_t): an INSERT or a LOOKUP_META the data
+ * plane does not answer (path PUNT: CLIENT_OP), or the reply to the
+ * controller's own SLOT_WRITE / SLOT_READ (path SLOT_OP: SLOT_REPLY,
+ * built by FromController).  Other paths are not this step's.
+ *
+ * Reads: the ingress port, the path (dispatch.p4).  Writes: packet_in
+ * (valid), packet_out (invalid), egress_spec.
  */
 
-/* Send to CPU_PORT with a packet_in header. */
-action punt(in punt_reason_t reason) {
-    hdr.packet_in.setValid();
-    hdr.packet_in.ingress_port = (bit<16>)std_meta.ingress_port;
-    hdr.packet_in.reason = (bit<8>)reason;
-    hdr.packet_in.pad = 0;
-    hdr.packet_out.setInvalid();
-    std_meta.egress_spec = CPU_PORT;
-}
+control Punt(inout headers_t hdr, inout standard_metadata_t std_meta,
+             in path_t path) {
 
-/* A packet-out leaves unchanged, minus its packet_out header. */
-action send_packet_out() {
-    std_meta.egress_spec = (bit<9>)hdr.packet_out.egress_port;
-    hdr.packet_out.setInvalid();
-    count_event(kvp_event_t.PACKET_OUT);
-}
+    /* Send to CPU_PORT with a packet_in header. */
+    @name(".MyIngress.punt")
+    action punt(in punt_reason_t reason) {
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = (bit<16>)std_meta.ingress_port;
+        hdr.packet_in.reason = (bit<8>)reason;
+        hdr.packet_in.pad = 0;
+        hdr.packet_out.setInvalid();
+        std_meta.egress_spec = CPU_PORT;
+    }
 
-/* Turn a SLOT_WRITE / SLOT_READ into its reply: opcode, status, value   */
-/* header present iff F_VALUE, IPv4/UDP lengths to match; to the CPU.    */
-action slot_reply(in kvp_opcode_t opcode) {
-    hdr.kvp.opcode = opcode;
-    hdr.kvp.status = meta.store.slot_status;
-    if (opcode == kvp_opcode_t.SLOT_READ_REPLY
-        && meta.store.slot_status != kvp_status_t.ERR_MALFORMED) {
-        hdr.kvp.flags = hdr.kvp.flags | F_VALUE;
-    } else {
-        hdr.kvp.flags = hdr.kvp.flags & ~F_VALUE;
-        hdr.kvp_value.setInvalid();
+    apply {
+        if (path == path_t.PUNT) {
+            punt(punt_reason_t.CLIENT_OP);
+        } else if (path == path_t.SLOT_OP) {
+            punt(punt_reason_t.SLOT_REPLY);
+        }
     }
-    bit<16> kvp_len = KVP_HEADER_LEN;
-    if (hdr.kvp_value.isValid()) {
-        kvp_len = KVP_HEADER_LEN + KVP_VALUE_LEN;
-    }
-    hdr.ipv4.total_len = IPV4_HEADER_LEN + UDP_HEADER_LEN + kvp_len;
-    hdr.udp.len = UDP_HEADER_LEN + kvp_len;
-    hdr.udp.checksum = 0;
-    punt(punt_reason_t.SLOT_REPLY);
 }

@@ -217,8 +217,8 @@ struct coalesce_t {
                                 /* at base + port; 0 = none              */
 }
 
-/* Steering's own per-packet state (steer.p4): one pool address,       */
-/* several storage nodes.                                                */
+/* Steering's own per-packet state: one pool address, several storage */
+/* nodes (steer_choice.p4 writes it; steer.p4, steer_answer.p4 read it). */
 struct steer_t {
     bool on;                    /* steer_config: a pool is configured    */
     ipv4_addr_t pool_addr;      /* steer_config: the pool address        */
@@ -247,6 +247,28 @@ struct store_t {
     bit<32> version;            /* PEEK: the slot's version              */
 }
 
+/* Which path a packet takes through the ingress (dispatch.p4).        */
+/* Internal: the controller never sees these values.                   */
+enum bit<8> path_t {
+    PACKET_OUT = 0,   /* the controller's packet-out                    */
+    SLOT_OP    = 1,   /* the controller's SLOT_WRITE / SLOT_READ        */
+    DROP       = 2,   /* refused: dropped, counted by `refusal`         */
+    LOOKUP     = 3,   /* LOOKUP_META of an indexed key: answered here   */
+    PUNT       = 4,   /* for the controller                             */
+    INVALIDATE = 5,   /* another switch's INVALIDATE                    */
+    POOL       = 6    /* served, filled, bounded or forwarded           */
+}
+
+/* What the switch does with the packet (dispatch.p4): crosses from    */
+/* Dispatch to Store and to the step that acts on the path             */
+/* (FromController or FromPort).                                        */
+struct dispatch_t {
+    path_t path;                /* which path                            */
+    bool store;                 /* the store acts on the packet ...      */
+    store_op_t store_op;        /* ... with this operation               */
+    drop_reason_t refusal;      /* DROP, or a SLOT_OP's bad slot: why    */
+}
+
 struct metadata_t {
     /* validation */
     bool kvp_seen;              /* parser read magic and ver (>= 3 bytes) */
@@ -256,7 +278,8 @@ struct metadata_t {
     bool kvp_ok;                /* KVP header valid and well-formed      */
     drop_reason_t drop_reason;  /* why not (NONE when kvp_ok)            */
     request_t req;              /* what it asks (classify.p4)            */
-    bool forward;               /* leave through ipv4_lpm                */
+    dispatch_t dispatch;        /* what the switch does (dispatch.p4)    */
+    bool forward;               /* leaves by Route (route.p4)            */
 
     /* trust */
     port_role_t port_role;      /* of the ingress port (table port_role) */
@@ -272,7 +295,7 @@ struct metadata_t {
     store_t store;              /* the store's answer (store.p4)         */
 
     coalesce_t coal;            /* request coalescing (coalesce.p4)      */
-    steer_t steer;              /* steering (steer.p4)                   */
+    steer_t steer;              /* steering (steer_choice.p4)            */
 }
 
 #endif  /* KVSWITCH_HEADERS_P4 */

@@ -21,6 +21,7 @@ from softswitch.frontend.composition import (
     applied_arguments,
     contains_return,
     ir_path,
+    is_extern_ref,
     overlaps,
     remove_returns,
 )
@@ -599,7 +600,7 @@ class Checker(ExpressionChecker):
             if p.direction in (Direction.OUT, Direction.INOUT):
                 self._require_lvalue(e, a.loc, ctx)  # type: ignore[attr-defined]
             if isinstance(p.type, ir.ExternType):
-                if not isinstance(e, ir.ExternInstanceRef):
+                if not is_extern_ref(e):
                     raise P4Error(a.loc, f"argument for '{p.name}' must be a {p.type.name} instance")  # type: ignore[attr-defined]
             elif p.direction is Direction.NONE and not is_const(e):
                 raise P4Error(a.loc, f"argument used for directionless parameter '{p.name}' must be a "  # type: ignore[attr-defined]
@@ -653,7 +654,7 @@ class Checker(ExpressionChecker):
                 other is not None and overlaps(path, other) and (written or q.direction in (Direction.OUT,
                                                                                          Direction.INOUT))
                 for j, (q, other) in enumerate(zip(params, paths, strict=True)) if j != i)
-            if isinstance(e, ir.ExternInstanceRef):
+            if is_extern_ref(e):
                 scope.declare(p.name, ConstSym(e), p.loc)
             elif path is not None and not shared and i not in sym.varying:
                 scope.declare(p.name, AliasSym(e, p.direction), p.loc)
@@ -684,7 +685,7 @@ class Checker(ExpressionChecker):
                             args: list[ir.Expr]) -> tuple[tuple[tuple[str, ...], str], ...]:
         out = []
         for p, e in zip(params, args, strict=True):
-            if p.direction not in (Direction.IN, Direction.NONE) or isinstance(e, ir.ExternInstanceRef):
+            if p.direction not in (Direction.IN, Direction.NONE) or is_extern_ref(e):
                 continue
             path = (sym.copies[p.name],) if p.name in sym.copies else ir_path(e)
             if path is not None:

@@ -5,7 +5,7 @@ become `MyIngress`'s, under the control-plane prefix `MyIngress.step` (`@name(".
 in p4c); `step.apply(args)` becomes the body of `Sub`'s apply block in place. The instance's parameters
 are bound once, at its first apply, so its actions (which may read them) have one meaning:
 
-- an extern instance (a counter the caller owns) is that instance;
+- an extern instance (a counter the caller owns, or one the caller was itself given) is that instance;
 - an argument that is a plain path (`hdr`, `meta.index`), the same at every apply of the instance, and that
   does not overlap another written argument is used in place (copy-in/copy-out cannot be told apart);
 - anything else (a constant, an expression, a path that differs between applies) is copied into a
@@ -62,6 +62,12 @@ class ControlParts:
 
 
 Path = tuple[str, ...]
+
+
+def is_extern_ref(e: ir.Expr) -> bool:
+    """An extern instance given to a control: one the program declares, or a directionless extern parameter
+    of the control being checked (`counter drops` of a control that hands it on to an instance of its own)."""
+    return isinstance(e, ir.ExternInstanceRef) or (isinstance(e, ir.VarRef) and isinstance(e.type, ir.ExternType))
 
 
 def ir_path(e: ir.Expr) -> Path | None:
