@@ -84,11 +84,13 @@ def test_each_instance_has_its_own_counter_under_its_path(target) -> None:
     names = ("MyIngress.first.mark.marks", "MyIngress.second_add.mark.marks")
     before = {name: target.counter_read(name, 2)[0] for name in names}
     routed = target.counter_read("MyIngress.routed", 1)[0]
+    seen = target.counter_read("MyIngress.routed", 3)[0]
     assert target.process(1, frame(5, 0, 0, 1)) == [(1, frame(22, 0x30, 7, 1))]
     assert target.process(1, frame(0, 0, 0, 1)) == [(1, frame(17, 0, 1, 1))]  # returns before Mark
     for name, count in before.items():
         assert target.counter_read(name, 2)[0] == count + 1, name
     assert target.counter_read("MyIngress.routed", 1)[0] == routed + 2, "the caller's counter, given to Route"
+    assert target.counter_read("MyIngress.routed", 3)[0] == seen + 2, "the same counter, handed on to Tally"
 
 
 @pytest.mark.bmv2

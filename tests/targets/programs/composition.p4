@@ -5,7 +5,8 @@
  * controls, constructor parameters, `apply` of an instance, directionless
  * parameters, an `in` argument that overlaps an `inout` one (copy-in,
  * copy-out), `return` inside an instance, nested instances, `@name`,
- * an extern passed to an instance, one instance applied at two places.
+ * an extern passed to an instance and handed on by it to one of its own,
+ * one instance applied at two places.
  *
  * Frame: Ethernet (ether_type 0x88B5, a local experimental type) and
  * probe_h.  The output port comes from MyIngress.ports by probe.port.
@@ -93,11 +94,21 @@ control Add(inout probe_h p, in bit<8> k, inout mark_meta_t m)(bit<8> add) {
     }
 }
 
+/* Counts one packet at `index` of a counter it is given by a caller     */
+/* that was given it too (an extern handed on through two controls).    */
+control Tally(counter c, in bit<32> index) {
+    apply {
+        c.count(index);
+    }
+}
+
 /* The output port from a table named as if it were MyIngress's own;   */
 /* counts routed packets in a counter its caller owns (an extern given  */
-/* as a directionless argument).                                        */
+/* as a directionless argument), and every packet it sees at index 3   */
+/* through Tally.                                                       */
 control Route(in probe_h p, inout standard_metadata_t std_meta,
               counter routed) {
+    Tally() tally;
     action to_port(bit<9> port) {
         std_meta.egress_spec = port;
         routed.count((bit<32>)port);
@@ -112,6 +123,7 @@ control Route(in probe_h p, inout standard_metadata_t std_meta,
     }
     apply {
         port_of.apply();
+        tally.apply(routed, 3);
     }
 }
 
