@@ -23,11 +23,12 @@
  *   Dispatch       dispatch.p4        which path, which store operation
  *   Store          store.p4           serve, fill, invalidate, bound
  *   FromController from_controller.p4 packet-out, SLOT_* replies
- *   FromPort       from_port.p4       drop, answer, punt, relay, forward?
- *                                     (Punt, SteerAnswer, Sketch inside)
- *   Route          route.p4           towards the node or by ipv4_lpm
- *                                     (Forward, Steer inside)
- *   Steer          steer.p4           the node's address, after coalescing
+ *   FromPort       from_port.p4       drop, answer, relay, forward or not
+ *                                     (SteerAnswer, Sketch inside)
+ *   Punt           punt.p4            to the controller
+ *   Route          route.p4           towards the node or by ipv4_lpm,
+ *                                     and after coalescing the node's
+ *                                     address (Forward, Steer inside)
  *
  * Small structs carry what crosses steps (request_t, index_t, dispatch_t,
  * store_t, steer_t, coalesce_t; include/headers.p4).  Every table,
