@@ -54,12 +54,11 @@ control MyEgress(inout headers_t hdr,
         /* ---- the stream join: open, join, push, end (stream.p4); a    */
         /* reply's node is the steered member's own address, not the     */
         /* pool's name the reply leaves in (steer.p4)                    */
-        ipv4_addr_t reply_node = hdr.ipv4.src_addr;
+        meta.stream.reply_node = hdr.ipv4.src_addr;
         if (meta.steer.member_reply) {
-            reply_node = meta.steer.peer;
+            meta.stream.reply_node = meta.steer.peer;
         }
-        stream.apply(hdr, std_meta, meta.coal.sender_mac, reply_node,
-                     meta.stream);
+        stream.apply(hdr, std_meta, meta.coal.sender_mac, meta.stream);
         /* ---- fabric invalidations: the copy back out of its own port, */
         /* and an INVALIDATE with no relays left (cloned only so the      */
         /* stream join sees it), are dropped                              */

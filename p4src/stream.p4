@@ -1,8 +1,7 @@
 /* -*- P4_16 -*- */
 
 control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
-               in mac_addr_t sender_mac, in ipv4_addr_t reply_node,
-               inout stream_t st) {
+               in mac_addr_t sender_mac, inout stream_t st) {
     /*
      * kvswitch: the stream join (applied in MyEgress; docs/dataplane.md,
      * "Stream join", has the design and the alternatives).
@@ -313,7 +312,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bool answers = epoch == st.epoch
                        && tenant == hdr.kvp.tenant
                        && prefix_hash == hdr.kvp.prefix_hash
-                       && server == reply_node
+                       && server == st.reply_node
                        && server_port == (bit<16>)std_meta.ingress_port
                        && origin_ip == hdr.ipv4.dst_addr
                        && origin_udp_port == hdr.udp.dst_port

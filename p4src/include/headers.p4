@@ -226,6 +226,8 @@ struct stream_t {
     bool towards_storage;       /* stream_storage_port: the GET leaves   */
                                 /* towards a storage node               */
     bit<32> index;              /* the block's stream cell               */
+    ipv4_addr_t reply_node;     /* a reply's storage node: its source, or */
+                                /* the steered member's own address     */
     @field_list(3)
     bool chain;                 /* a push copy (egress clone of a reply) */
     @field_list(3)
