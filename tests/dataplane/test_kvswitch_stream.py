@@ -184,13 +184,6 @@ class StreamNet:
 
 
 @pytest.fixture
-def enums(enums, program) -> dict[str, dict[str, int]]:
-    """conftest's enums plus stream_event_t (read from the program)."""
-    t = program.type("stream_event_t")
-    return {**enums, "stream_event_t": {m: t.value_of(m) for m in t.members}}
-
-
-@pytest.fixture
 def sn(net: KvNet, target: Target) -> StreamNet:
     """Routes to every reader, stream counters at zero (a shared switch keeps them), streams not yet on."""
     for reader in (B, C, D):
