@@ -502,3 +502,15 @@ def test_an_origin_parked_by_coalescing_still_feeds_its_stream(sn: StreamNet) ->
     pushed = sorted((p, f[UDP].dport) for p, f in rest if f[KVP].flags & Flag.PUSHED)
     assert pushed == sorted([(C.port, C.udp_port), (D.port, D.udp_port)])
     assert [(p, f[KVP].req_id) for p, f in rest if not f[KVP].flags & Flag.PUSHED] == [(C.port, 20)]
+
+
+def test_f_pushed_is_cleared_on_a_malformed_message_too(sn: StreamNet) -> None:
+    """A host's KVP message the switch forwards as plain UDP (here a chunk size out of range) loses F_PUSHED as
+    well: no reader can take a host's message for a switch's push."""
+    kvp = KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=BLOCK.tenant, prefix_hash=BLOCK.prefix_hash,
+              chunk_count=CHUNKS, chunk_shift=3, flags=Flag.PUSHED)
+    frame = (Ether(dst=SWITCH_MAC, src=A.mac) / IP(src=A.ip, dst=D.ip)
+             / UDP(sport=KVP_UDP_PORT, dport=D.udp_port) / kvp)
+    out = sn.target.process(A.port, bytes(frame))
+    assert [p for p, _ in out] == [D.port]
+    assert not Ether(out[0][1])[KVP].flags & Flag.PUSHED
