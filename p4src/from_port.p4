@@ -56,14 +56,14 @@ control FromPort(inout headers_t hdr, inout standard_metadata_t std_meta,
             count_event(kvp_event_t.PUNT);
         } else if (dispatch.path == path_t.INVALIDATE) {
             count_event(kvp_event_t.FABRIC_INVALIDATE);
-            if (hdr.kvp.aux > 0) {
-                /* a copy for every other switch (clone session          */
-                /* FABRIC_INVALIDATE_SESSION; egress.p4 makes each an    */
-                /* INVALIDATE)                                            */
-                clone_ingress_port = std_meta.ingress_port;
-                clone_preserving_field_list(CloneType.I2E,
-                    FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
-            }
+            /* a copy for every other switch (clone session              */
+            /* FABRIC_INVALIDATE_SESSION; egress.p4 makes each an        */
+            /* INVALIDATE while aux > 0), cloned always so egress's      */
+            /* stream join (stream.p4) sees even the last hop's; egress  */
+            /* drops the copies of an aux-0 one                          */
+            clone_ingress_port = std_meta.ingress_port;
+            clone_preserving_field_list(CloneType.I2E,
+                FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             mark_to_drop(std_meta);
         } else if (dispatch.path == path_t.POOL) {
             forward = !store.served;
