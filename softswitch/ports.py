@@ -88,9 +88,12 @@ class PortSet:
 
     def __init__(self, specs: Sequence[PortSpec], on_frame: Callable[[int, bytes], None],
                  pcap_dir: pathlib.Path | None = None,
-                 on_burst: Callable[[Sequence[tuple[int, bytes]]], None] | None = None) -> None:
+                 on_burst: Callable[[Sequence[tuple[int, bytes]]], None] | None = None,
+                 profile_to: pathlib.Path | None = None) -> None:
         """`on_burst`, if given, gets the frames read together (in arrival order) in one call instead, so the
-        switch can queue them towards their egress ports as a burst (`SoftSwitch.process_burst`)."""
+        switch can queue them towards their egress ports as a burst (`SoftSwitch.process_burst`).
+        `profile_to`, if given, gets the cProfile statistics of the receiving thread (where every frame is
+        processed) when the ports close."""
         numbers = [s.number for s in specs]
         ifaces = [s.interface for s in specs]
         if len(set(numbers)) != len(numbers):
@@ -101,6 +104,7 @@ class PortSet:
         self._on_frame = on_frame
         self._on_burst = on_burst
         self._pcap_dir = pcap_dir
+        self._profile_to = profile_to
         self._socks: dict[int, socket.socket] = {}
         self._captures: dict[int, PortCapture] = {}
         self._thread: threading.Thread | None = None
@@ -157,6 +161,20 @@ class PortSet:
             cap.sent(frame)
 
     def _loop(self) -> None:
+        if self._profile_to is None:
+            self._serve()
+            return
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            self._serve()
+        finally:
+            profiler.disable()
+            profiler.dump_stats(self._profile_to)
+
+    def _serve(self) -> None:
         sel = selectors.DefaultSelector()
         for number, sock in self._socks.items():
             sel.register(sock, selectors.EVENT_READ, number)
