@@ -51,7 +51,7 @@ READERS = 3
 """Readers 0 and 2 read the first block (coalescing may join their GETs), reader 1 the second."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def bed(tmp_path_factory):
     from bench.incast import Bed
 
@@ -244,7 +244,7 @@ class ControlledBed:
         self.net.close()
 
 
-@pytest.fixture(scope="module", params=["softswitch", pytest.param("bmv2", marks=pytest.mark.bmv2)])
+@pytest.fixture(params=["softswitch", pytest.param("bmv2", marks=pytest.mark.bmv2)])
 def controlled_bed(request, tmp_path_factory):
     import shutil
 
