@@ -7,17 +7,17 @@ own (pipeline, routes, port roles, coalescing groups and configuration: controll
 those run on the softswitch process and on BMv2 (`simple_switch_grpc`), both started empty (`--no-p4`) so the
 controller pushes the pipeline after the restart as well.
 
-The first case's bed is `bench.incast.Bed` (client and storage node in their own namespaces, the softswitch PROCESS between
-them on veth pairs at MTU 1500, so blocks are in the default 1 KiB chunks; routes, the storage port's role and
-coalescing configured as the controller does). Readers in the client namespace (`bench._restart_readers`,
-one process each) read blocks of a few MiB; once every reader has had some replies, the readers themselves
-SIGKILL the switch process, so the kill lands mid-read however loaded the machine is. The test waits for it to
-end, waits RESTART_PAUSE_S more, starts the same program on the same veths and the same P4Runtime address,
-installs the same routes, port role, multicast groups and coalescing configuration, and asserts that every read
-completes with its verified bytes, and that each read was mid-way when the switch died (fewer replies than
-chunks) and finished only after the new switch was launched (the read spanned the outage; clocks are
-CLOCK_MONOTONIC, shared by every namespace). Nothing is timed: `give_up` is raised far above any restart time a loaded machine could
-need, so only correctness decides.
+The first case's bed is `bench.incast.Bed` (client and storage node in their own namespaces, the softswitch
+PROCESS between them on veth pairs at MTU 1500, so blocks are in the default 1 KiB chunks; routes, the storage
+port's role and coalescing configured as the controller does). Readers in the client namespace
+(`bench._restart_readers`, one process each) read blocks of a few MiB; once every reader has had some replies,
+the readers themselves SIGKILL the switch process, so the kill lands mid-read however loaded the machine is. The
+test waits for it to end, waits RESTART_PAUSE_S more, starts the same program on the same veths and the same
+P4Runtime address, installs the same routes, port role, multicast groups and coalescing configuration, and
+asserts that every read completes with its verified bytes, and that each read was mid-way when the switch died
+(fewer replies than chunks) and finished only after the new switch was launched (the read spanned the outage;
+clocks are CLOCK_MONOTONIC, shared by every namespace). Nothing is timed: `give_up` is raised far above any
+restart time a loaded machine could need, so only correctness decides.
 """
 
 from __future__ import annotations
