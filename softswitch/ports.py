@@ -201,10 +201,14 @@ class PortSet:
         Every port with nothing queued is read (without blocking) before each pick, so no frame still waiting
         in a socket can be older than the one processed. Which of them have anything is asked in one poll
         of every port (`readable`, a socket's descriptor → its port in `port_of`) rather than by a read of
-        each: a failed read costs more than the poll, and a switch with many ports has most of them idle."""
+        each: a failed read costs more than the poll, and a switch with many ports has most of them idle.
+        When that leaves one port with frames queued, its whole queue is taken at once: those frames were
+        received before the poll found every other port empty, so anything another port receives now
+        arrived after all of them."""
         on_frame = self._on_frame
         burst: list[tuple[int, bytes]] | None = [] if self._on_burst is not None else None
-        for _ in range(MERGE_BATCH):
+        taken = 0
+        while taken < MERGE_BATCH:
             if not all(queues.values()):
                 for fd, _event in readable.poll(0):
                     port = port_of[fd]
@@ -214,15 +218,22 @@ class PortSet:
             heads = [(queue[0][0], port) for port, queue in queues.items() if queue]
             if not heads:
                 break
-            port = min(heads)[1]
-            frame = queues[port].popleft()[1]
+            if len(heads) == 1:
+                port = heads[0][1]
+                queue = queues[port]
+                frames = [queue.popleft()[1] for _ in range(min(len(queue), MERGE_BATCH - taken))]
+            else:
+                port = min(heads)[1]
+                frames = [queues[port].popleft()[1]]
+            taken += len(frames)
             if burst is not None:
-                burst.append((port, frame))
+                burst.extend((port, frame) for frame in frames)
                 continue
-            try:
-                on_frame(port, frame)
-            except Exception:  # one bad frame must not stop the port thread
-                log.exception("frame from port %d failed", port)
+            for frame in frames:
+                try:
+                    on_frame(port, frame)
+                except Exception:  # one bad frame must not stop the port thread
+                    log.exception("frame from port %d failed", port)
         if burst and self._on_burst is not None:
             try:
                 self._on_burst(burst)
