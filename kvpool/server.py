@@ -77,7 +77,7 @@ from kvpool.constants import (
 from kvpool.keys import BlockKey, ChunkKey
 from kvpool.staging import CommitLog, Staged, StagedWrite, StagingArea, StagingOptions, WriteKey
 from kvpool.trust import DEFAULT_CONTROL_FROM, ControlSources
-from kvpool.wire import HEADER, Header, Reason, check, has_magic, value_of
+from kvpool.wire import HEADER, Header, Reason, check, checked, has_magic, value_of
 
 Address = tuple[str, int]
 """A UDP peer: (IPv4 address, port)."""
@@ -137,6 +137,8 @@ class Datagram:
 
 _OPCODE = {int(o): o for o in Opcode}
 """Opcode by code, for datagrams `check` let through (a dict lookup instead of an Enum call per request)."""
+_OPCODE_NAME = {o: o.name for o in Opcode}
+"""The counter each opcode is counted under (an enum member's `name` is a property: slow on the hot path)."""
 _GET_REPLY, _HIT_SERVER, _VALUE = int(Opcode.GET_REPLY), int(Status.HIT_SERVER), int(Flag.VALUE)
 _HIT_SERVER_KEY = f"status.{Status.HIT_SERVER.name}"
 
@@ -209,13 +211,12 @@ class StorageNode:
     def receive(self, data: bytes, peer: Address) -> list[Datagram]:
         """Everything to send because `data` came from `peer` (nothing, its reply, or the acks of a whole
         block when it completed one, possibly to other writers too). Never raises on input."""
-        reason = check(data)
-        if reason is not None:
-            refusal = self._refuse(data, reason)
+        h = checked(data)
+        if isinstance(h, Reason):
+            refusal = self._refuse(data, h)
             return [] if refusal is None else [Datagram((refusal,), peer)]
-        h = Header.unpack(data)
         op = _OPCODE[h.opcode]
-        self.counters[op.name] += 1
+        self.counters[_OPCODE_NAME[op]] += 1
         if op in REPLIES:
             return []
         if op in CONTROL_OPCODES and not self.options.control_from.allows(peer[0]):

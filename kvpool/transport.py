@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import select
 import socket
 import time
 from collections import deque
@@ -18,6 +19,8 @@ IP_MTU = getattr(socket, "IP_MTU", 14)
 """getsockopt(IPPROTO_IP, IP_MTU): the path MTU of a connected socket (Linux; 14 in <linux/in.h>)."""
 MAX_REPLY = 65535
 """Largest datagram read (any UDP payload); a KVP message is at most KVP_MAX_MESSAGE (8,236) bytes."""
+SEND_WAIT = 1.0
+"""Seconds a send waits for room in a full socket buffer before it raises (UDP: the datagram is lost)."""
 
 
 class Transport(Protocol):
@@ -36,7 +39,11 @@ class Transport(Protocol):
 
 
 class UdpTransport:
-    """One UDP socket talking to one server address."""
+    """One UDP socket talking to one server address.
+
+    The socket is non-blocking and a receive tries the socket before it waits: replies come in bursts (a
+    window of them), and a socket with a timeout would poll() before every read, two system calls per reply
+    where one does."""
 
     def __init__(self, server: tuple[str, int], bind: str = "0.0.0.0") -> None:
         self.server = server
@@ -45,6 +52,9 @@ class UdpTransport:
         with contextlib.suppress(OSError):  # a window of replies arrives in a burst (capped by rmem_max)
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self._sock.bind((bind, 0))
+        self._sock.setblocking(False)
+        self._readable = select.poll()
+        self._readable.register(self._sock, select.POLLIN)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -64,16 +74,27 @@ class UdpTransport:
             return None
 
     def send(self, data: bytes) -> None:
-        self._sock.sendto(data, self.server)
+        try:
+            self._sock.sendto(data, self.server)
+        except BlockingIOError:  # the send buffer is full: wait for room once, as a blocking send would
+            select.select([], [self._sock], [], SEND_WAIT)
+            self._sock.sendto(data, self.server)
 
     def recv(self, timeout: float) -> bytes | None:
-        self._sock.settimeout(max(timeout, 1e-4))
+        """The next datagram; None when none came within `timeout` seconds (at once when `timeout` <= 0)."""
         try:
             return self._sock.recv(MAX_REPLY)
-        except TimeoutError:
+        except BlockingIOError:
+            if timeout <= 0 or not self._readable.poll(timeout * 1000):
+                return None
+        try:
+            return self._sock.recv(MAX_REPLY)
+        except BlockingIOError:  # readable, then gone (cannot happen to a socket only we read)
             return None
 
     def close(self) -> None:
+        with contextlib.suppress(KeyError, ValueError):  # closed before
+            self._readable.unregister(self._sock)
         self._sock.close()
 
 

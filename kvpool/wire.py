@@ -181,6 +181,17 @@ def check(data: bytes | memoryview) -> Reason | None:
     Order as the switch checks them: magic and version (3 bytes), header length, opcode, chunk size, then the
     value and chunk rules, so each message has exactly one reason.
     """
+    verdict = checked(data)
+    return verdict if isinstance(verdict, Reason) else None
+
+
+_VALUE = int(Flag.VALUE)
+_NEEDS_VALUE = frozenset((int(Opcode.PUT), int(Opcode.SLOT_WRITE)))
+
+
+def checked(data: bytes | memoryview) -> Header | Reason:
+    """`check`, handing back the header it unpacked when the message is valid (a receiver's hot path then
+    unpacks it once), else the reason it is not."""
     if len(data) < PREAMBLE_LEN:
         return Reason.SHORT_HEADER
     if not has_magic(data):
@@ -194,9 +205,9 @@ def check(data: bytes | memoryview) -> Reason | None:
         return Reason.UNKNOWN_OP
     if not KVP_MIN_CHUNK_SHIFT <= h.chunk_shift <= KVP_MAX_CHUNK_SHIFT:
         return Reason.BAD_CHUNK_SIZE
-    if h.flags & Flag.VALUE and len(data) < KVP_HEADER_LEN + h.chunk_len:
+    if h.flags & _VALUE and len(data) < KVP_HEADER_LEN + h.chunk_len:
         return Reason.VALUE_TRUNCATED
-    if not h.flags & Flag.VALUE and h.opcode in (Opcode.PUT, Opcode.SLOT_WRITE):
+    if not h.flags & _VALUE and h.opcode in _NEEDS_VALUE:
         return Reason.VALUE_MISSING
     if h.chunk_count == 0:
         return Reason.ZERO_CHUNK_COUNT
@@ -204,7 +215,7 @@ def check(data: bytes | memoryview) -> Reason | None:
         return Reason.CHUNK_IDX_RANGE
     if h.value_len > h.chunk_len:
         return Reason.VALUE_LEN_RANGE
-    return None
+    return h
 
 
 def value_of(data: bytes | memoryview) -> bytes | None:

@@ -55,6 +55,8 @@ class SwitchOptions:
     pcap_dir: pathlib.Path | None = None
     log_level: int = logging.INFO
     log_console: bool = False
+    profile: pathlib.Path | None = None
+    """Write the packet thread's cProfile statistics here when the switch stops (`--profile`)."""
     ignored: tuple[str, ...] = field(default=())
     """BMv2 flags accepted without effect (reported once at start)."""
 
@@ -74,6 +76,9 @@ def _switch_parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-console", action="store_true", help="log to stderr")
     ap.add_argument("-L", "--log-level", default="info", choices=sorted(_LEVELS))
     ap.add_argument("--pcap", nargs="?", const=".", metavar="DIR", help="write IFACE_in/out.pcap files to DIR")
+    ap.add_argument("--profile", type=pathlib.Path, metavar="FILE",
+                    help="profile the thread that processes every frame (cProfile); statistics written to FILE "
+                         "when the switch stops (SIGTERM or SIGINT)")
     ap.add_argument("--packet-in", metavar="ADDR",
                     help="receive and send every port's frames on this nanomsg PAIR socket (ipc://PATH or "
                          "tcp://HOST:PORT), BMv2's packet-in interface; -i is then ignored")
@@ -135,7 +140,7 @@ def parse_args(argv: list[str]) -> SwitchOptions:
     return SwitchOptions(
         program=a.program, ports=ports, packet_in=a.packet_in, device_id=a.device_id, cpu_port=cpu,
         grpc_address=t.grpc_server_addr, pcap_dir=pathlib.Path(a.pcap) if a.pcap else None,
-        log_level=_LEVELS[a.log_level], log_console=a.log_console, ignored=ignored)
+        log_level=_LEVELS[a.log_level], log_console=a.log_console, profile=a.profile, ignored=ignored)
 
 
 class SwitchError(Exception):
@@ -181,7 +186,7 @@ class Switch:
     def _make_ports(self) -> Ports:
         if self.options.packet_in is None:
             return PortSet(self.options.ports, self.device.receive, self.options.pcap_dir,
-                           on_burst=self.device.receive_burst)
+                           on_burst=self.device.receive_burst, profile_to=self.options.profile)
         from softswitch.nanomsg import NanomsgPorts
 
         if self.options.ports:

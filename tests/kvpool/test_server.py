@@ -290,3 +290,41 @@ def test_random_datagrams_in_an_overloaded_batch_neither_crash_nor_shed_anything
     for d in n.receive_batch(batch):
         h = Header.unpack(d.data[:KVP_HEADER_LEN].ljust(KVP_HEADER_LEN, b"\0"))
         assert h.status != Status.BUSY or h.opcode in (Opcode.GET_REPLY, Opcode.PUT_ACK)
+
+
+# ---- the hot path's one unpack: `wire.checked` hands the node the header `check` validated ----------------
+
+_VALID_GET = Header(Opcode.GET, tenant=3, req_id=9, prefix_hash=0xAB, chunk_idx=2, chunk_count=4).pack()
+
+
+@pytest.mark.parametrize(("datagram", "reason"), [
+    (_VALID_GET, None),
+    (encode(Header(Opcode.PUT, chunk_count=1), b"v"), None),
+    (b"KV", Reason.SHORT_HEADER),
+    (b"\x00\x00\x02" + bytes(41), Reason.NOT_KVP),
+    (_VALID_GET[:2] + b"\x01" + _VALID_GET[3:], Reason.BAD_VERSION),
+    (_VALID_GET[:20], Reason.SHORT_HEADER),
+    (Header(0x7F).pack(), Reason.UNKNOWN_OP),
+    (Header(Opcode.GET, chunk_shift=14).pack(), Reason.BAD_CHUNK_SIZE),
+    (Header(Opcode.GET_REPLY, flags=Flag.VALUE).pack(), Reason.VALUE_TRUNCATED),
+    (Header(Opcode.PUT).pack(), Reason.VALUE_MISSING),
+    (Header(Opcode.GET, chunk_count=0).pack(), Reason.ZERO_CHUNK_COUNT),
+    (Header(Opcode.GET, chunk_idx=4, chunk_count=4).pack(), Reason.CHUNK_IDX_RANGE),
+    (Header(Opcode.GET, value_len=129).pack(), Reason.VALUE_LEN_RANGE),
+])
+def test_checked_returns_the_valid_header_or_the_reason_check_gives(datagram, reason):
+    from kvpool.wire import check, checked
+
+    verdict = checked(datagram)
+    assert check(datagram) is reason
+    if reason is None:
+        assert verdict == Header.unpack(datagram), "the header the node then handles, unpacked once"
+    else:
+        assert verdict is reason
+
+
+def test_a_malformed_datagram_is_refused_with_its_reason_counted():
+    node = StorageNode(StorageOptions())
+    out = node.receive(Header(Opcode.GET, chunk_idx=4, chunk_count=4).pack(), ("10.0.0.1", 40000))
+    assert len(out) == 1 and Header.unpack(out[0].data).status == Status.ERR_MALFORMED
+    assert node.counters["malformed.chunk_idx_range"] == 1 and node.counters["GET"] == 0

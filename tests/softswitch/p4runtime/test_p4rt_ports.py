@@ -15,6 +15,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="veth pairs and raw sockets need root")]
 
 FRAME = bytes.fromhex("ffffffffffff" "020000000001" "88b5") + b"port test payload"
+ARRIVES_S = 30.0
+"""Seconds a frame that must arrive may take: a margin no loaded machine eats (the wait ends when it comes)."""
 
 
 @pytest.fixture
@@ -39,10 +41,10 @@ def test_frames_cross_in_both_directions_and_own_output_is_not_input(veths, tmp_
     tap0, tap1 = Tap(b0), Tap(b1)
     try:
         tap0.send(FRAME)
-        port, frame = got.get(timeout=2)
+        port, frame = got.get(timeout=ARRIVES_S)
         assert (port, frame) == (1, FRAME)
         ports.send(2, FRAME[::-1])
-        assert tap1.receive(want=lambda f: f == FRAME[::-1]) == FRAME[::-1]
+        assert tap1.receive(timeout=ARRIVES_S, want=lambda f: f == FRAME[::-1]) == FRAME[::-1]
         with pytest.raises(queue.Empty):
             got.get(timeout=0.3)  # port 2's own transmission did not come back in
     finally:
