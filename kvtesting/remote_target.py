@@ -13,6 +13,11 @@ A switch process gives no "done" signal, so `process` waits until the switch is 
 packet that produces output costs about one round trip plus `quiet_s`; one that is dropped costs
 `first_frame_s`. Frames that arrive after that window are kept in `late_frames` (a test fixture can fail
 on them) rather than being attributed to the next packet.
+
+Those windows are guesses a busy machine can miss (a switch process descheduled longer than `quiet_s` between
+two copies of one packet). A caller that knows what a correct switch sends says so instead, and its verdict
+no longer depends on the machine's load: `process_expecting(port, data, frames)` waits for that many frames
+(up to `expect_cap_s`, a margin no load eats), and `drain_digests_expecting(count)` for that many digests.
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ class Quiescence:
     """Upper bound for one packet, however chatty the switch is."""
     digest_quiet_s: float = 0.02
     """`drain_digests` waits this long after the last digest list for stragglers."""
+    expect_cap_s: float = 30.0
+    """Longest wait for outputs or digests the caller says will come (`process_expecting`,
+    `drain_digests_expecting`): reached only when a switch fails to send them."""
 
 
 class RemoteTarget:
@@ -89,6 +97,16 @@ class RemoteTarget:
     # ---- packets ------------------------------------------------------------------------------------------
 
     def process(self, ingress_port: int, data: bytes) -> list[tuple[int, bytes]]:
+        self._send(ingress_port, data)
+        return self._collect_until_quiet()
+
+    def process_expecting(self, ingress_port: int, data: bytes, frames: int) -> list[tuple[int, bytes]]:
+        """`process` for a caller that knows a correct switch sends `frames` frames for this packet: waits for
+        them however busy the machine is (up to `expect_cap_s`), then `quiet_s` for any extra one."""
+        self._send(ingress_port, data)
+        return self._collect_until_quiet(frames)
+
+    def _send(self, ingress_port: int, data: bytes) -> None:
         self.late_frames.extend(self._collect_ready())
         if ingress_port == self.cpu_port:
             n = header_len(self._packet_out)
@@ -101,13 +119,13 @@ class RemoteTarget:
         else:
             raise ValueError(f"port {ingress_port} has no veth pair (ports: {sorted(self.ports.socks)}) "
                              f"and is not the CPU port {self.cpu_port}")
-        return self._collect_until_quiet()
 
-    def _collect_until_quiet(self) -> list[tuple[int, bytes]]:
+    def _collect_until_quiet(self, expected: int = 0) -> list[tuple[int, bytes]]:
+        """Frames until the switch is quiet; with `expected` > 0, not before that many came (or the cap)."""
         q = self.quiescence
         start = time.monotonic()
-        cap = start + q.cap_s
-        until = start + q.first_frame_s
+        cap = start + (max(q.cap_s, q.expect_cap_s) if expected else q.cap_s)
+        until = cap if expected else start + q.first_frame_s
         out: list[tuple[int, bytes]] = []
         while True:
             now = time.monotonic()
@@ -119,7 +137,7 @@ class RemoteTarget:
             got = self._collect_ready()
             if got:
                 out.extend(got)
-                until = time.monotonic() + q.quiet_s
+                until = time.monotonic() + q.quiet_s if len(out) >= expected else cap
 
     def _collect_ready(self) -> list[tuple[int, bytes]]:
         """Every frame and packet-in that has arrived (digest lists are decoded on the way)."""
@@ -144,13 +162,19 @@ class RemoteTarget:
         return out
 
     def drain_digests(self) -> list[DigestMessage]:
-        deadline = time.monotonic() + self.quiescence.digest_quiet_s
+        return self.drain_digests_expecting(0)
+
+    def drain_digests_expecting(self, count: int) -> list[DigestMessage]:
+        """Every digest that came; with `count` > 0, not before that many came (or `expect_cap_s`)."""
+        q = self.quiescence
+        cap = time.monotonic() + q.expect_cap_s
+        deadline = cap if len(self._digests) < count else time.monotonic() + q.digest_quiet_s
         while (wait := deadline - time.monotonic()) > 0:
             if self._poll.poll(wait * 1000):
                 before = len(self._digests)
                 self.late_frames.extend(self._collect_ready())
                 if len(self._digests) > before:
-                    deadline = time.monotonic() + self.quiescence.digest_quiet_s
+                    deadline = cap if len(self._digests) < count else time.monotonic() + q.digest_quiet_s
         out, self._digests = self._digests, []
         return out
 

@@ -3,9 +3,9 @@ the data-plane benchmark share (`tests/integration/`, `bench/dataplane.py`).
 
 ::
 
-    netns itg<T>-client          root namespace                               netns itg<T>-storage
+    netns itg<T><M>-cli          root namespace                               netns itg<T><M>-sto
     kvtesting.kvagent (KVPClient)   python -m softswitch (kvswitch.p4)          python -m kvpool.server
-    10.0.0.1 itg<T>cli-h ─veth─ itg<T>cli-sw = port 1 │ port 2 = itg<T>sto-sw ─veth─ itg<T>sto-h 10.0.0.2
+    10.0.0.1 itg<T><M>cli-h ─veth─ itg<T><M>cli-sw = port 1 │ port 2 = itg<T><M>sto-sw ─veth─ itg<T><M>sto-h 10.0.0.2
                                                       │
                                  P4Runtime 127.0.0.1:PORT, CPU port 255, driven from this process by
                                  p4runtime-shell (routes, kv_index entries, counters)
@@ -17,7 +17,9 @@ offload is off on the host ends: a raw-socket switch forwards the bytes it reads
 checksum would otherwise reach the other host unfinished and be dropped.
 
 Every name starts with `itg` plus a short tag (`VethNetOptions.tag`), so a test and a benchmark can run side
-by side; leftovers of a crashed run with the same tag are removed before starting. `VethNet` is a context
+by side, then three characters of the process id (`process_mark`), so two runs of the same test on one machine
+(two checkouts) never share a name: each removes only its own leftovers before starting, never the other's
+live namespaces. `VethNet` is a context
 manager: leaving it (also on error) stops the processes it started, by their ids, and deletes its namespaces
 and veths.
 """
@@ -65,7 +67,8 @@ class VethNetOptions:
     """What to build; the defaults are the test's."""
 
     tag: str = "t"
-    """Goes after `itg` in every name; at most 3 characters so interface names fit in 15."""
+    """Goes after `itg` in every name; at most 3 characters so interface names (with the process mark) fit
+    in 15."""
     program: Path = PROGRAM
     """The P4 program the switch runs (compiled once with `python -m softswitch.compile`)."""
     device_id: int = 0
@@ -85,6 +88,13 @@ class VethNetOptions:
     def __post_init__(self) -> None:
         if not (1 <= len(self.tag) <= 3 and self.tag.isalnum() and self.tag.islower()):
             raise ValueError(f"tag {self.tag!r}: 1 to 3 lower-case letters or digits")
+
+
+def process_mark(pid: int | None = None) -> str:
+    """Three base-36 characters of a process id (mod 36**3): part of every name a bed of this process makes."""
+    n = (os.getpid() if pid is None else pid) % 36**3
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    return "".join(digits[(n // 36**i) % 36] for i in (2, 1, 0))
 
 
 def _run(*args: str) -> None:
@@ -253,6 +263,8 @@ class VethNet:
 
     def __init__(self, options: VethNetOptions | None = None, workdir: Path | None = None) -> None:
         self.options = options or VethNetOptions()
+        self.prefix = f"itg{self.options.tag}{process_mark()}"
+        """What every namespace and interface name of this bed starts with."""
         self.workdir = Path(tempfile.mkdtemp(prefix=f"itg{self.options.tag}-")) if workdir is None else workdir
         self.processes: list[Process] = []
         self.switch: ShellSwitch | None = None
@@ -262,13 +274,13 @@ class VethNet:
     # ---- names -----------------------------------------------------------------------------------------
 
     def netns(self, host: Host) -> str:
-        return f"itg{self.options.tag}-{host.role}"
+        return f"{self.prefix}-{host.role}"
 
     def host_if(self, host: Host) -> str:
-        return f"itg{self.options.tag}{host.role}-h"
+        return f"{self.prefix}{host.role}-h"
 
     def switch_if(self, host: Host) -> str:
-        return f"itg{self.options.tag}{host.role}-sw"
+        return f"{self.prefix}{host.role}-sw"
 
     @property
     def hosts(self) -> tuple[Host, Host]:

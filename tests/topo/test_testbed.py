@@ -27,6 +27,9 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("mnexec") is None, reason="Debian's mininet package (mnexec) is not installed"),
 ]
 
+ADMISSION_WAIT_S = 60.0
+"""How long the reads of a hot block go on before the test gives up on its admission (a second or two on a
+quiet machine)."""
 CLIENT = [sys.executable, "-m", "kvpool.client", "--server", "10.0.0.100", "--timeout", "1"]
 
 
@@ -92,13 +95,15 @@ def test_get_through_the_p4_switch_is_served_by_the_switch_once_the_block_is_hot
     out = host_run(bed, "h1", "put", "0x1234", "--version", "3", "--data", value)
     assert "rc=0" in out, out
     served = []
-    for _ in range(12):  # the controller admits a key after a few GET misses (hot-key digest)
+    # the controller admits a key after a few GET misses (hot-key digest); how soon depends on how busy the
+    # machine is, so the reads go on until it did, within a bound no load reaches
+    deadline = time.monotonic() + ADMISSION_WAIT_S
+    while not served or (served[-1] != "HIT_SWITCH" and time.monotonic() < deadline):
         out = host_run(bed, "h2", "get", "0x1234", "--chunks", "3")
         assert "rc=0" in out and value.encode().hex() in out, out
         served.append("HIT_SWITCH" if "HIT_SWITCH" in out else "HIT_SERVER")
-        if served[-1] == "HIT_SWITCH":
-            break
-        time.sleep(0.5)
+        if served[-1] != "HIT_SWITCH":
+            time.sleep(0.5)
     assert served[0] == "HIT_SERVER" and served[-1] == "HIT_SWITCH", served
     out = host_run(bed, "h1", "lookup", "0x1234")  # punted to the controller, answered in st1's name
     assert "rc=0" in out and "SWITCH" in out, out

@@ -42,3 +42,29 @@ def test_the_same_jobs_chosen_at_run_time_apply_a_table_twice_on_one_path() -> N
     text = TWO_JOBS.replace("job.apply(meta.a, 1);", "job.apply(meta.a, meta.a);")
     with pytest.raises(P4Error, match="applied more than once on one path"):
         load_source(text, "two_jobs.p4")
+
+
+# A counter the caller owns, handed by one instance to an instance of its own (extern arguments through two
+# levels, as p4src/from_port.p4 hands `steer_events` to SteerAnswer). Checked on its own, `Mid` sees `c` as its
+# parameter; inlined in MyIngress, both levels count into MyIngress's counter.
+HANDED_ON = program(
+    types="""control Leaf(counter c, in bit<32> index) {
+    apply { c.count(index); }
+}
+control Mid(counter c) {
+    Leaf() leaf;
+    apply {
+        leaf.apply(c, 1);
+        leaf.apply(c, 2);
+    }
+}""",
+    ingress="""    counter(4, CounterType.packets) hits;
+    Mid() mid;""",
+    apply="""        mid.apply(hits);
+        standard_metadata.egress_spec = 1;""")
+
+
+def test_an_extern_argument_is_handed_on_to_an_instance_of_the_instance() -> None:
+    sw = SoftSwitch.load(load_source(HANDED_ON, "handed_on.p4"))
+    sw.process(0, bytes(14))
+    assert [sw.counter_read("MyIngress.hits", i)[0] for i in range(4)] == [0, 1, 1, 0]

@@ -252,8 +252,10 @@ class StreamClient:
     def send(self, req):
         self._out.put(req)
 
-    def get(self, kind: str, timeout: float = 3.0):
-        """The next response of `kind` ("arbitration", "packet", "digest", "error"), skipping others."""
+    def get(self, kind: str, timeout: float = 30.0):
+        """The next response of `kind` ("arbitration", "packet", "digest", "error"), skipping others. The
+        default wait is a bound no busy machine reaches (a response comes in milliseconds); a test that expects
+        no response passes its own short `timeout`."""
         import queue
         import time
 
