@@ -56,6 +56,8 @@ class SpreadPlan:
     """Also `bench mooncake_fanout`'s rows (same readers and spreads) after the pool's."""
     stream_join: bool = True
     """The kvswitch rows with stream join on, where the data plane and controller have it."""
+    bed_tag: str = "isp"
+    """Names of the pool's bed (`VethNetOptions.tag`): a test beside a benchmark run takes another."""
 
 
 SPREAD_FULL = SpreadPlan()
@@ -176,7 +178,7 @@ def measure_pool(plan: SpreadPlan, workdir: Path, streams_available: bool) -> di
     rows: list[dict] = []
     lone_s: dict[str, float] = {}
     size = plan.block_mib << 20
-    with Bed(workdir, tag="isp", readers=max(plan.readers)) as bed:
+    with Bed(workdir, tag=plan.bed_tag, readers=max(plan.readers)) as bed:
         pool = PoolRows(bed, size)
         try:
             for mtu in plan.mtus:

@@ -496,26 +496,47 @@ class Bed:
         self.net.__exit__(*exc)
 
     def configure(self, functions: SwitchFunctions) -> None:
-        """Put the switch functions in place: with the controller, (re)start it configured so (a restart keeps
-        the pipeline and only reconciles); without, write the coalescing config over P4Runtime."""
-        if self.use_controller:
-            if self.functions == functions and self.controller is not None:
-                return
-            if self.controller is not None:
-                self.controller.stop()
-                self.controller = None
-            build = self.net.workdir / "build"
-            stem = self.net.options.program.stem
-            setup = ControllerSetup(self.net.grpc_address, build / f"{stem}.p4info.txtpb", build / f"{stem}.json",
-                                    tuple(self.net.hosts), (self.net.options.storage.port,),
-                                    coalesce_timeout_ms=None if functions.coalescing else 0,
-                                    extra_args=stream_args(functions.streams))
-            self.controller = RunningController(setup, self.workdir / "controller")
-        else:
+        """Put the switch functions in place. With the controller: (re)start it configured so (a restart keeps
+        the pipeline and only reconciles); stream join, which the controller does not configure itself, is
+        written by the bed's own session while no controller runs (after a first controller installed the
+        pipeline, which would otherwise wipe it). Without: write everything over P4Runtime."""
+        if self.use_controller and self.functions == functions and self.controller is not None:
+            return
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+        if not self.use_controller:
             self.coalescing_by_shell(functions.coalescing)
-            if functions.streams:
-                raise RuntimeError("stream join is configured by the controller: run with the controller")
+            self.streams_by_shell(functions.streams)
+            self.functions = functions
+            return
+        if functions.streams and self.functions is None:
+            self.controller = self.start_controller(functions)  # installs the pipeline: wipes the bed's writes
+            self.controller.stop()
+            self.controller = None
+        self.streams_by_shell(functions.streams)
+        self.controller = self.start_controller(functions)
         self.functions = functions
+
+    def start_controller(self, functions: SwitchFunctions) -> RunningController:
+        build = self.net.workdir / "build"
+        stem = self.net.options.program.stem
+        setup = ControllerSetup(self.net.grpc_address, build / f"{stem}.p4info.txtpb", build / f"{stem}.json",
+                                tuple(self.net.hosts), (self.net.options.storage.port,),
+                                coalesce_timeout_ms=None if functions.coalescing else 0)
+        return RunningController(setup, self.workdir / "controller")
+
+    def streams_by_shell(self, on: bool) -> None:
+        """Stream join on (a fresh epoch) or off, where this data plane has it (off: nothing to do without)."""
+        if not stream_join_available():
+            if on:
+                raise RuntimeError("this checkout's data plane has no stream join")
+            return
+        from controller.streaming import StreamingOptions, set_streaming_sh
+
+        self.epoch += 1
+        set_streaming_sh(self.net.switch.sh, on, [h.port for h in self.net.hosts],  # type: ignore[union-attr]
+                         [self.net.options.storage.port], StreamingOptions(epoch=self.epoch))
 
     def coalescing(self, on: bool) -> None:
         """Coalescing on or off (stream join off)."""
@@ -593,11 +614,6 @@ class Bed:
 
 STREAM_COUNTERS = ("MyEgress.stream_events", "MyIngress.stream_events")
 """Where the stream join may count its events (`stream_event_t` members)."""
-
-
-def stream_args(on: bool) -> tuple[str, ...]:
-    """The controller's options that turn stream join on (nothing: the data plane has none yet, or off)."""
-    return ()
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -799,8 +815,9 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def stream_join_available() -> bool:
-    """Whether this checkout's data plane has stream join (its P4 file)."""
-    return (Path(__file__).parents[1] / "p4src" / "stream.p4").is_file()
+    """Whether this checkout's data plane has stream join (its P4 file and the controller's installer)."""
+    root = Path(__file__).parents[1]
+    return (root / "p4src" / "stream.p4").is_file() and (root / "controller" / "streaming.py").is_file()
 
 
 def run(out: Path, quick: bool = False, sizes: Sizes | None = None, realistic: Realistic | None = None,
