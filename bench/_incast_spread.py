@@ -88,7 +88,8 @@ def _reader(server: str) -> int:
             answer["error"] = repr(exc)[:300]
         answer["end"] = time.time()
         answer.update(sent=client.sent, resent=client.resent, busy=client.busy,
-                      pushed=getattr(client, "pushed", None))
+                      pushed=getattr(client, "pushed", None),  # a client without stream join has no such counter
+                      pushed_duplicates=getattr(client, "pushed_duplicates", None))
         client.close()
         print(json.dumps(answer), flush=True)
     return 0
@@ -148,6 +149,7 @@ class PoolRows:
                 "storage_gets_per_chunk": gets / chunks,
                 "resent_gets": sum(g["resent"] for g in got), "busy_replies": sum(g["busy"] for g in got),
                 "pushed_chunks": sum(g["pushed"] or 0 for g in got),
+                "pushed_duplicates": sum(g.get("pushed_duplicates") or 0 for g in got),
                 "coalesce_events": _delta(events, after_events), "stream_events": _delta(streams, after_streams),
                 "controller_cpu_s": None if cpu is None or cpu_after is None else cpu_after - cpu}
 
