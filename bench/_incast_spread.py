@@ -127,6 +127,7 @@ class PoolRows:
         ph, digest = self.fresh_block(chunk)
         events, streams = bed.events(), bed.stream_events()
         cpu, sent = bed.controller_cpu_s(), bed.tx_bytes(storage)
+        began = time.monotonic()
         t0 = time.time() + LEAD_S
         for i, agent in enumerate(self.agents[:readers]):
             agent.ask({"ph": ph, "at": t0 + (spread_s * i / (readers - 1) if readers > 1 else 0.0),
@@ -134,6 +135,7 @@ class PoolRows:
         got = [agent.answer(READ_TIMEOUT_S) for agent in self.agents[:readers]]
         sent = bed.tx_bytes(storage) - sent
         cpu_after = bed.controller_cpu_s()
+        wall = time.monotonic() - began
         chunks = -(-self.block_bytes // chunk)
         gets = bed.agent("storage", "--agent", "stat", "--ph", str(ph), "--size", str(self.block_bytes),
                          "--seed", "0", "--chunk", str(chunk))["gets"]
@@ -152,7 +154,8 @@ class PoolRows:
                 "pushed_chunks": sum(g["pushed"] or 0 for g in got),
                 "pushed_duplicates": sum(g.get("pushed_duplicates") or 0 for g in got),
                 "coalesce_events": _delta(events, after_events), "stream_events": _delta(streams, after_streams),
-                "controller_cpu_s": None if cpu is None or cpu_after is None else cpu_after - cpu}
+                "controller_cpu_s": None if cpu is None or cpu_after is None else cpu_after - cpu,
+                "wall_s": wall}
 
     def lone_block_time(self, chunk: int, repeats: int = 3) -> float:
         """Median time one reader alone takes to read a fresh block."""
@@ -231,9 +234,15 @@ def _events_cell(r: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in merged.items()) or "–"
 
 
+def _cpu_share(cpu: float | None, wall: float | None) -> str:
+    if cpu is None:
+        return "–"
+    return f"{cpu:.2f} ({100 * cpu / wall:.1f}%)" if wall else f"{cpu:.2f}"
+
+
 def table_lines(rows: list[dict]) -> list[str]:
     lines = ["| system | MTU | N | start spread | busiest node: blocks sent (per reader) | GETs per chunk | p50 s | "
-             "p99 s | verified / failed | pushed chunks | controller CPU s | switch events |",
+             "p99 s | verified / failed | pushed chunks | controller CPU s (% of a core) | switch events |",
              "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         spread = r["spread_label"] + (f" ({1000 * r['spread_s']:.0f} ms)" if r["spread_label"].startswith("lone")
@@ -244,7 +253,7 @@ def table_lines(rows: list[dict]) -> list[str]:
                      f"{r['busiest_blocks_per_read'] * r['readers']:.2f} ({r['busiest_blocks_per_read']:.3f}) | "
                      f"{'–' if gets is None else f'{gets:.2f}'} | {r['p50_s']:.2f} | {r['p99_s']:.2f} | "
                      f"{r['verified']} / {r['failed']} | {r.get('pushed_chunks', '–')} | "
-                     f"{'–' if cpu is None else f'{cpu:.2f}'} | {_events_cell(r)} |")
+                     f"{_cpu_share(cpu, r.get('wall_s'))} | {_events_cell(r)} |")
     return lines
 
 

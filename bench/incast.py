@@ -685,6 +685,7 @@ def measure_realistic(bed: Bed, mtu: int, case: str, readers: int, loss: float, 
     blocks = phs[:1] if case == "one-block" else phs[:readers]
     per_way = 1 - (1 - loss / 100) ** 2
     cpu_before = bed.controller_cpu_s()
+    began = time.monotonic()
     got = bed.agent("client", "--agent", "realistic", "--readers", str(readers), "--loss", str(per_way),
                     "--ph", "0", "--seed", "0", "--size", str(size), "--phs", ",".join(map(str, blocks)),
                     timeout=1800)
@@ -704,7 +705,7 @@ def measure_realistic(bed: Bed, mtu: int, case: str, readers: int, loss: float, 
             "duplicate_replies": sum(r.get("strays", 0) for r in got),
             "failed_readers": readers - len(ok), "errors": [r["error"] for r in got if r["error"]][:3],
             "sent": sum(r["sent"] for r in got), "reader_cpu_s": sum(r["cpu_s"] for r in got),
-            "controller_cpu_s": _cpu_since(bed, cpu_before),
+            "controller_cpu_s": _cpu_since(bed, cpu_before), "wall_s": time.monotonic() - began,
             "final_cwnd": [round(r["cwnd"], 1) for r in got], "srtt_ms": [round(r["srtt_ms"], 2) for r in got]}
 
 
@@ -714,13 +715,16 @@ def _cpu_since(bed: Bed, before: float | None) -> float | None:
     return None if now is None or before is None else now - before
 
 
-def _cpu_cell(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
+def _cpu_cell(value: float | None, wall: float | None = None) -> str:
+    """CPU seconds, with their share of one core over `wall` seconds when known."""
+    if value is None:
+        return "–"
+    return f"{value:.2f} ({100 * value / wall:.1f}%)" if wall else f"{value:.2f}"
 
 
 def realistic_table(rows: list[dict]) -> str:
     lines = ["| MTU | case | loss/hop | N | chunk | p50 s | p99 s | Jain | aggregate MB/s | vs lone | "
-             "resent GETs (% of chunks) | duplicate replies | BUSY | marks | controller CPU s | failed |",
+             "resent GETs (% of chunks) | duplicate replies | BUSY | marks | controller CPU s (% of a core) | failed |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lone = r.get("lone_MB_per_s")
@@ -730,7 +734,7 @@ def realistic_table(rows: list[dict]) -> str:
                      f"{r['jain']:.3f} | {r['aggregate_MB_per_s']:.1f} | {vs} | "
                      f"{r['resent_gets']} ({r['resent_percent_of_chunks']:.2f}%) | {r.get('duplicate_replies', 0)} | "
                      f"{r['busy_replies']} | "
-                     f"{r['marks']} | {_cpu_cell(r.get('controller_cpu_s'))} | {r['failed_readers']}{' ' + r['errors'][0][:80] if r['errors'] else ''} |")
+                     f"{r['marks']} | {_cpu_cell(r.get('controller_cpu_s'), r.get('wall_s'))} | {r['failed_readers']}{' ' + r['errors'][0][:80] if r['errors'] else ''} |")
     return "\n".join(lines)
 
 
