@@ -257,6 +257,31 @@ def table_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def side_by_side(rows: list[dict]) -> list[str]:
+    """One line per (MTU of the pool, N, spread), one column per system: busiest node's blocks sent for the N
+    readers and p99 completion; failed readers named where any."""
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    pool_mtus = sorted({r["mtu"] for r in rows if not r["system"].startswith("Mooncake")}) or [0]
+    cells: dict[tuple[int, int, str, str], dict] = {}
+    for r in rows:
+        for mtu in (pool_mtus if r["system"].startswith("Mooncake") else [r["mtu"]]):
+            cells[mtu, r["readers"], r["spread_label"], r["system"]] = r
+    keys = list(dict.fromkeys((m, n, label) for m, n, label, _ in cells))
+    lines = ["| pool MTU | N | start spread | " + " | ".join(systems) + " |",
+             "|---:|---:|---|" + "---:|" * len(systems)]
+    for mtu, n, label in keys:
+        out = []
+        for system in systems:
+            r = cells.get((mtu, n, label, system))
+            if r is None:
+                out.append("–")
+                continue
+            failed = f", **{r['failed']} failed**" if r["failed"] else ""
+            out.append(f"{r['busiest_blocks_per_read'] * r['readers']:.2f} / {r['p99_s']:.2f} s{failed}")
+        lines.append(f"| {mtu} | {n} | {label} | " + " | ".join(out) + " |")
+    return lines
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -314,8 +339,10 @@ def markdown(result: dict) -> str:
             f"Lone reader's block time: {lone or '–'}. Stream join "
             f"{'on' if result['stream_join'] else 'not in this data plane'} in the kvswitch rows. "
             "Busiest node: the blocks' worth of bytes it sent for the row's N reads (its namespace's veth "
-            "transmit counter; the goal is at most 1.5), in brackets per reader (1.000: a whole block each).\n\n" + "\n".join(table_lines(result["rows"]))
-            + "\n")
+            "transmit counter; the goal is at most 1.5), in brackets per reader (1.000: a whole block each).\n\n"
+            "Side by side: busiest node's blocks sent for the N readers / p99 completion.\n\n"
+            + "\n".join(side_by_side(result["rows"])) + "\n\nEvery row:\n\n"
+            + "\n".join(table_lines(result["rows"])) + "\n")
 
 
 if __name__ == "__main__":
