@@ -183,6 +183,7 @@ def measure_pool(plan: SpreadPlan, workdir: Path, streams_available: bool) -> di
 
     rows: list[dict] = []
     lone_s: dict[str, float] = {}
+    idle: dict[str, float | None] = {}
     size = plan.block_mib << 20
     with Bed(workdir, tag=plan.bed_tag, readers=max(plan.readers)) as bed:
         pool = PoolRows(bed, size)
@@ -193,6 +194,7 @@ def measure_pool(plan: SpreadPlan, workdir: Path, streams_available: bool) -> di
                 for functions in pool_systems(plan, streams_available):
                     bed.configure(functions)
                     system = functions.label()
+                    idle[f"{system}, MTU {mtu}"] = bed.controller_idle_share()
                     spreads = list(plan.spreads_s)
                     if plan.lone:
                         lone = pool.lone_block_time(chunk)
@@ -207,7 +209,7 @@ def measure_pool(plan: SpreadPlan, workdir: Path, streams_available: bool) -> di
                             print(f"   {table_lines([row])[-1]}", flush=True)
         finally:
             pool.close()
-    return {"rows": rows, "lone_block_time_s": lone_s}
+    return {"rows": rows, "lone_block_time_s": lone_s, "controller_idle_share": idle}
 
 
 def mooncake_rows(plan: SpreadPlan, log: IO[str]) -> dict:
@@ -330,14 +332,18 @@ def run(plan: SpreadPlan, out: Path, streams_available: bool) -> dict:
     if rows:
         plot(rows, out / "incast-spread.png")
     return {"plan": {**plan.__dict__}, "rows": rows, "lone_block_time_s": lone,
+            "controller_idle_share": pool["controller_idle_share"],
             "stream_join": plan.stream_join and streams_available, "wall_s": time.perf_counter() - started}
 
 
 def markdown(result: dict) -> str:
     lone = ", ".join(f"{k}: {1000 * v:.0f} ms" for k, v in result["lone_block_time_s"].items())
+    idle = ", ".join(f"{k}: {100 * v:.1f}%" for k, v in result.get("controller_idle_share", {}).items()
+                     if v is not None)
     return ("## Readers that arrive apart: one hot cold block, N × start spread × system\n\n"
             f"Lone reader's block time: {lone or '–'}. Stream join "
             f"{'on' if result['stream_join'] else 'not in this data plane'} in the kvswitch rows. "
+            f"The controller with no reader: {idle or '–'} of a core. "
             "Busiest node: the blocks' worth of bytes it sent for the row's N reads (its namespace's veth "
             "transmit counter; the goal is at most 1.5), in brackets per reader (1.000: a whole block each).\n\n"
             "Side by side: busiest node's blocks sent for the N readers / p99 completion.\n\n"

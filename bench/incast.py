@@ -557,6 +557,15 @@ class Bed:
         """CPU seconds of the running controller so far (None: none runs)."""
         return self.controller.cpu_s() if self.controller is not None else None
 
+    def controller_idle_share(self, seconds: float = 5.0) -> float | None:
+        """The running controller's CPU share of one core over `seconds` with no reader: its own periodic work
+        (ticks, pipeline checks, polls), the floor under every row's share (None: none runs)."""
+        before = self.controller_cpu_s()
+        began = time.monotonic()
+        time.sleep(seconds)
+        after = self.controller_cpu_s()
+        return None if before is None or after is None else (after - before) / (time.monotonic() - began)
+
     def events(self) -> dict[str, int]:
         """`MyIngress.coalesce_events` now, by `coalesce_event_t` member (read from the program)."""
         return self.counter_by_enum("MyIngress.coalesce_events", "coalesce_event_t")
