@@ -274,12 +274,12 @@ def side_by_side(rows: list[dict]) -> list[str]:
     for mtu, n, label in keys:
         out = []
         for system in systems:
-            r = cells.get((mtu, n, label, system))
-            if r is None:
+            cell = cells.get((mtu, n, label, system))
+            if cell is None:
                 out.append("–")
                 continue
-            failed = f", **{r['failed']} failed**" if r["failed"] else ""
-            out.append(f"{r['busiest_blocks_per_read'] * r['readers']:.2f} / {r['p99_s']:.2f} s{failed}")
+            failed = f", **{cell['failed']} failed**" if cell["failed"] else ""
+            out.append(f"{cell['busiest_blocks_per_read'] * cell['readers']:.2f} / {cell['p99_s']:.2f} s{failed}")
         lines.append(f"| {mtu} | {n} | {label} | " + " | ".join(out) + " |")
     return lines
 
