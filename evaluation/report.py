@@ -414,22 +414,24 @@ def arrivals_section(arr: dict) -> str:
 
 
 def replication_sentence(arr: dict) -> str:
-    """Where Mooncake's own hot-key replication could be enough: traces whose hot blocks' repeat reads mostly
-    come after its heat window (`late_share` of the k = 8 rows), against the built stream join."""
+    """Where Mooncake's own hot-key replication could be enough: per trace, the share of its hot blocks' repeat
+    reads that come within the heat window of the block's first read (1 - `late_share` of the k = 8 rows), the
+    burst one node serves alone whatever replicas come later."""
     hot = [r for r in arr["rows"] if r.get("min_reads", 2) >= 8 and "stamps spread" not in r["trace"]]
     if not hot:
         return ""
-    late = [r for r in hot if r.get("late_share", 0.0) >= 0.5]
-    early = [r for r in hot if r.get("late_share", 0.0) < 0.5]
-
-    def names(rows: list[dict]) -> str:
-        return ", ".join(f"{r['trace']} ({_pct(r.get('late_share', 0.0))} late)" for r in rows) or "none"
-
+    ranked = sorted(hot, key=lambda r: r.get("late_share", 0.0))
+    early = ", ".join(f"{r['trace']} {_pct(1.0 - r.get('late_share', 0.0))}" for r in ranked)
+    crowded = [r["trace"] for r in ranked if 1.0 - r.get("late_share", 0.0) >= 0.1]
+    spread = [r["trace"] for r in ranked if 1.0 - r.get("late_share", 0.0) < 0.01]
     return ("**Where Mooncake's own replication could be enough.** A replica made on heat can take only the "
             "reads after its heat window (at least 1 s in 0.3.13), and only if the client spreads its gets over "
-            "replicas, which `bench mooncake_fanout` did not see on our bed (every get read the first replica). "
-            f"Hot blocks (k = 8) whose repeat reads mostly come later: {names(late)}; those whose readers crowd "
-            f"into the first second, where only the switch's sharing relieves the node: {names(early)}.")
+            "replicas, which `bench incast`'s Mooncake rows did not see on our bed (every get read the first "
+            "replica). Repeat reads of hot blocks (k = 8) within the first second of the block's first read, "
+            f"which one node serves alone: {early}. Where that burst is large ({', '.join(crowded) or 'none'}) "
+            "only the switch's sharing relieves it; where it is under 1% "
+            f"({', '.join(spread) or 'none'}) a replica on heat could carry the load, given a client that "
+            "spreads its reads.")
 
 
 def sharing_section(sh: dict) -> str:

@@ -234,6 +234,6 @@ def test_the_arrival_table_says_where_mooncakes_replication_could_be_enough() ->
     text = arrivals_section(arr)
     assert "late (> 1 s)" in text and "| 80.00% |" in text
     sentence = text.split("**Where Mooncake's own replication could be enough.**")[1]
-    later, early = sentence.split("mostly come later:")[1].split("crowd")
-    assert "popular RAG documents" in later and "agent fan-out" not in later
-    assert "agent fan-out" in early
+    assert "agent fan-out 98.00%, popular RAG documents 20.00%" in sentence
+    crowded, quiet = sentence.split("Where that burst is large")[1].split("where it is under 1%")
+    assert "agent fan-out" in crowded and "popular RAG documents" in crowded and "(none)" in quiet
