@@ -1,6 +1,18 @@
-"""N-to-1 incast at real block sizes through the softswitch: first as a user meets it, then the coalescing study.
+"""N-to-1 incast at real block sizes through the softswitch: readers that arrive apart, then as a user meets it,
+then the coalescing study.
 
-**Realistic mode (first, always).** One process per reader with the client's DEFAULT options (congestion
+**Spread table (first).** N ∈ {8, 16, 32} readers of one cold 16 MiB block, reader i starting at i × spread /
+(N - 1) for spreads 0, 50 ms, 500 ms and one lone reader's block time, each reader a process in its own
+namespace on its own switch port, on four systems in one run: no switch function, kvswitch (request coalescing
+plus stream join where the data plane has it), Mooncake Store and Mooncake with dynamic replication
+(`bench mooncake_fanout`'s bed). Per row: the busiest storage node's bytes for the N readers, p50 / p99, every
+reader's bytes verified, GETs per chunk, pushed chunks, the switch's coalescing and stream events, and the
+controller's CPU (`bench._incast_spread`). `--spread-only`, `--no-spread`, `--spread-ns`, `--spreads`,
+`--spread-mtus`, `--spread-mib`, `--no-mooncake`, `--no-stream-join` choose rows.
+
+    sudo .venv/bin/python -m bench.incast --spread-only --out out/bench       (the spread table alone)
+
+**Realistic mode.** One process per reader with the client's DEFAULT options (congestion
 control, RTO from the measured round trip, nothing tuned), released at one instant, every reader verifying its
 block's SHA-256; at MTU 1500 and 9000 (blocks written in the chunk size the client's default picks for that
 path MTU: 1 KiB and 8 KiB); N = 1, 8, 16, 32 on 16 MiB cold blocks; two cases: every reader on one block
@@ -10,12 +22,15 @@ in each reader's transport: this kernel has no netem). Per row: completion p50/p
 the per-reader goodputs, aggregate goodput against the lone reader's (N = 1, same MTU, case and loss, in the
 same run), GETs resent (timer or RACK; and % of the chunks read), duplicate replies (a resend whose first
 try was answered after all: spurious), BUSY replies, F_CONGESTED marks seen,
-failed readers. No controller process runs in this bench (it programs the switch over P4Runtime itself), so
-there is no controller CPU to report. `--quick`: N = 1, 4 on 1 MiB blocks; `--ns`, `--mib`, `--mtus`,
-`--losses`, `--cases` choose rows.
+failed readers, and the controller's CPU seconds. `--quick`: N = 1, 4 on 1 MiB blocks; `--ns`, `--mib`,
+`--mtus`, `--losses`, `--cases` choose rows.
 
-    sudo .venv/bin/python -m bench incast --out out/bench                        (the full realistic table)
-    sudo .venv/bin/python -m bench.incast --ns 1,8,16 --mib 4 --out out/bench    (reduced)
+Every bed runs the real controller (`python -m controller serve`, `bench._running_controller`) as the switch's
+primary, configured for the row's switch functions (a restart when they change); its CPU seconds per row come
+from /proc.
+
+    sudo .venv/bin/python -m bench incast --out out/bench                        (spread table and realistic rows)
+    sudo .venv/bin/python -m bench.incast --no-spread --ns 1,8,16 --mib 4 --out out/bench    (reduced)
 
 **Coalescing study (`--coalescing-study`, or `--rows`).** N readers of one cold block, coalescing on and off,
 tuned readers (8 KiB chunks, MTU 9000, fixed timers):
