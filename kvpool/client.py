@@ -482,10 +482,11 @@ class _BlockRead:
 
     def pushed(self, pushed: Pushed) -> None:
         """A chunk a switch pushed: taken if it is one of this block's, checked, and not had yet; else counted
-        and ignored (a damaged one is asked for later, as any missing chunk)."""
+        and ignored (a damaged one is asked for later, as any missing chunk). A push never decides the block's
+        version, count or chunk size: those before the read's own first reply are ignored too."""
         client, reply, assembly = self.client, pushed.reply, self.assembly
-        if (not self.flags or reply.prefix_hash != self.prefix_hash or reply.tenant != self.tenant
-                or reply.status not in _HITS):
+        if (not self.flags or assembly.version is None or reply.prefix_hash != self.prefix_hash
+                or reply.tenant != self.tenant or reply.status not in _HITS):
             client.pushed_ignored += 1
             return
         idx = reply.chunk_idx
@@ -510,7 +511,6 @@ class _BlockRead:
         self.asked.discard(idx)
         self.served[idx] = ChunkReply(idx, _STATUSES[reply.status], cancelled.waited if cancelled else 0.0,
                                       cancelled.attempts if cancelled else 0, pushed=True)
-        self._learn_count(reply)
         if not assembly.complete:
             self.top_up()
 
