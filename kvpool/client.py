@@ -287,7 +287,7 @@ class KVPClient:
                 else:
                     assert isinstance(event, Pushed)
                     read.pushed(event)
-                if read.assembly.complete:
+                if read.stream is not None and read.assembly.complete:  # (without one, the window ends then)
                     window.clear()
                     window.wake_at = None
                     break
@@ -456,25 +456,28 @@ class _BlockRead:
         if self.stream is not None:
             self._top_up_streamed()
             return
-        window, todo = self.window, self.todo
+        window, todo, header = self.window, self.todo, self.client._header
         while len(window) < self.queued and (i := next(todo, None)) is not None:
-            self.ask(i)
+            window.submit(i, header(Opcode.GET, self.prefix_hash, i, self.chunks or 1, self.flags,
+                                    version=self.version, chunk_shift=self.shift))
 
     def answered(self, answer: Answer) -> None:
         """A reply to one of this read's GETs."""
-        if self.stream is not None:
+        stream = self.stream
+        if stream is not None:
             self.asked.discard(answer.tag)
         if not self.client._accept_chunk(self.window, self.assembly, answer, self.prefix_hash):
-            if self.stream is not None:
+            if stream is not None:
                 self.asked.add(answer.tag)  # damaged on the way: asked again
             return
         self.served[answer.tag] = ChunkReply(answer.tag, _STATUSES[answer.reply.status], answer.latency,
                                              answer.attempts)
-        self._learn_count(answer.reply)
+        if self.chunks is None:
+            self._learn_count(answer.reply)
         self.top_up()
 
     def _learn_count(self, reply: Header) -> None:
-        if self.chunks is None and self.assembly.count:  # the first chunk tells count and size
+        if self.assembly.count:  # the first chunk tells count and size
             self.chunks, self.shift = self.assembly.count, reply.chunk_shift
             self.todo = iter(range(1, self.chunks))
 
