@@ -389,3 +389,72 @@ def test_holes_are_due_when_old_or_far_behind_and_chunks_before_the_join_at_once
         s.pushed(idx, now=0.14)
     assert s.due(0.14, 0.1, missing, room=100) == [14], "more than lag behind the newest: due before its time"
     assert s.live(0.14 + 0.19, 0.1) and not s.live(0.14 + 0.2, 0.1)
+
+
+def test_pushes_that_resume_after_a_quiet_spell_stop_the_reader_asking_beyond_them_again():
+    n, k = 600, 20
+    data = block(n, seed=15)
+    node = stored(data)
+    client, path, clock = reader(node, window=4, initial_window=4)  # 2 chunks per ms on its own
+    schedule_pushes(path, clock, k, 100, n, start=RTT + 0.0001, every=0.0005)
+    # the origin stalls for 100 ms (the reader's RTO is 20 ms: it falls back), then goes on from chunk 400
+    schedule_pushes(path, clock, 400, n - 1, n, start=RTT + 0.0001 + 80 * 0.0005 + 0.1, every=0.0005)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+    assert set(range(k)) <= set(path.gets) and not set(range(k, 101)) & set(path.gets)
+    assert 101 in path.gets, "it fell back while the stream was quiet"
+    assert len([i for i in path.gets if i >= 400]) < 20, "once pushes came again it left them to the stream"
+    assert got.pushed > 81 + 150
+
+
+# ---- the window's part ---------------------------------------------------------------------------------------
+
+
+def test_the_window_never_gives_a_request_req_id_0_and_delivers_pushes_only_through_events():
+    from kvpool.rto import RtoBounds
+    from kvpool.window import PathState, Pushed, Window
+
+    node = stored(block(4, seed=16))
+    clock = SimClock()
+    path = StreamPath(node, clock)
+    ids = iter([0, 5, 0, 7, 9])
+    window = Window(path, lambda: next(ids), PathState.new(RtoBounds(0.05, 0.02, 1.0)), clock=clock)
+    first = window.submit(0, Header(Opcode.GET, prefix_hash=PH, chunk_idx=0, chunk_count=4))
+    second = window.submit(1, Header(Opcode.GET, prefix_hash=PH, chunk_idx=1, chunk_count=4))
+    assert (first.req_id, second.req_id) == (5, 7)
+    path.push(clock.now + 0.0005, 3, 4)
+    events = list(window.events())
+    assert [type(e).__name__ for e in events] == ["Pushed", "Answer", "Answer"]
+    assert isinstance(events[0], Pushed) and events[0].reply.chunk_idx == 3 and window.pushed == 1
+    assert window.strays == 0 and window.path.rto.samples == 2
+    window.submit(2, Header(Opcode.GET, prefix_hash=PH, chunk_idx=2, chunk_count=4))
+    path.push(clock.now + 0.0005, 3, 4)
+    assert [a.tag for a in window.answers()] == [2], "answers() leaves pushes to nobody: a stray"
+    assert window.strays == 1
+
+
+def test_cancel_withdraw_and_wake_at():
+    from kvpool.rto import RtoBounds
+    from kvpool.window import PathState, Window
+
+    node = stored(block(8, seed=17))
+    clock = SimClock()
+    path = StreamPath(node, clock)
+    ids = iter(range(1, 100))
+    window = Window(path, lambda: next(ids), PathState.new(RtoBounds(0.05, 0.02, 1.0), adaptive=False), cap=2,
+                    clock=clock)
+    for i in range(6):
+        window.submit(i, Header(Opcode.GET, prefix_hash=PH, chunk_idx=i, chunk_count=8))
+    assert window.withdraw(lambda i: i >= 4) == [4, 5] and window.waiting() == {0, 1, 2, 3}
+    events = window.events()
+    first = next(events)  # 0 and 1 went out (cap 2); chunk 0 answered
+    assert first.tag == 0 and path.gets == [0, 1]
+    gone = window.cancel(1)
+    assert gone is not None and gone.attempts == 1 and window.cancel(3) is not None and window.cancel(3) is None
+    window.wake_at = clock.now + 1.0
+    rest = list(events)
+    assert [getattr(e, "tag", None) for e in rest] == [2, None], "2 answered, then the wake-up; 3 never sent"
+    assert path.gets == [0, 1, 2] and clock.now >= window.path.rto.rto
+    assert window.strays == 1, "the cancelled request's late reply"
