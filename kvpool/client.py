@@ -120,6 +120,11 @@ class ClientOptions:
     """Set F_STREAM on the GETs of a read of more than one chunk (or of unknown count) and take the chunks a
     switch pushes from the block's stream (docs/protocol.md, *Pushed chunks*); False: never (pushed copies are
     ignored)."""
+    late_patch: bool = False
+    """With a stream: ask for the chunks missed before joining only once the stream ends, instead of at once.
+    Every reader that joined late then asks for its missed chunks at about the same moment, so they travel as
+    the next stream (shared) instead of once per reader, for a later finish (docs/protocol.md, *Pushed
+    chunks*)."""
 
     def __post_init__(self) -> None:
         if self.give_up <= 0 or self.initial_window < 1 or not 0 < self.min_rto <= self.max_rto:
@@ -214,6 +219,11 @@ class KVPClient:
         """Pushed chunks a read already had (ignored)."""
         self.pushed_ignored = 0
         """Pushed copies refused: of another block, version, count or chunk size, or damaged (fetched later)."""
+        self.stream_quiet = 0
+        """Times a read's stream went quiet (no push for `kvpool.stream.StreamPatience.quiet_rtos` RTOs) and the
+        read asked for everything left."""
+        self.stream_holes = 0
+        """Chunks a read asked for because the stream skipped them (a push lost or late), joins not counted."""
 
     def close(self) -> None:
         self.transport.close()
@@ -518,11 +528,13 @@ class _BlockRead:
             self.top_up()
 
     def _join(self, idx: int, now: float) -> None:
-        """The first push: from now on the stream says what to ask for; queued GETs beyond it are taken back."""
+        """The first push: from now on the stream says what to ask for; queued GETs beyond it are taken back
+        (with `late_patch`, all of them: those below it wait for the stream's end)."""
         options = self.client.options
         self.stream = StreamPosition(idx, now, StreamPatience(lag=2 * options.window))
         self.asked = self.window.waiting()
-        self.asked.difference_update(self.window.withdraw(lambda i: i > idx))
+        late = options.late_patch
+        self.asked.difference_update(self.window.withdraw(lambda i: late or i > idx))
 
     def _top_up_streamed(self) -> None:
         stream, window = self.stream, self.window
@@ -539,14 +551,16 @@ class _BlockRead:
             if self.rest is not None:  # pushes came again after a quiet spell: stop asking beyond them
                 self.rest = None
                 asked.difference_update(window.withdraw(lambda i: i > stream.newest))
-            for i in stream.due(now, rto, missing, room):
+            for i in stream.due(now, rto, missing, room, not self.client.options.late_patch):
                 self.ask(i)
                 asked.add(i)
+                self.client.stream_holes += i > stream.first
             wake, hole_due = stream.quiet_at(rto), stream.next_due(rto)
             window.wake_at = hole_due if hole_due is not None and now < hole_due < wake else wake
             return
         window.wake_at = None  # the stream ended: everything left, in order, as without one
         if self.rest is None:
+            self.client.stream_quiet += 1
             self.rest = iter(range(self.chunks or 1))
         rest = self.rest
         while room > 0 and (left := next(rest, None)) is not None:

@@ -81,11 +81,12 @@ class StreamPosition:
         """Pushes keep coming: one came within `quiet_rtos` RTOs."""
         return now - self.last_push_at < self.patience.quiet_rtos * rto
 
-    def due(self, now: float, rto: float, missing: Callable[[int], bool], room: int) -> list[int]:
-        """Up to `room` chunks to ask for now, lowest first, each handed out once: those before the join, then
-        the holes that are old or far enough behind H. `missing(i)`: the reader neither has chunk i nor asked."""
+    def due(self, now: float, rto: float, missing: Callable[[int], bool], room: int, before: bool = True) -> list[int]:
+        """Up to `room` chunks to ask for now, lowest first, each handed out once: those before the join (unless
+        not `before`), then the holes that are old or far enough behind H. `missing(i)`: the reader neither has
+        chunk i nor asked."""
         out: list[int] = []
-        while self._before < self.first and len(out) < room:
+        while before and self._before < self.first and len(out) < room:
             i = self._before
             self._before += 1
             if missing(i):

@@ -458,3 +458,30 @@ def test_cancel_withdraw_and_wake_at():
     assert [getattr(e, "tag", None) for e in rest] == [2, None], "2 answered, then the wake-up; 3 never sent"
     assert path.gets == [0, 1, 2] and clock.now >= window.path.rto.rto
     assert window.strays == 1, "the cancelled request's late reply"
+
+
+def test_with_late_patch_the_missed_chunks_are_asked_for_only_once_the_stream_ended():
+    n, k = 200, 120
+    data = block(n, seed=18)
+    node = stored(data)
+    client, path, clock = reader(node, late_patch=True)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    last_push = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005
+    asked_at: list[float] = []
+    send = path.send
+
+    def timed_send(data: bytes) -> None:
+        asked_at.append(clock.now)
+        send(data)
+
+    path.send = timed_send  # type: ignore[method-assign]
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.pushed == n - k
+    assert sorted(path.gets) == list(range(k)), "the same chunks as at once, no more"
+    first_push = last_push - (n - 1 - k) * 0.0005
+    before = [i for t, i in zip(asked_at, path.gets, strict=True) if t < first_push]
+    after = [t for t in asked_at if t >= first_push]
+    assert len(before) < 40, "without a push, the read went on in order"
+    assert after and min(after) > last_push, "once it joined, it waited for the stream's end to patch"
+    assert client.stream_quiet == 1

@@ -51,8 +51,8 @@ def stream_join_missing() -> str | None:
     return None
 
 
-def block_bytes(seed: int) -> bytes:
-    return random.Random(seed).randbytes(BLOCK)
+def block_bytes(seed: int, size: int = BLOCK) -> bytes:
+    return random.Random(seed).randbytes(size)
 
 
 # ---- the agent, run inside a namespace ------------------------------------------------------------------------
@@ -67,15 +67,19 @@ def _agent(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--readers", type=int, default=READERS)
     parser.add_argument("--gap", type=float, default=GAP_S)
+    parser.add_argument("--size", type=int, default=BLOCK)
+    parser.add_argument("--late-patch", action="store_true", help="ClientOptions.late_patch")
+    parser.add_argument("--no-stream", action="store_true", help="ClientOptions.stream off")
     args = parser.parse_args(argv)
-    options = ClientOptions(server=(args.server, 7420))  # the defaults, nothing tuned
+    options = ClientOptions(server=(args.server, 7420), late_patch=args.late_patch,  # else the defaults
+                            stream=not args.no_stream)
     if args.what == "write":
         with KVPClient(options) as client:
-            client.put_block(args.ph, block_bytes(args.seed), version=1, chunk_size=CHUNK)
+            client.put_block(args.ph, block_bytes(args.seed, args.size), version=1, chunk_size=CHUNK)
         print(json.dumps({"ok": True}))
     elif args.what == "stat":
         with KVPClient(options) as client:
-            print(json.dumps({"gets": sum(client.stat(args.ph, i) for i in range(BLOCK // CHUNK))}))
+            print(json.dumps({"gets": sum(client.stat(args.ph, i) for i in range(args.size // CHUNK))}))
     else:
         print(json.dumps(_readers(options, args)))
 
@@ -86,7 +90,7 @@ def _readers(options: Any, args: argparse.Namespace) -> list[dict]:
 
     from kvpool.client import KVPClient
 
-    digest = hashlib.sha256(block_bytes(args.seed)).hexdigest()
+    digest = hashlib.sha256(block_bytes(args.seed, args.size)).hexdigest()
     ctx = mp.get_context("fork")
     results = ctx.Queue()
     start_at = time.monotonic() + 0.5 + 0.05 * args.readers
@@ -105,7 +109,7 @@ def _readers(options: Any, args: argparse.Namespace) -> list[dict]:
             except Exception as exc:  # a reader's failure is a result to report
                 out["error"] = f"reader {i}: {exc}"
             out.update(sent=client.sent, resent=client.resent, duplicates=client.pushed_duplicates,
-                       ignored=client.pushed_ignored)
+                       ignored=client.pushed_ignored, quiet=client.stream_quiet, holes=client.stream_holes)
         results.put(out)
 
     procs = [ctx.Process(target=read, args=(i,), daemon=True) for i in range(args.readers)]
