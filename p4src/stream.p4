@@ -392,8 +392,12 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         } else if (hdr.kvp.isValid()) {
             stream_config.apply();
             kvp_opcode_t op = hdr.kvp.opcode;
+            /* a packet on its way (a multicast copy too: coalescing's copy */
+            /* of a reply for a waiter that is an origin is that origin's   */
+            /* reply), not coalescing's carry copy (recirculated, not sent) */
             bool routed = itype == PKT_INSTANCE_TYPE_NORMAL
-                || (itype == PKT_INSTANCE_TYPE_REPLICATION && std_meta.egress_rid == 0);
+                || (itype == PKT_INSTANCE_TYPE_REPLICATION
+                    && std_meta.egress_rid != COALESCE_CARRY_RID);
             bool write = op == kvp_opcode_t.PUT || op == kvp_opcode_t.INVALIDATE
                 || (op == kvp_opcode_t.PUT_ACK && hdr.kvp.status == kvp_status_t.OK);
             bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;

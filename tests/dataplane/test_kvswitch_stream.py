@@ -26,6 +26,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller.coalescing import CoalescingOptions, group_layouts
 from controller.streaming import (
     CONFIG_ACTION,
     CONFIG_TABLE,
@@ -478,3 +479,38 @@ def test_a_forged_get_only_brings_pushes_to_its_own_port(sn: StreamNet) -> None:
     assert len(to_storage(sn.get(C, 0, 3))) == 1
     assert sn.event("JOINED") == 1
     assert_pushed(sn.reply(A, 1, 1), A, 1, [forged], chunk=1)
+
+
+def test_an_origin_parked_by_coalescing_still_feeds_its_stream(sn: StreamNet) -> None:
+    """With coalescing on too: a subscriber's own GET of a chunk opens a coalescing entry and the origin's GET of
+    that chunk, within the round trip, is parked on it. The origin's copy of the reply (a multicast copy for a
+    waiter) is the origin's reply: it is pushed to every subscriber (the one whose GET it answers gets a
+    duplicate, which its client drops)."""
+    options = CoalescingOptions(timeout_us=LONG_IDLE_US, epoch=sn.epoch, mcast_group=7)
+    for group, layout in group_layouts(options, PORTS).items():
+        sn.target.mcast_group_set(group, [Replica(p, rid) for p, rid in layout])
+    sn.target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
+                                options.config_params())
+    sn.configure()
+    assert len(to_storage(sn.get(A, 0, 1))) == 1
+    assert len(to_storage(sn.get(D, 2, 30))) == 1  # D joins (its GET of chunk 0 would be parked on A's: no join)
+    assert len(to_storage(sn.get(C, 1, 20))) == 1  # C joins, and its GET of chunk 1 opens a coalescing entry
+    assert sn.get(A, 1, 2) == []  # A's GET of chunk 1 is parked on C's
+    out = sn.reply(C, 1, 20)
+    mine, rest = split(out, A)
+    assert [(p, f[KVP].req_id, f[KVP].chunk_idx) for p, f in mine] == [(A.port, 2, 1)]
+    pushed = sorted((p, f[UDP].dport) for p, f in rest if f[KVP].flags & Flag.PUSHED)
+    assert pushed == sorted([(C.port, C.udp_port), (D.port, D.udp_port)])
+    assert [(p, f[KVP].req_id) for p, f in rest if not f[KVP].flags & Flag.PUSHED] == [(C.port, 20)]
+
+
+def test_f_pushed_is_cleared_on_a_malformed_message_too(sn: StreamNet) -> None:
+    """A host's KVP message the switch forwards as plain UDP (here a chunk size out of range) loses F_PUSHED as
+    well: no reader can take a host's message for a switch's push."""
+    kvp = KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=BLOCK.tenant, prefix_hash=BLOCK.prefix_hash,
+              chunk_count=CHUNKS, chunk_shift=3, flags=Flag.PUSHED)
+    frame = (Ether(dst=SWITCH_MAC, src=A.mac) / IP(src=A.ip, dst=D.ip)
+             / UDP(sport=KVP_UDP_PORT, dport=D.udp_port) / kvp)
+    out = sn.target.process(A.port, bytes(frame))
+    assert [p for p, _ in out] == [D.port]
+    assert not Ether(out[0][1])[KVP].flags & Flag.PUSHED
