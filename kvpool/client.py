@@ -445,7 +445,7 @@ class _BlockRead:
         self.served: dict[int, ChunkReply] = {}
         self.queued = 2 * client.options.window
         """Requests queued or outstanding at most: two windows, so a block of 2^18 chunks is never queued whole."""
-        self.flags = Flag.STREAM if client.options.stream and chunks != 1 else 0
+        self.flags = int(Flag.STREAM) if client.options.stream and chunks != 1 else 0  # an int: no enum per GET
         self.shift = KVP_SLOT_SHIFT  # the responders answer with the block's own chunk size whatever a GET says
         self.todo: Iterator[int] = iter(range(chunks or 1))
         """The chunks still to ask for, in order (without a stream)."""
