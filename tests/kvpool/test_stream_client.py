@@ -485,3 +485,31 @@ def test_with_late_patch_the_missed_chunks_are_asked_for_only_once_the_stream_en
     assert len(before) < 40, "without a push, the read went on in order"
     assert after and min(after) > last_push, "once it joined, it waited for the stream's end to patch"
     assert client.stream_quiet == 1
+
+
+def test_taken_pushes_keep_a_read_from_the_silence_bound_duplicates_do_not():
+    from kvpool.errors import KVPTimeout
+
+    n, k = 100, 50
+    data = block(n, seed=19)
+    node = stored(data)
+    replies: list[bytes] = []
+
+    def only_the_first_reply(datagram, direction):
+        """The reader's own GETs are answered once (chunk 0: the version), then never again."""
+        if direction != "in" or Header.unpack(datagram).req_id == 0:
+            return False
+        replies.append(datagram)
+        return len(replies) > 1
+
+    client, path, clock = reader(node, drop=only_the_first_reply, give_up=1.0, initial_window=1)
+    started = clock.now
+    # one push every 60 ms for 3 s (three times give_up), then the same chunks again as duplicates for 3 s
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.06)
+    last_new = started + RTT + 0.0001 + (n - 1 - k) * 0.06
+    schedule_pushes(path, clock, k, n - 1, n, start=last_new - started + 0.06, every=0.06)
+    with client, pytest.raises(KVPTimeout, match="1s of silence"):
+        client.get_block(PH, n)
+    assert client.pushed == n - k and client.pushed_duplicates > 0
+    assert last_new + 1.0 <= clock.now < last_new + 1.1, \
+        "it failed give_up after the last new chunk, neither earlier (pushes were progress) nor later (duplicates)"
