@@ -1,6 +1,6 @@
 """The KVP client an inference node uses: whole blocks over plain UDP, chunked, checked, windowed, retried.
 
-    python -m kvpool.client [--server HOST[:PORT]] [--tenant T] get   PREFIX_HASH [--out FILE]
+    python -m kvpool.client [--server HOST[:PORT]] [--tenant T] [--no-stream] get PREFIX_HASH [--out FILE]
     python -m kvpool.client ... put    PREFIX_HASH --version V (--file F | --data TEXT)
     python -m kvpool.client ... insert PREFIX_HASH [--chunk I] [--depth D] [--tokens N] [--pin]
     python -m kvpool.client ... lookup PREFIX_HASH [--chunk I]
