@@ -122,9 +122,9 @@ class ClientOptions:
     ignored)."""
     late_patch: bool = False
     """With a stream: ask for the chunks missed before joining only once the stream ends, instead of at once.
-    Every reader that joined late then asks for its missed chunks at about the same moment, so they travel as
-    the next stream (shared) instead of once per reader, for a later finish (docs/protocol.md, *Pushed
-    chunks*)."""
+    The readers that joined late then ask at about the same moment and share part of their patches as the next
+    stream: a little less for the storage node, a later finish for the readers (measured in docs/protocol.md,
+    *Pushed chunks*; off by default)."""
 
     def __post_init__(self) -> None:
         if self.give_up <= 0 or self.initial_window < 1 or not 0 < self.min_rto <= self.max_rto:
