@@ -536,6 +536,14 @@ class _BlockRead:
         late = options.late_patch
         self.asked.difference_update(self.window.withdraw(lambda i: late or i > idx))
 
+    def _stream_brings_soon(self, newest: int, lag: int) -> bool:
+        """Whether a chunk this read misses is among the `lag` above the newest pushed one: the stream will bring
+        it soon. Not so when the stream is behind the read (it opened after this read had got further, say when
+        a read joins a newer reader's stream): waiting for it would cost the read the newer reader's head
+        start."""
+        has = self.assembly.has
+        return any(not has(i) for i in range(newest + 1, min(newest + 1 + lag, self.chunks or 1)))
+
     def _top_up_streamed(self) -> None:
         stream, window = self.stream, self.window
         assert stream is not None
@@ -547,7 +555,8 @@ class _BlockRead:
         def missing(i: int) -> bool:
             return not has(i) and i not in asked
 
-        if stream.live(now, rto):
+        live = stream.live(now, rto)
+        if live and self._stream_brings_soon(stream.newest, stream.patience.lag):
             if self.rest is not None:  # pushes came again after a quiet spell: stop asking beyond them
                 self.rest = None
                 asked.difference_update(window.withdraw(lambda i: i > stream.newest))
@@ -558,9 +567,11 @@ class _BlockRead:
             wake, hole_due = stream.quiet_at(rto), stream.next_due(rto)
             window.wake_at = hole_due if hole_due is not None and now < hole_due < wake else wake
             return
-        window.wake_at = None  # the stream ended: everything left, in order, as without one
+        # the stream ended, or it is behind this read (it brings nothing missing within `lag` chunks above H: a
+        # stream that opened after this read had got further): everything left, in order, as without one
+        window.wake_at = stream.quiet_at(rto) if live else None
         if self.rest is None:
-            self.client.stream_quiet += 1
+            self.client.stream_quiet += not live
             self.rest = iter(range(self.chunks or 1))
         rest = self.rest
         while room > 0 and (left := next(rest, None)) is not None:

@@ -483,8 +483,8 @@ def test_with_late_patch_the_missed_chunks_are_asked_for_only_once_the_stream_en
     before = [i for t, i in zip(asked_at, path.gets, strict=True) if t < first_push]
     after = [t for t in asked_at if t >= first_push]
     assert len(before) < 40, "without a push, the read went on in order"
-    assert after and min(after) > last_push, "once it joined, it waited for the stream's end to patch"
-    assert client.stream_quiet == 1
+    assert after and min(after) >= last_push, "once it joined, it waited for the stream's end to patch"
+    assert client.stream_quiet == 0, "the last chunk's push ends the wait: nothing more can come"
 
 
 def test_taken_pushes_keep_a_read_from_the_silence_bound_duplicates_do_not():
@@ -513,3 +513,22 @@ def test_taken_pushes_keep_a_read_from_the_silence_bound_duplicates_do_not():
     assert client.pushed == n - k and client.pushed_duplicates > 0
     assert last_new + 1.0 <= clock.now < last_new + 1.1, \
         "it failed give_up after the last new chunk, neither earlier (pushes were progress) nor later (duplicates)"
+
+
+def test_a_stream_behind_the_read_does_not_hold_it_back():
+    """The stream stalls, the read falls back and gets ahead of it; when pushes come again they bring only
+    chunks the read has: it goes on at its own pace instead of waiting for the stream to catch up."""
+    n, k = 600, 20
+    data = block(n, seed=20)
+    node = stored(data)
+    client, path, clock = reader(node, window=4, initial_window=4)  # 2 chunks per ms on its own
+    started = clock.now
+    schedule_pushes(path, clock, k, 100, n, start=RTT + 0.0001, every=0.0005)
+    # 150 ms of silence, then the stream goes on from where it stopped, at one chunk per 2 ms (1 s to the end)
+    schedule_pushes(path, clock, 101, n - 1, n, start=RTT + 0.0001 + 80 * 0.0005 + 0.15, every=0.002)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+    assert clock.now - started < 0.5, "at its own pace, not the stream's second"
+    assert client.stream_quiet == 1 and client.pushed_duplicates > 0
