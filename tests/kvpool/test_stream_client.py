@@ -2,8 +2,10 @@
 
 `StreamPath` plays the switch and the storage node for one reader: its GETs reach a real in-process
 `StorageNode` and come back a round trip later, and the test schedules pushed copies (F_PUSHED, req_id 0) of the
-node's replies to the stream's origin, as a switch sends them to a subscriber. Time is simulated (it moves only
-while the reader waits for something), so no verdict depends on how busy the machine is.
+node's replies to the stream's origin, as a switch sends them to a subscriber. `SwitchedPath` (the last test, slow)
+puts the real kvswitch program (in-process softswitch, the stream join on) between the reader, a scripted origin
+and the node. Time is simulated (it moves only while the reader waits for something), so no verdict depends on how
+busy the machine is.
 """
 
 from __future__ import annotations
@@ -532,3 +534,163 @@ def test_a_stream_behind_the_read_does_not_hold_it_back():
     assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
     assert clock.now - started < 0.5, "at its own pace, not the stream's second"
     assert client.stream_quiet == 1 and client.pushed_duplicates > 0
+
+
+# ---- through the kvswitch program ----------------------------------------------------------------------------
+
+
+def _ipv4_frame(src_mac: str, dst_mac: str, src: tuple[str, int], dst: tuple[str, int], payload: bytes) -> bytes:
+    """Ethernet / IPv4 (checksummed) / UDP (checksum 0) around a KVP message."""
+    import socket
+    import struct
+
+    def mac(text: str) -> bytes:
+        return bytes(int(b, 16) for b in text.split(":"))
+
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(payload), 0, 0, 64, 17, 0,
+                         socket.inet_aton(src[0]), socket.inet_aton(dst[0]))
+    total = sum(struct.unpack("!10H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    header = header[:10] + struct.pack("!H", ~total & 0xFFFF) + header[12:]
+    udp = struct.pack("!HHHH", src[1], dst[1], 8 + len(payload), 0)
+    return mac(dst_mac) + mac(src_mac) + b"\x08\x00" + header + udp + payload
+
+
+def _udp_of(frame: bytes) -> tuple[tuple[str, int], tuple[str, int], bytes]:
+    """(source, destination, payload) of an Ethernet / IPv4 / UDP frame."""
+    import socket
+    import struct
+
+    ihl = (frame[14] & 0x0F) * 4
+    ip = frame[14:14 + ihl]
+    sport, dport, length, _ = struct.unpack("!HHHH", frame[14 + ihl:22 + ihl])
+    payload = frame[22 + ihl:14 + ihl + length]
+    return (socket.inet_ntoa(ip[12:16]), sport), (socket.inet_ntoa(ip[16:20]), dport), payload
+
+
+class SwitchedPath:
+    """A reader behind port 1 of the in-process kvswitch program with the stream join on, the storage node (a
+    real `StorageNode`) behind port 2, and an origin reader (scripted GETs) behind port 1 too, all on one
+    simulated clock: each datagram crosses the program, the node answers at once, frames reach the readers `RTT`
+    later. A `Transport` for the reader's `KVPClient`."""
+
+    peer = "kvswitch program"
+
+    def __init__(self, target, node: StorageNode, clock: SimClock, reader_port: int, origin_port: int) -> None:
+        from kvtesting.kvnet import CLIENT_IP, STORAGE_IP
+
+        self.target, self.node, self.clock = target, node, clock
+        self.reader = (CLIENT_IP, reader_port)
+        self.origin = (CLIENT_IP, origin_port)
+        self.storage = (STORAGE_IP, 7420)
+        self.due: list[tuple[float, int, bytes | tuple[int, int]]] = []
+        self.seq = 0
+        self.node_gets: list[tuple[int, int]] = []
+        """(UDP port of the reader, chunk) of every GET the storage node received."""
+
+    def _at(self, t: float, what) -> None:
+        self.seq += 1
+        heapq.heappush(self.due, (t, self.seq, what))
+
+    def origin_get(self, at: float, idx: int, chunks: int, ph: int) -> None:
+        self._at(at, (idx, chunks, ph))
+
+    def _cross(self, port: int, frame: bytes) -> None:
+        """`frame` into the program at `port`; what leaves towards the node is answered, what leaves towards
+        port 1 is delivered (to the reader) after RTT."""
+        from kvtesting.kvnet import STORAGE_MAC, SWITCH_MAC
+
+        for out_port, out in self.target.process(port, frame):
+            src, dst, payload = _udp_of(out)
+            if out_port == 2:
+                h = Header.unpack(payload)
+                if h.opcode == Opcode.GET:
+                    self.node_gets.append((src[1], h.chunk_idx))
+                for reply in self.node.receive(payload, src):
+                    self._cross(2, _ipv4_frame(STORAGE_MAC, SWITCH_MAC, self.storage, reply.to, b"".join(reply.parts)))
+            elif out_port == 1 and dst == self.reader:
+                self._at(self.clock.now + RTT, payload)
+
+    def send(self, data: bytes) -> None:
+        from kvtesting.kvnet import CLIENT_MAC, SWITCH_MAC
+
+        self._cross(1, _ipv4_frame(CLIENT_MAC, SWITCH_MAC, self.reader, self.storage, data))
+
+    def recv(self, timeout: float) -> bytes | None:
+        from kvtesting.kvnet import CLIENT_MAC, SWITCH_MAC
+
+        while self.due and self.due[0][0] <= self.clock.now + timeout:
+            when, _, what = heapq.heappop(self.due)
+            self.clock.now = max(self.clock.now, when)
+            if isinstance(what, bytes):
+                return what
+            idx, chunks, ph = what
+            get = encode(Header(Opcode.GET, flags=Flag.STREAM, req_id=1000 + idx, prefix_hash=ph, chunk_idx=idx,
+                                chunk_count=chunks, chunk_shift=10))
+            self._cross(1, _ipv4_frame(CLIENT_MAC, SWITCH_MAC, self.origin, self.storage, get))
+        self.clock.now += max(timeout, 0.0) + 1e-9
+        return None
+
+    def close(self) -> None:
+        self.due.clear()
+
+
+@pytest.fixture(scope="module")
+def kvswitch_program():
+    from kvtesting.kvnet import P4_MAIN
+
+    if not (P4_MAIN.parent / "stream.p4").is_file():
+        pytest.skip("the program has no stream join (p4src/stream.p4 is missing)")
+    from softswitch.frontend import load_program
+
+    return load_program(str(P4_MAIN))
+
+
+def streaming_switch(program):
+    """The in-process switch with routes, port roles and the stream join as the controller installs them."""
+    from controller.streaming import (
+        CONFIG_ACTION,
+        CONFIG_TABLE,
+        STORAGE_PORT_ACTION,
+        STORAGE_PORT_KEY,
+        STORAGE_PORT_TABLE,
+        StreamingOptions,
+        session_of,
+    )
+    from kvtesting.kvnet import CPU_PORT, KvNet
+    from softswitch.runtime import SoftSwitch
+    from softswitch.target import Exact, Replica, TableEntry
+
+    target = SoftSwitch.load(program, cpu_port=CPU_PORT)
+    enums = {name: {m: program.type(name).value_of(m) for m in program.type(name).members}
+             for name in ("port_role_t", "kvp_event_t", "stream_event_t")}
+    net = KvNet(target, enums)
+    net.install_routes()
+    net.set_port_roles()
+    for port in (1, 2, 3, 4):
+        target.clone_session_set(session_of(port), [Replica(port)])
+    target.table_insert(TableEntry(STORAGE_PORT_TABLE, {STORAGE_PORT_KEY: Exact(2)}, STORAGE_PORT_ACTION, {}))
+    target.table_set_default(CONFIG_TABLE, CONFIG_ACTION, StreamingOptions(idle_us=30_000_000).config_params())
+    return target
+
+
+@pytest.mark.slow  # loading the program takes seconds; the read itself runs on the simulated clock
+def test_a_reader_joins_a_stream_of_the_kvswitch_program_and_the_node_serves_the_block_about_once(kvswitch_program):
+    n, k = 64, 24
+    data = random.Random(21).randbytes(n * CHUNK)
+    node = stored(data)
+    clock = SimClock()
+    path = SwitchedPath(streaming_switch(kvswitch_program), node, clock, reader_port=40002, origin_port=40001)
+    for idx in range(n):  # the origin asks a chunk per ms; the reader starts when it is at chunk k
+        path.origin_get(clock.now - k * 0.001 + idx * 0.001, idx, n, PH)
+    path.recv(0.0)  # the origin's first k GETs, before the reader starts
+    with KVPClient(ClientOptions(timeout=0.05), path, clock=clock) as client:
+        got = client.get_block(PH, None)
+    assert got.data == data
+    origin_gets = [c for port, c in path.node_gets if port == 40001]
+    reader_gets = sorted(c for port, c in path.node_gets if port == 40002)
+    assert origin_gets == list(range(n))
+    assert got.pushed >= n - k - 8, "the pushes from the first reply on"
+    assert reader_gets == sorted({c for c in range(n) if not got.chunks[c].pushed}), "the rest, each once"
+    assert len(path.node_gets) < n + k + 8, "the node served the block once plus what the reader missed"
