@@ -6,8 +6,10 @@ running kvswitch.p4 between them), with the stream join configured as the contro
 so it is cold everywhere); then 4 reader processes with the client's default options, started 50 ms apart in the
 client's namespace, read it and check its SHA-256. Coalescing stays off: readers 50 ms apart are ten round trips
 apart, and what relieves the storage node is the stream alone. The node's GETs for the block (the sum of its
-STAT counts over the block's chunks) must stay under 1.5 blocks' worth for the 4 reads (4 blocks' worth without
-the stream).
+STAT counts over the block's chunks) are one block plus each late reader's missed prefix: 1.2 to 1.45 blocks
+measured for the 4 reads (4.0 without the stream), asserted under 2 (how far the first reader got in 150 ms
+depends on the machine's load); every reader that overlapped the first took pushes, and one whose stream never
+went quiet asked for hardly any chunk that also came pushed.
 
 This module is also its own agent inside the namespaces: `python -m tests.kvpool.test_stream_veth write|read|stat`.
 """
@@ -154,8 +156,8 @@ def test_four_readers_started_50_ms_apart_share_one_stream_of_a_cold_4_mib_block
     readers = agent(bed, "client", "read", "--ph", str(ph), "--seed", str(seed), "--readers", str(READERS),
                     "--gap", str(GAP_S))
     gets = agent(bed, "storage", "stat", "--ph", str(ph))["gets"]
-    summary = [{k: r.get(k) for k in ("i", "started", "time", "joined_at", "pushed", "sent", "resent", "error")}
-               for r in readers]
+    summary = [{k: r.get(k) for k in ("i", "started", "time", "joined_at", "pushed", "sent", "resent", "quiet",
+                                      "error")} for r in readers]
     print(f"storage GETs {gets} for {READERS} reads of {chunks} chunks ({gets / chunks:.2f} blocks): {summary}")
     assert all(r["verified"] for r in readers), summary
     first = min(readers, key=lambda r: r["started"])
@@ -163,9 +165,10 @@ def test_four_readers_started_50_ms_apart_share_one_stream_of_a_cold_4_mib_block
         if r is first or r["started"] + 0.2 * first["time"] > first["started"] + first["time"]:
             continue  # started too close to the first reader's end to be sure to join its stream
         assert r["pushed"] > 0, f"reader {r['i']} started while the first one read, yet took no push: {summary}"
-        # a subscriber asks for the chunks the origin had passed when it joined, and little else (holes, the
-        # chunks before its own first reply came, the tail when the stream ends before it has everything)
-        assert r["sent"] <= r["joined_at"] + 0.05 * chunks + 64, summary
+        if r["quiet"] == 0:  # (a stream that went quiet, the origin stalled, leaves the reader to ask freely)
+            wasted = r["sent"] - r["resent"] - (chunks - r["pushed"])
+            assert wasted <= 2 * 32 + 8, f"GETs for chunks that came pushed: at most the two windows queued at " \
+                                         f"the join: {summary}"
     # four independent reads cost 4 blocks; the patches (each subscriber's missed chunks) are what remains
     assert gets < 2 * chunks, f"{gets} GETs for {READERS} reads of {chunks} chunks: {summary}"
 
