@@ -31,6 +31,8 @@ from controller.state import StateStore
 from controller.steering import BUCKET_TABLE, Steering, SteeringOptions, stat_probe
 from controller.storage import StorageClientOptions, UdpStorageNode
 from controller.storagework import StorageWorker
+from controller.streaming import CONFIG_TABLE as STREAM_CONFIG_TABLE
+from controller.streaming import StreamingOptions, configure_streaming
 from controller.tiers import TierMap, TierMover
 from kvpool.client import parse_address
 from kvpool.keys import ChunkKey
@@ -86,6 +88,9 @@ class ServeOptions:
     and counted (a demotion not made leaves the chunk where the storage node keeps it)."""
     coalesce_timeout_us: int = 200_000
     """Lifetime of a coalesced GET in the data plane (0 = coalescing off); below the clients' retry timeout."""
+    stream_idle_us: int = 500_000
+    """Idle lifetime of a stream (docs/dataplane.md, "Stream join"; 0 = streams off). Streams are on only with
+    coalescing; about the clients' retry timeout, after which a subscriber GETs what was not pushed."""
     steering: SteeringOptions | None = None
     """One pool address over several storage nodes (controller/steering.py); None: no pool."""
 
@@ -244,6 +249,12 @@ class Controller:
                                     enabled=self.options.coalesce_timeout_us > 0)
         configure_coalescing(self.switch, options, ports)
         log.info("request coalescing %s on ports %s", "on" if options.enabled else "off", ports)
+        if self.p4info.has_table(STREAM_CONFIG_TABLE):
+            streams = StreamingOptions(idle_us=self.options.stream_idle_us or 1, epoch=self.epoch,
+                                       enabled=options.enabled and self.options.stream_idle_us > 0)
+            configure_streaming(self.switch, streams, ports, self.plan.storage_ports())
+            log.info("stream join %s (storage ports %s)", "on" if streams.enabled else "off",
+                     self.plan.storage_ports())
 
     def _new_epoch(self) -> None:
         self.epoch = (self.epoch + 1) & 0xFFFFFFFF or 1

@@ -6,7 +6,8 @@
  *
  * Reads: the headers, kvp_ok (Validate), the sender's role (PortRole).
  * Writes: request_t; a host's reply leaves marked F_BYPASS (no switch on
- * its way may store it or be bounded by it), counted REPLY_FROM_HOST.
+ * its way may store it or be bounded by it), counted REPLY_FROM_HOST;
+ * F_PUSHED from anything but a FABRIC port is cleared (stream.p4).
  */
 
 control Classify(inout headers_t hdr, in bool kvp_ok, in port_role_t sender,
@@ -36,6 +37,13 @@ control Classify(inout headers_t hdr, in bool kvp_ok, in port_role_t sender,
             drops.count((bit<32>)(bit<8>)drop_reason_t.REPLY_FROM_HOST);
         }
 
+        if (hdr.kvp.isValid() && sender != port_role_t.FABRIC
+            && (hdr.kvp.flags & F_PUSHED) != 0) {
+            /* only a switch pushes (stream.p4): a host's or a storage */
+            /* node's F_PUSHED is cleared, well-formed or not           */
+            hdr.kvp.flags = hdr.kvp.flags & ~F_PUSHED;
+            hdr.udp.checksum = 0;
+        }
         bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
         /* a slot holds one slot-sized chunk: a larger one is malformed */
         req.slot_write = req.from_cpu && kvp_ok

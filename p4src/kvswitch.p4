@@ -145,11 +145,11 @@ control MyIngress(inout headers_t hdr,
             /* the write: nobody may join it any more (coalesce.p4)       */
             coalesce.apply(hdr, std_meta, coalesce_op_t.INVALIDATE, meta.coal);
             count_event(kvp_event_t.FABRIC_INVALIDATE);
-            if (hdr.kvp.aux > 0) {
-                meta.clone_ingress_port = std_meta.ingress_port;
-                clone_preserving_field_list(CloneType.I2E,
-                    FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
-            }
+            /* relayed while aux > 0; cloned always, so egress's stream */
+            /* join sees it (egress drops the copies of an aux-0 one)    */
+            meta.clone_ingress_port = std_meta.ingress_port;
+            clone_preserving_field_list(CloneType.I2E,
+                FABRIC_INVALIDATE_SESSION, FABRIC_CLONE_FIELDS);
             mark_to_drop(std_meta);
         } else {
             meta.forward = true;

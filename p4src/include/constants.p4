@@ -339,6 +339,71 @@ enum bit<8> coalesce_event_t {
 }
 
 /* ==================================================================== *
+ *  Stream join (stream.p4; docs/dataplane.md, "Stream join")           *
+ * ==================================================================== */
+
+/* Streams = 1 << STREAM_INDEX_WIDTH (1,024), direct-mapped by a salted */
+/* crc32 of the block (tenant, prefix_hash): one stream per block.      */
+#define STREAM_INDEX_WIDTH 10
+const bit<32> STREAM_ENTRIES = 32w1 << STREAM_INDEX_WIDTH;
+const bit<32> STREAM_SALT = 0x53e7a11d;
+/* Subscribers per stream = 1 << STREAM_SUBSCRIBER_WIDTH (64); a        */
+/* further reader is plain-forwarded (FULL).  Subscriber i of stream s  */
+/* is register cell (s << STREAM_SUBSCRIBER_WIDTH) + i.                 */
+#define STREAM_SUBSCRIBER_WIDTH 6
+const bit<32> STREAM_SUBSCRIBERS = 32w1 << STREAM_SUBSCRIBER_WIDTH;
+const bit<32> STREAM_SUBSCRIBER_CELLS = 32w1 << (STREAM_INDEX_WIDTH + STREAM_SUBSCRIBER_WIDTH);
+/* Membership: by a salted crc32 of (reader IPv4, UDP port, tenant,    */
+/* prefix_hash) mod STREAM_MEMBER_CELLS, the generation of the stream   */
+/* the reader subscribed to and who it is (IPv4 ++ UDP port).  A reader */
+/* whose cell holds the live stream's generation is a subscriber        */
+/* already (its patch GETs do nothing); a cell another subscriber of    */
+/* the same stream holds makes the reader plain-forwarded              */
+/* (MEMBER_COLLISION): never two subscriptions of one reader.          */
+#define STREAM_MEMBER_WIDTH 16
+const bit<32> STREAM_MEMBER_CELLS = 32w1 << STREAM_MEMBER_WIDTH;
+const bit<32> STREAM_MEMBER_SALT = 0x3e4b3e55;
+/* Clone sessions of the push chain: session STREAM_SESSION_BASE + p    */
+/* sends the copy out of port p (controller/streaming.py installs one   */
+/* per front-panel port).  Above FABRIC_INVALIDATE_SESSION, below       */
+/* 32,768 (BMv2 keeps clone sessions' groups in the upper half).        */
+const bit<32> STREAM_SESSION_BASE = 1024;
+/* Field list the push chain's egress clones keep (@field_list(3) in    */
+/* headers.p4 must name the same number).                               */
+const bit<8> STREAM_CHAIN_FIELDS = 3;
+/* standard_metadata.instance_type of a normal packet and of an         */
+/* egress-to-egress clone (BMv2 simple_switch's numbering).             */
+const bit<32> PKT_INSTANCE_TYPE_NORMAL = 0;
+const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE = 2;
+/* Size of the stream_events counter (>= largest code + 1).            */
+const bit<32> STREAM_EVENT_COUNT = 16;
+
+/* Index of MyEgress.stream_events: what the stream join did.          */
+enum bit<8> stream_event_t {
+    OPENED         = 1,  /* an F_STREAM GET to a storage node opened a   */
+                         /* stream: its reader is the origin            */
+    JOINED         = 2,  /* a later reader's F_STREAM GET subscribed     */
+    PUSHED         = 3,  /* a copy of an origin reply sent to a          */
+                         /* subscriber (F_PUSHED, req_id 0)             */
+    ENDED_BY_WRITE = 4,  /* a PUT, OK PUT_ACK or INVALIDATE of the block */
+                         /* ended its stream                            */
+    ENDED_LAST     = 5,  /* the origin's reply for chunk_count - 1       */
+                         /* passed (pushed too): the stream ended       */
+    EXPIRED        = 6,  /* a stream was found idle past its lifetime    */
+    COLLISION      = 7,  /* a GET forwarded plainly: its cell streams    */
+                         /* another block, node, version or size        */
+    FULL           = 8,  /* a GET forwarded plainly: the stream has      */
+                         /* STREAM_SUBSCRIBERS subscribers              */
+    MEMBER_COLLISION = 9,/* a GET forwarded plainly: its membership cell */
+                         /* holds another subscriber of the stream      */
+    STALE          = 10, /* a push chain met a subscriber cell a newer   */
+                         /* stream reused: the chain stopped            */
+    WRONG_PORT     = 11  /* a chain copy came out of another port than   */
+                         /* its subscriber's (a misconfigured session): */
+                         /* dropped                                     */
+}
+
+/* ==================================================================== *
  *  Steering: one pool address, several storage nodes (steer.p4;        *
  *  docs/dataplane.md, "Steering")                                      *
  * ==================================================================== */

@@ -217,6 +217,39 @@ struct coalesce_t {
                                 /* at base + port; 0 = none              */
 }
 
+/* The stream join's own per-packet state (stream.p4, in egress), with  */
+/* what a push chain's egress clone keeps (STREAM_CHAIN_FIELDS): the     */
+/* subscriber this copy is for and where the chain goes on.             */
+struct stream_t {
+    bit<32> epoch;              /* stream_config: current epoch; 0 = off */
+    bit<48> idle;               /* stream_config: idle lifetime, in us   */
+    bool towards_storage;       /* stream_storage_port: the GET leaves   */
+                                /* towards a storage node               */
+    bit<32> index;              /* the block's stream cell               */
+    ipv4_addr_t reply_node;     /* a reply's storage node: its source, or */
+                                /* the steered member's own address     */
+    @field_list(3)
+    bool chain;                 /* a push copy (egress clone of a reply) */
+    @field_list(3)
+    bit<32> cell;               /* stream the chain serves               */
+    @field_list(3)
+    bit<32> gen;                /* ... and its generation                */
+    @field_list(3)
+    bit<8> next;                /* subscriber after this copy's          */
+    @field_list(3)
+    bit<8> total;               /* subscribers when the reply passed     */
+    @field_list(3)
+    bit<8> flags;               /* the reply's flags, F_PUSHED set       */
+    @field_list(3)
+    ipv4_addr_t ip;             /* this copy's subscriber: IPv4 address, */
+    @field_list(3)
+    bit<16> udp_port;           /* UDP port,                             */
+    @field_list(3)
+    mac_addr_t mac;             /* MAC (its GET's source MAC),           */
+    @field_list(3)
+    bit<16> port;               /* switch port its GET came in on        */
+}
+
 /* Steering's own per-packet state (steer.p4): one pool address,       */
 /* several storage nodes.                                                */
 struct steer_t {
@@ -273,6 +306,7 @@ struct metadata_t {
 
     coalesce_t coal;            /* request coalescing (coalesce.p4)      */
     steer_t steer;              /* steering (steer.p4)                   */
+    stream_t stream;            /* the stream join (stream.p4, egress)   */
 }
 
 #endif  /* KVSWITCH_HEADERS_P4 */

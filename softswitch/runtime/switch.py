@@ -54,18 +54,26 @@ from softswitch.target import DROP_PORT, DigestMessage, Match, Replica, TableEnt
 log = logging.getLogger(__name__)
 
 MAX_PASSES = 32
-"""Ingress + egress passes one arriving packet may cause (resubmit/recirculate/clone loops end here), beyond
-the egress passes of its multicast copies: BMv2 makes every replica of a group, however many."""
+"""Ingress + egress passes one arriving packet may cause (resubmit/recirculate loops end here), beyond the
+egress passes of its multicast copies and egress-to-egress clones: BMv2 makes every replica of a group and
+every egress clone, however many (simple_switch's egress thread enqueues each E2E clone it is asked for; it
+bounds neither clones nor recirculations), so a chain of egress clones (the stream join's pushes, one pass per
+subscriber) is bounded by `MAX_EGRESS_CLONES` instead."""
+MAX_EGRESS_CLONES = 4096
+"""Egress-to-egress clones one arriving packet may cause: far above any chain the program makes (64 + 1 per
+stream push) yet a bound on a program that clones every copy forever (BMv2 would run such a loop without end)."""
 
 
 class SoftSwitch:
     """A v1model program compiled to Python, with its tables, externs and replication engine."""
 
-    def __init__(self, lowered: Lowered, cpu_port: int | None = None, max_passes: int = MAX_PASSES) -> None:
+    def __init__(self, lowered: Lowered, cpu_port: int | None = None, max_passes: int = MAX_PASSES,
+                 max_egress_clones: int = MAX_EGRESS_CLONES) -> None:
         self.lowered = lowered
         self.program = lowered.program
         self.cpu_port = cpu_port
         self.max_passes = max_passes
+        self.max_egress_clones = max_egress_clones
         self.pre = ReplicationEngine()
         self._digests: list[DigestMessage] = []
         self._t0 = [time.monotonic_ns()]
@@ -96,7 +104,10 @@ class SoftSwitch:
         self._dequeue: Callable[..., None]
         """(egress_q, (frame, port, truncate), ingress_q, outputs): off the port's queue, then egress."""
         self._replicas_made = [0]
-        """Multicast copies made for the packet being processed: they do not count against max_passes."""
+        """Multicast copies and egress clones made for the packet being processed: they do not count against
+        max_passes."""
+        self._egress_clones = [0]
+        """Egress-to-egress clones made for the packet being processed (at most max_egress_clones)."""
         self._make_passes()
 
     @classmethod
@@ -129,6 +140,7 @@ class SoftSwitch:
         self._check_port(ingress_port)
         outputs: list[tuple[int, bytes]] = []
         self._replicas_made[0] = 0
+        self._egress_clones[0] = 0
         ingress_q: deque = deque()
         egress_q: deque = deque()
         try:
@@ -150,6 +162,7 @@ class SoftSwitch:
             return self.process(*frames[0])
         outputs: list[tuple[int, bytes]] = []
         self._replicas_made[0] = 0
+        self._egress_clones[0] = 0
         ingress_q: deque = deque()
         egress_q: deque = deque()
         self._burst[0] = True
@@ -226,7 +239,7 @@ class SoftSwitch:
         lo, hi = self._md_lo, self._md_hi
         md_zero = template[lo:hi]
         pre, digests, T0, now = self.pre, self._digests.append, self._t0, time.monotonic_ns
-        replicas_made = self._replicas_made
+        replicas_made, egress_clones, max_clones = self._replicas_made, self._egress_clones, self.max_egress_clones
         NORMAL = PKT_INSTANCE_TYPE_NORMAL
         EG_SPEC_START = (DROP_PORT + 1) & 0x1FF  # BMv2 writes drop_port + 1 into the 9-bit field
 
@@ -350,7 +363,12 @@ class SoftSwitch:
                 clone = F[CLONE]
                 if clone:
                     session = pre.session(clone[0])
-                    if session is not None:
+                    if session is not None and egress_clones[0] + len(session.replicas) > max_clones:
+                        log.warning("egress clone to session %d dropped: more than %d egress clones for one "
+                                    "packet", clone[0], max_clones)
+                    elif session is not None:
+                        egress_clones[0] += len(session.replicas)
+                        replicas_made[0] += len(session.replicas)
                         C = F.copy()
                         reset_metadata(C, F, clone[1])
                         C[ITYPE] = PKT_INSTANCE_TYPE_EGRESS_CLONE

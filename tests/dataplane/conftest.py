@@ -32,7 +32,7 @@ def program():
 def enums(program) -> dict[str, dict[str, int]]:
     """The program's serializable enums, {type: {member: value}}, read from the P4 source."""
     names = ("kvp_opcode_t", "kvp_status_t", "kvp_tier_t", "punt_reason_t", "drop_reason_t", "kvp_event_t",
-             "port_role_t", "coalesce_event_t", "steer_event_t")
+             "port_role_t", "coalesce_event_t", "steer_event_t", "stream_event_t")
     out = {}
     for name in names:
         t = program.type(name)

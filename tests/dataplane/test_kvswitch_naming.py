@@ -44,7 +44,7 @@ def test_every_control_plane_object_is_documented(program, doc: str) -> None:
 
 
 @pytest.mark.parametrize("enum", ["punt_reason_t", "drop_reason_t", "kvp_event_t", "port_role_t",
-                                  "coalesce_event_t"])
+                                  "coalesce_event_t", "stream_event_t"])
 def test_code_tables_match_the_program(enums, doc: str, enum: str) -> None:
     after = doc.split(f"\n`{enum}` (", 1)[1]
     table = re.search(r"^\|.*?(?=\n\n|\Z)", after, re.M | re.S).group(0)

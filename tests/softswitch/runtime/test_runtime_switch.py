@@ -118,6 +118,34 @@ def test_recirculation_loops_end_after_max_passes(caplog):
     assert "pipeline passes" in caplog.text
 
 
+def _egress_program(egress_apply: str) -> SoftSwitch:
+    src = PRELUDE.replace(
+        "control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }",
+        f"control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {{ apply {{ {egress_apply} }} }}")
+    src += ("control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) "
+            "{ apply { sm.egress_spec = 1; } }\nV1Switch(P(), V(), I(), E(), C(), D()) main;\n")
+    sw = SoftSwitch.load(load_source(src, "chain.p4"))
+    sw.clone_session_set(9, [Replica(2)])
+    return sw
+
+
+def test_a_chain_of_egress_clones_longer_than_max_passes_runs_to_its_end():
+    """Each copy clones itself on from egress (as BMv2 runs it, without a bound): a chain of 100 copies, far past
+    the 32-pass budget of recirculation loops (the stream join pushes through chains of up to 65)."""
+    sw = _egress_program("hdr.h.b = hdr.h.b + 1; if (hdr.h.b < hdr.h.a) { clone(CloneType.E2E, 32w9); }")
+    out = sw.process(0, bytes([100, 0]))
+    assert sorted(b for _, (a, b) in out) == list(range(1, 101))
+    assert [p for p, _ in out].count(1) == 1
+
+
+def test_an_endless_egress_clone_loop_ends_at_max_egress_clones(caplog):
+    sw = _egress_program("clone(CloneType.E2E, 32w9);")
+    with caplog.at_level(logging.WARNING):
+        out = sw.process(0, b"\x01\x02")
+    assert len(out) == 1 + sw.max_egress_clones
+    assert "egress clones" in caplog.text
+
+
 @pytest.mark.parametrize(("call", "code"), [
     (lambda sw: sw.process(511, b""), "INVALID_ARGUMENT"),
     (lambda sw: sw.table_insert(TableEntry("I.nope", {}, "x")), "NOT_FOUND"),

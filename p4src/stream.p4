@@ -1,0 +1,423 @@
+/* -*- P4_16 -*- */
+
+control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
+               in mac_addr_t sender_mac, inout stream_t st) {
+    /*
+     * kvswitch: the stream join (applied in MyEgress; docs/dataplane.md,
+     * "Stream join", has the design and the alternatives).
+     *
+     * Readers of one block that start apart by more than a storage round
+     * trip cannot share GETs (coalescing holds a GET only while its reply is
+     * outstanding), but they can share the rest of a block read already
+     * under way.  The first reader whose GET with F_STREAM of block B leaves
+     * this switch towards a STORAGE port (table stream_storage_port) becomes
+     * the ORIGIN of B's stream here; a later reader whose F_STREAM GET of B
+     * leaves towards the same node, for the same version, while the stream
+     * lives becomes a SUBSCRIBER (up to STREAM_SUBSCRIBERS).  Every later
+     * HIT reply with a value from that node to the origin is also sent to
+     * each subscriber as a pushed copy: addressed to it (MAC, IPv4, UDP
+     * port), req_id 0, F_PUSHED, UDP checksum 0.  The subscribers' own GETs
+     * are always forwarded: they fetch what they missed.
+     *
+     * Replication is a chain of egress-to-egress clones, one egress pass per
+     * subscriber: the origin's reply clones itself to clone session
+     * STREAM_SESSION_BASE + (first subscriber's port) with the subscriber
+     * in metadata (STREAM_CHAIN_FIELDS); that copy rewrites itself to its
+     * subscriber and clones itself on to the next one, until the
+     * subscribers the stream had when the reply passed are served.
+     *
+     * Bounded and fail-safe: a stream ends at a PUT, an OK PUT_ACK or an
+     * INVALIDATE of any chunk of its block, after the origin's reply for
+     * the block's last chunk (chunk_count - 1), or when idle for its
+     * lifetime (stream_config); a GET whose cell streams another block,
+     * whose stream is full, or whose membership cell another subscriber
+     * holds is forwarded as without streams (counted), as is everything
+     * when stream_config is off.  F_BYPASS GETs never open or join.
+     *
+     * Every operation on the registers is ONE action, so BMv2 locks them
+     * all for the whole check-then-write.
+     */
+
+    /* ---- streams (index = stream_hash of the block) ---------------------- */
+
+    /* Epoch the stream was opened in (stream_config); 0 = ended.  A new    */
+    /* epoch ends every stream at once (no register writes over P4Runtime). */
+    @name(".MyEgress.stream_epoch")
+    register<bit<32>>(STREAM_ENTRIES) stream_epoch;
+    /* egress_global_timestamp of the stream's last activity (its opening,  */
+    /* the origin's GETs and pushed replies), in us.                        */
+    @name(".MyEgress.stream_last")
+    register<bit<48>>(STREAM_ENTRIES) stream_last;
+    /* The block, the node and the version asked (compared in full).        */
+    @name(".MyEgress.stream_tenant")
+    register<bit<16>>(STREAM_ENTRIES) stream_tenant;
+    @name(".MyEgress.stream_prefix_hash")
+    register<bit<64>>(STREAM_ENTRIES) stream_prefix_hash;
+    @name(".MyEgress.stream_server")
+    register<bit<32>>(STREAM_ENTRIES) stream_server;
+    @name(".MyEgress.stream_version")
+    register<bit<32>>(STREAM_ENTRIES) stream_version;
+    /* The port towards the node: the origin's replies must come in there. */
+    @name(".MyEgress.stream_server_port")
+    register<bit<16>>(STREAM_ENTRIES) stream_server_port;
+    /* The origin: its replies are pushed.                                  */
+    @name(".MyEgress.stream_origin_ip")
+    register<bit<32>>(STREAM_ENTRIES) stream_origin_ip;
+    @name(".MyEgress.stream_origin_udp_port")
+    register<bit<16>>(STREAM_ENTRIES) stream_origin_udp_port;
+    /* Subscribers so far, <= STREAM_SUBSCRIBERS.                           */
+    @name(".MyEgress.stream_subscriber_count")
+    register<bit<8>>(STREAM_ENTRIES) stream_subscriber_count;
+    /* A fresh number at every opening (from stream_last_gen), stamped on   */
+    /* the stream's subscriber and membership cells, so neither a push      */
+    /* chain under way nor a reader's membership is ever taken for a newer  */
+    /* stream of the cell.                                                   */
+    @name(".MyEgress.stream_gen")
+    register<bit<32>>(STREAM_ENTRIES) stream_gen;
+    @name(".MyEgress.stream_last_gen")
+    register<bit<32>>(1) stream_last_gen;
+
+    /* Subscriber i of stream s lives in cell (s << STREAM_SUBSCRIBER_WIDTH) + i. */
+    @name(".MyEgress.stream_subscriber_ip")
+    register<bit<32>>(STREAM_SUBSCRIBER_CELLS) stream_subscriber_ip;
+    @name(".MyEgress.stream_subscriber_udp_port")
+    register<bit<16>>(STREAM_SUBSCRIBER_CELLS) stream_subscriber_udp_port;
+    @name(".MyEgress.stream_subscriber_mac")
+    register<bit<48>>(STREAM_SUBSCRIBER_CELLS) stream_subscriber_mac;
+    @name(".MyEgress.stream_subscriber_port")
+    register<bit<16>>(STREAM_SUBSCRIBER_CELLS) stream_subscriber_port;
+    @name(".MyEgress.stream_subscriber_gen")
+    register<bit<32>>(STREAM_SUBSCRIBER_CELLS) stream_subscriber_gen;
+
+    /* Membership (STREAM_MEMBER_CELLS): generation of the stream the       */
+    /* reader subscribed to, and who it is (IPv4 ++ UDP port).              */
+    @name(".MyEgress.stream_member_gen")
+    register<bit<32>>(STREAM_MEMBER_CELLS) stream_member_gen;
+    @name(".MyEgress.stream_member_who")
+    register<bit<48>>(STREAM_MEMBER_CELLS) stream_member_who;
+
+    /* What the stream join did, by stream_event_t.                         */
+    @name(".MyEgress.stream_events")
+    counter(STREAM_EVENT_COUNT, CounterType.packets_and_bytes) stream_events;
+
+    @name(".MyEgress.count_stream")
+    action count_stream(in stream_event_t event) {
+        stream_events.count((bit<32>)(bit<8>)event);
+    }
+
+    /* ---- configuration ---------------------------------------------------- */
+
+    /* idle_us: a stream with no activity for this long ends (keep it about */
+    /* the readers' retry timeout: a subscriber falls back to GETting the   */
+    /* rest when pushes stop that long); epoch: != 0, a new number ends     */
+    /* every stream at once.                                                 */
+    @name(".MyEgress.set_stream_config")
+    action set_stream_config(bit<32> idle_us, bit<32> epoch) {
+        st.idle = (bit<48>)idle_us;
+        st.epoch = epoch;
+    }
+
+    /* Streams off (the initial state): everything is forwarded as today.  */
+    @name(".MyEgress.stream_off")
+    action stream_off() {
+        st.idle = 0;
+        st.epoch = 0;
+    }
+
+    /* Keyless: the controller sets only its default action. */
+    @name(".MyEgress.stream_config")
+    table stream_config {
+        actions = {
+            set_stream_config;
+            stream_off;
+        }
+        size = 1;
+        default_action = stream_off();
+    }
+
+    /* The GET leaves towards a storage node.                               */
+    @name(".MyEgress.stream_towards_storage")
+    action stream_towards_storage() {
+        st.towards_storage = true;
+    }
+
+    /* The switch's STORAGE ports (the controller installs the same ports   */
+    /* as STORAGE in MyIngress.port_role): only the switch next to a        */
+    /* storage node makes streams; in a fabric the others just forward.     */
+    @name(".MyEgress.stream_storage_port")
+    table stream_storage_port {
+        key = {
+            std_meta.egress_port: exact @name("egress_port");
+        }
+        actions = {
+            stream_towards_storage;
+            @defaultonly NoAction;
+        }
+        size = 512;  /* every bit<9> port */
+        default_action = NoAction();
+    }
+
+    /* ---- the stream of the packet's block --------------------------------- */
+
+    @name(".MyEgress.stream_hash")
+    action stream_hash() {
+        hash(st.index, HashAlgorithm.crc32, 32w0,
+             { STREAM_SALT, hdr.kvp.tenant, hdr.kvp.prefix_hash },
+             STREAM_ENTRIES);
+    }
+
+    /* An F_STREAM GET leaving towards a storage node: open the block's     */
+    /* stream (its reader the origin), or subscribe the reader to it.       */
+    @name(".MyEgress.stream_get")
+    action stream_get() {
+        bit<32> epoch;
+        bit<48> last;
+        bit<16> tenant;
+        bit<64> prefix_hash;
+        bit<32> server;
+        bit<32> version;
+        bit<16> server_port;
+        bit<32> origin_ip;
+        bit<16> origin_udp_port;
+        bit<32> gen;
+        bit<8> subscribers;
+        stream_epoch.read(epoch, st.index);
+        stream_last.read(last, st.index);
+        stream_tenant.read(tenant, st.index);
+        stream_prefix_hash.read(prefix_hash, st.index);
+        stream_server.read(server, st.index);
+        stream_version.read(version, st.index);
+        stream_server_port.read(server_port, st.index);
+        stream_origin_ip.read(origin_ip, st.index);
+        stream_origin_udp_port.read(origin_udp_port, st.index);
+        stream_gen.read(gen, st.index);
+        stream_subscriber_count.read(subscribers, st.index);
+        bit<32> last_gen;
+        stream_last_gen.read(last_gen, 0);
+        bit<32> member;
+        hash(member, HashAlgorithm.crc32, 32w0,
+             { STREAM_MEMBER_SALT, hdr.ipv4.src_addr, hdr.udp.src_port,
+               hdr.kvp.tenant, hdr.kvp.prefix_hash },
+             STREAM_MEMBER_CELLS);
+        bit<32> member_gen;
+        bit<48> member_who;
+        stream_member_gen.read(member_gen, member);
+        stream_member_who.read(member_who, member);
+
+        bit<48> now = std_meta.egress_global_timestamp;
+        bool opened = epoch == st.epoch;
+        bool live = opened && now - last < st.idle;
+        bool same = tenant == hdr.kvp.tenant
+                    && prefix_hash == hdr.kvp.prefix_hash
+                    && server == hdr.ipv4.dst_addr
+                    && version == hdr.kvp.version
+                    && server_port == (bit<16>)std_meta.egress_port;
+        bool is_origin = origin_ip == hdr.ipv4.src_addr
+                         && origin_udp_port == hdr.udp.src_port;
+        bit<48> who = hdr.ipv4.src_addr ++ hdr.udp.src_port;
+        if (!live) {
+            if (opened) {
+                count_stream(stream_event_t.EXPIRED);
+            }
+            stream_epoch.write(st.index, st.epoch);
+            stream_last.write(st.index, now);
+            stream_tenant.write(st.index, hdr.kvp.tenant);
+            stream_prefix_hash.write(st.index, hdr.kvp.prefix_hash);
+            stream_server.write(st.index, hdr.ipv4.dst_addr);
+            stream_version.write(st.index, hdr.kvp.version);
+            stream_server_port.write(st.index, (bit<16>)std_meta.egress_port);
+            stream_origin_ip.write(st.index, hdr.ipv4.src_addr);
+            stream_origin_udp_port.write(st.index, hdr.udp.src_port);
+            stream_subscriber_count.write(st.index, 0);
+            bit<32> new_gen = last_gen + 1;
+            if (new_gen == 0) {
+                new_gen = 1;  /* 0 stamps nothing */
+            }
+            stream_last_gen.write(0, new_gen);
+            stream_gen.write(st.index, new_gen);
+            count_stream(stream_event_t.OPENED);
+        } else if (!same) {
+            count_stream(stream_event_t.COLLISION);
+        } else if (is_origin) {
+            stream_last.write(st.index, now);
+        } else if (member_gen == gen && member_who == who) {
+            /* a subscriber's own GET for a chunk it missed: forwarded */
+        } else if (member_gen == gen) {
+            count_stream(stream_event_t.MEMBER_COLLISION);
+        } else if ((bit<32>)subscribers >= STREAM_SUBSCRIBERS) {
+            count_stream(stream_event_t.FULL);
+        } else {
+            bit<32> cell = (st.index << STREAM_SUBSCRIBER_WIDTH) + (bit<32>)subscribers;
+            stream_subscriber_ip.write(cell, hdr.ipv4.src_addr);
+            stream_subscriber_udp_port.write(cell, hdr.udp.src_port);
+            stream_subscriber_mac.write(cell, sender_mac);
+            stream_subscriber_port.write(cell, (bit<16>)std_meta.ingress_port);
+            stream_subscriber_gen.write(cell, gen);
+            stream_member_gen.write(member, gen);
+            stream_member_who.write(member, who);
+            stream_subscriber_count.write(st.index, subscribers + 1);
+            count_stream(stream_event_t.JOINED);
+        }
+    }
+
+    /* Load subscriber st.next of stream st.cell (generation st.gen) into   */
+    /* st and clone the copy on to it; a cell a newer stream reused stops   */
+    /* the chain.                                                            */
+    @name(".MyEgress.stream_chain_on")
+    action stream_chain_on() {
+        bit<32> cell = (st.cell << STREAM_SUBSCRIBER_WIDTH) + (bit<32>)st.next;
+        bit<32> gen;
+        stream_subscriber_ip.read(st.ip, cell);
+        stream_subscriber_udp_port.read(st.udp_port, cell);
+        stream_subscriber_mac.read(st.mac, cell);
+        stream_subscriber_port.read(st.port, cell);
+        stream_subscriber_gen.read(gen, cell);
+        if (gen != st.gen) {
+            count_stream(stream_event_t.STALE);
+        } else {
+            st.chain = true;
+            st.next = st.next + 1;
+            clone_preserving_field_list(CloneType.E2E,
+                STREAM_SESSION_BASE + (bit<32>)st.port, STREAM_CHAIN_FIELDS);
+        }
+    }
+
+    /* A GET_REPLY on its way to its reader: if it is a HIT with a value    */
+    /* from the stream's node (in on the stream's port) to the origin,      */
+    /* push it to the subscribers; the block's last chunk ends the stream.  */
+    @name(".MyEgress.stream_reply")
+    action stream_reply() {
+        bit<32> epoch;
+        bit<48> last;
+        bit<16> tenant;
+        bit<64> prefix_hash;
+        bit<32> server;
+        bit<32> version;
+        bit<16> server_port;
+        bit<32> origin_ip;
+        bit<16> origin_udp_port;
+        bit<8> subscribers;
+        stream_epoch.read(epoch, st.index);
+        stream_last.read(last, st.index);
+        stream_tenant.read(tenant, st.index);
+        stream_prefix_hash.read(prefix_hash, st.index);
+        stream_server.read(server, st.index);
+        stream_version.read(version, st.index);
+        stream_server_port.read(server_port, st.index);
+        stream_origin_ip.read(origin_ip, st.index);
+        stream_origin_udp_port.read(origin_udp_port, st.index);
+        stream_subscriber_count.read(subscribers, st.index);
+        stream_gen.read(st.gen, st.index);
+        bit<48> now = std_meta.egress_global_timestamp;
+        bool answers = epoch == st.epoch
+                       && tenant == hdr.kvp.tenant
+                       && prefix_hash == hdr.kvp.prefix_hash
+                       && server == st.reply_node
+                       && server_port == (bit<16>)std_meta.ingress_port
+                       && origin_ip == hdr.ipv4.dst_addr
+                       && origin_udp_port == hdr.udp.dst_port
+                       && (version == 0 || version == hdr.kvp.version);
+        bool pushable = (hdr.kvp.status == kvp_status_t.HIT_SERVER
+                         || hdr.kvp.status == kvp_status_t.HIT_SWITCH)
+                        && (hdr.kvp.flags & F_VALUE) != 0
+                        && (hdr.kvp.flags & F_PUSHED) == 0
+                        && hdr.kvp.chunk_idx < hdr.kvp.chunk_count;
+        if (!answers || !pushable) {
+            /* not the origin's reply, or nothing to push: forwarded as usual */
+        } else if (now - last >= st.idle) {
+            stream_epoch.write(st.index, 0);
+            count_stream(stream_event_t.EXPIRED);
+        } else {
+            stream_last.write(st.index, now);
+            if (hdr.kvp.chunk_idx == hdr.kvp.chunk_count - 1) {
+                stream_epoch.write(st.index, 0);
+                count_stream(stream_event_t.ENDED_LAST);
+            }
+            if (subscribers != 0) {
+                /* the first subscriber; each copy clones on to the next */
+                st.cell = st.index;
+                st.total = subscribers;
+                st.next = 0;
+                st.flags = (hdr.kvp.flags & ~F_CONGESTED) | F_PUSHED;
+                stream_chain_on();
+            }
+        }
+    }
+
+    /* PUT, OK PUT_ACK or INVALIDATE of any chunk of the block: nothing     */
+    /* pushed after it may be from before the write, so the stream ends.    */
+    @name(".MyEgress.stream_end")
+    action stream_end() {
+        bit<32> epoch;
+        bit<16> tenant;
+        bit<64> prefix_hash;
+        stream_epoch.read(epoch, st.index);
+        stream_tenant.read(tenant, st.index);
+        stream_prefix_hash.read(prefix_hash, st.index);
+        if (epoch == st.epoch
+            && tenant == hdr.kvp.tenant
+            && prefix_hash == hdr.kvp.prefix_hash) {
+            stream_epoch.write(st.index, 0);
+            count_stream(stream_event_t.ENDED_BY_WRITE);
+        }
+    }
+
+    /* A chain copy: rewrite it to its subscriber, then clone it on.        */
+    @name(".MyEgress.stream_push")
+    action stream_push() {
+        st.chain = false;
+        if (st.port != (bit<16>)std_meta.egress_port) {
+            mark_to_drop(std_meta);
+            count_stream(stream_event_t.WRONG_PORT);
+        } else {
+            hdr.ethernet.dst_addr = st.mac;
+            hdr.ipv4.dst_addr = st.ip;
+            hdr.udp.dst_port = st.udp_port;
+            hdr.udp.checksum = 0;
+            hdr.kvp.req_id = 0;
+            hdr.kvp.flags = st.flags;
+            count_stream(stream_event_t.PUSHED);
+        }
+        if (st.next < st.total) {
+            stream_chain_on();
+        }
+    }
+
+    apply {
+        bit<32> itype = (bit<32>)std_meta.instance_type;
+        if (itype == PKT_INSTANCE_TYPE_EGRESS_CLONE) {
+            if (st.chain) {
+                stream_push();
+            }
+        } else if (hdr.kvp.isValid()) {
+            stream_config.apply();
+            kvp_opcode_t op = hdr.kvp.opcode;
+            /* a packet on its way (a multicast copy too: coalescing's copy */
+            /* of a reply for a waiter that is an origin is that origin's   */
+            /* reply), not coalescing's carry copy (recirculated, not sent) */
+            bool routed = itype == PKT_INSTANCE_TYPE_NORMAL
+                || (itype == PKT_INSTANCE_TYPE_REPLICATION
+                    && std_meta.egress_rid != COALESCE_CARRY_RID);
+            bool write = op == kvp_opcode_t.PUT || op == kvp_opcode_t.INVALIDATE
+                || (op == kvp_opcode_t.PUT_ACK && hdr.kvp.status == kvp_status_t.OK);
+            bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
+            if (st.epoch == 0) {
+                /* streams off */
+            } else if (write && (routed || itype == PKT_INSTANCE_TYPE_INGRESS_CLONE)) {
+                stream_hash();
+                stream_end();
+            } else if (!routed || std_meta.egress_spec == BMV2_DROP_PORT || bypass) {
+                /* a copy not sent, a fabric clone, or F_BYPASS: nothing */
+            } else if (op == kvp_opcode_t.GET && (hdr.kvp.flags & F_STREAM) != 0) {
+                stream_storage_port.apply();
+                if (st.towards_storage) {
+                    stream_hash();
+                    stream_get();
+                }
+            } else if (op == kvp_opcode_t.GET_REPLY) {
+                stream_hash();
+                stream_reply();
+            }
+        }
+    }
+}
