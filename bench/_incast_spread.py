@@ -55,7 +55,8 @@ class SpreadPlan:
     mooncake: bool = True
     """Also `bench mooncake_fanout`'s rows (same readers and spreads) after the pool's."""
     stream_join: bool = True
-    """The kvswitch rows with stream join on, where the data plane and controller have it."""
+    """The kvswitch rows with stream join on, where the data plane and controller have it (off: coalescing alone,
+    configured by the bed itself, with no controller and so no controller CPU)."""
     bed_tag: str = "isp"
     """Names of the pool's bed (`VethNetOptions.tag`): a test beside a benchmark run takes another."""
 
@@ -185,7 +186,9 @@ def measure_pool(plan: SpreadPlan, workdir: Path, streams_available: bool) -> di
     lone_s: dict[str, float] = {}
     idle: dict[str, float | None] = {}
     size = plan.block_mib << 20
-    with Bed(workdir, tag=plan.bed_tag, readers=max(plan.readers)) as bed:
+    # The controller runs the stream join whenever it coalesces: coalescing alone needs the bed's own writes.
+    controller = plan.stream_join or not streams_available
+    with Bed(workdir, tag=plan.bed_tag, readers=max(plan.readers), controller=controller) as bed:
         pool = PoolRows(bed, size)
         try:
             for mtu in plan.mtus:

@@ -512,25 +512,20 @@ class Bed:
 
     def configure(self, functions: SwitchFunctions) -> None:
         """Put the switch functions in place. With the controller: (re)start it configured so (a restart keeps
-        the pipeline and only reconciles); stream join, which the controller does not configure itself, is
-        written by the bed's own session while no controller runs (after a first controller installed the
-        pipeline, which would otherwise wipe it). Without: write everything over P4Runtime."""
-        if self.use_controller and self.functions == functions and self.controller is not None:
-            return
-        if self.controller is not None:
-            self.controller.stop()
-            self.controller = None
-        if not self.use_controller:
+        the pipeline and only reconciles); it turns the stream join on with coalescing where the data plane has
+        it (`controller.service`), so that is the only pairing it can give. Without: write both over P4Runtime."""
+        if self.use_controller:
+            if functions.streams != (functions.coalescing and stream_join_available()):
+                raise ValueError(f"{functions.label()}: the controller runs the stream join exactly when it "
+                                 "coalesces (where the data plane has it); run this without the controller")
+            if self.functions == functions and self.controller is not None:
+                return
+            if self.controller is not None:
+                self.controller.stop()
+            self.controller = self.start_controller(functions)
+        else:
             self.coalescing_by_shell(functions.coalescing)
             self.streams_by_shell(functions.streams)
-            self.functions = functions
-            return
-        if functions.streams and self.functions is None:
-            self.controller = self.start_controller(functions)  # installs the pipeline: wipes the bed's writes
-            self.controller.stop()
-            self.controller = None
-        self.streams_by_shell(functions.streams)
-        self.controller = self.start_controller(functions)
         self.functions = functions
 
     def start_controller(self, functions: SwitchFunctions) -> RunningController:
@@ -542,7 +537,8 @@ class Bed:
         return RunningController(setup, self.workdir / "controller")
 
     def streams_by_shell(self, on: bool) -> None:
-        """Stream join on (a fresh epoch) or off, where this data plane has it (off: nothing to do without)."""
+        """Stream join on (a fresh epoch) or off over the bed's own session (no controller), where this data plane
+        has it (off: nothing to do without)."""
         if not stream_join_available():
             if on:
                 raise RuntimeError("this checkout's data plane has no stream join")
@@ -554,8 +550,8 @@ class Bed:
                          [self.net.options.storage.port], StreamingOptions(epoch=self.epoch))
 
     def coalescing(self, on: bool) -> None:
-        """Coalescing on or off (stream join off)."""
-        self.configure(SwitchFunctions(coalescing=on))
+        """Coalescing on or off; with the controller, the stream join goes with it where the data plane has it."""
+        self.configure(SwitchFunctions(coalescing=on, streams=on and self.use_controller and stream_join_available()))
 
     def coalescing_by_shell(self, on: bool) -> None:
         sh = self.net.switch.sh  # type: ignore[union-attr]
