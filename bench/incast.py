@@ -1,6 +1,18 @@
-"""N-to-1 incast at real block sizes through the softswitch: first as a user meets it, then the coalescing study.
+"""N-to-1 incast at real block sizes through the softswitch: readers that arrive apart, then as a user meets it,
+then the coalescing study.
 
-**Realistic mode (first, always).** One process per reader with the client's DEFAULT options (congestion
+**Spread table (first).** N ∈ {8, 16, 32} readers of one cold 16 MiB block, reader i starting at i × spread /
+(N - 1) for spreads 0, 50 ms, 500 ms and one lone reader's block time, each reader a process in its own
+namespace on its own switch port, on four systems in one run: no switch function, kvswitch (request coalescing
+plus stream join where the data plane has it), Mooncake Store and Mooncake with dynamic replication
+(`bench mooncake_fanout`'s bed). Per row: the busiest storage node's bytes for the N readers, p50 / p99, every
+reader's bytes verified, GETs per chunk, pushed chunks, the switch's coalescing and stream events, and the
+controller's CPU (`bench._incast_spread`). `--spread-only`, `--no-spread`, `--spread-ns`, `--spreads`,
+`--spread-mtus`, `--spread-mib`, `--no-mooncake`, `--no-stream-join` choose rows.
+
+    sudo .venv/bin/python -m bench.incast --spread-only --out out/bench       (the spread table alone)
+
+**Realistic mode.** One process per reader with the client's DEFAULT options (congestion
 control, RTO from the measured round trip, nothing tuned), released at one instant, every reader verifying its
 block's SHA-256; at MTU 1500 and 9000 (blocks written in the chunk size the client's default picks for that
 path MTU: 1 KiB and 8 KiB); N = 1, 8, 16, 32 on 16 MiB cold blocks; two cases: every reader on one block
@@ -10,12 +22,15 @@ in each reader's transport: this kernel has no netem). Per row: completion p50/p
 the per-reader goodputs, aggregate goodput against the lone reader's (N = 1, same MTU, case and loss, in the
 same run), GETs resent (timer or RACK; and % of the chunks read), duplicate replies (a resend whose first
 try was answered after all: spurious), BUSY replies, F_CONGESTED marks seen,
-failed readers. No controller process runs in this bench (it programs the switch over P4Runtime itself), so
-there is no controller CPU to report. `--quick`: N = 1, 4 on 1 MiB blocks; `--ns`, `--mib`, `--mtus`,
-`--losses`, `--cases` choose rows.
+failed readers, and the controller's CPU seconds. `--quick`: N = 1, 4 on 1 MiB blocks; `--ns`, `--mib`,
+`--mtus`, `--losses`, `--cases` choose rows.
 
-    sudo .venv/bin/python -m bench incast --out out/bench                        (the full realistic table)
-    sudo .venv/bin/python -m bench.incast --ns 1,8,16 --mib 4 --out out/bench    (reduced)
+Every bed runs the real controller (`python -m controller serve`, `bench._running_controller`) as the switch's
+primary, configured for the row's switch functions (a restart when they change); its CPU seconds per row come
+from /proc.
+
+    sudo .venv/bin/python -m bench incast --out out/bench                        (spread table and realistic rows)
+    sudo .venv/bin/python -m bench.incast --no-spread --ns 1,8,16 --mib 4 --out out/bench    (reduced)
 
 **Coalescing study (`--coalescing-study`, or `--rows`).** N readers of one cold block, coalescing on and off,
 tuned readers (8 KiB chunks, MTU 9000, fixed timers):
@@ -66,7 +81,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from bench._running_controller import ControllerSetup, RunningController
+
+if TYPE_CHECKING:
+    from bench._incast_spread import SpreadPlan
+    from kvtesting.vethnet import Host, VethNet, VethNetOptions
 
 NAME = "incast"
 TENANT = 0
@@ -390,26 +411,85 @@ def _sh(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True)
 
 
-class Bed:
-    """VethNet plus what incast needs: jumbo MTU, coalescing on/off over P4Runtime, agents in namespaces."""
+def reader_hosts(count: int) -> tuple[Host, ...]:
+    """Reader hosts of a `ReaderNet`: reader i is 10.0.0.(11 + i) on switch port 3 + i."""
+    from kvtesting.vethnet import Host
 
-    def __init__(self, workdir: Path, tag: str = "inc") -> None:
+    return tuple(Host(f"r{i}", f"10.0.0.{11 + i}", f"02:00:00:00:01:{i + 1:02x}", 3 + i) for i in range(count))
+
+
+def reader_net(options: VethNetOptions, workdir: Path, readers: tuple[Host, ...]) -> VethNet:
+    """`kvtesting.vethnet.VethNet` with `readers` more host namespaces, each on its own switch port, reaching
+    the storage node (and the client host) through the switch as the client host does: N inference nodes, each
+    its own host, not N processes behind one address."""
+    from kvtesting.vethnet import VethNet, _run
+
+    class ReaderNet(VethNet):
+        @property
+        def hosts(self) -> tuple[Host, ...]:  # type: ignore[override]  # the base bed has exactly two
+            return (self.options.client, self.options.storage, *readers)
+
+        def _build_links(self) -> None:
+            super()._build_links()  # a reader's static ARP entry names the client host; the storage node's too:
+            storage, mac = self.options.storage, self.options.switch_mac
+            for host in readers:
+                _run("ip", "-n", self.netns(host), "neigh", "add", storage.ip, "lladdr", mac, "dev",
+                     self.host_if(host), "nud", "permanent")
+                _run("ip", "-n", self.netns(storage), "neigh", "add", host.ip, "lladdr", mac, "dev",
+                     self.host_if(storage), "nud", "permanent")
+
+    return ReaderNet(options, workdir)
+
+
+@dataclass(frozen=True)
+class SwitchFunctions:
+    """What the switch does for readers of one block, as the controller configures it."""
+
+    coalescing: bool
+    streams: bool = False
+    """Stream join (docs/dataplane.md, "Stream join"), where the data plane has it."""
+
+    def label(self) -> str:
+        if not self.coalescing and not self.streams:
+            return "no switch function"
+        return "kvswitch (" + " + ".join(n for n, on in (("coalescing", self.coalescing),
+                                                         ("stream join", self.streams)) if on) + ")"
+
+
+class Bed:
+    """VethNet plus what incast needs: jumbo MTU, the switch functions on/off, agents in namespaces, and (by
+    default) the real controller as the switch's primary, its CPU seconds sampled per row.
+
+    `readers` > 0 adds that many reader hosts, each in its own namespace on its own switch port (`reader_net`).
+    With `controller` False the bench programs coalescing itself over P4Runtime (no controller CPU to report)."""
+
+    def __init__(self, workdir: Path, tag: str = "inc", readers: int = 0, controller: bool = True) -> None:
         from kvtesting.vethnet import VethNet, VethNetOptions
 
-        self.net = VethNet(VethNetOptions(tag=tag, storage_args=("--capacity", str(4 << 30))), workdir)
+        options = VethNetOptions(tag=tag, storage_args=("--capacity", str(4 << 30)))
+        self.workdir = workdir
+        self.readers = reader_hosts(readers)
+        self.net = reader_net(options, workdir, self.readers) if readers else VethNet(options, workdir)
         self.epoch = 0
+        self.use_controller = controller
+        self.controller: RunningController | None = None
+        self.functions: SwitchFunctions | None = None
 
     def __enter__(self) -> Bed:
         self.net.__enter__()
-        self.set_mtu(MTU)
-        from controller.coalescing import group_layouts
+        try:
+            self.set_mtu(MTU)
+            from controller.coalescing import group_layouts
 
-        sh = self.net.switch.sh  # type: ignore[union-attr]
-        for group_id, layout in group_layouts(self.options(), [h.port for h in self.net.hosts]).items():
-            group = sh.MulticastGroupEntry(group_id)
-            for port, rid in layout:
-                group.add(port, rid)
-            group.insert()
+            sh = self.net.switch.sh  # type: ignore[union-attr]
+            for group_id, layout in group_layouts(self.options(), [h.port for h in self.net.hosts]).items():
+                group = sh.MulticastGroupEntry(group_id)
+                for port, rid in layout:
+                    group.add(port, rid)
+                group.insert()
+        except BaseException:
+            self.net.__exit__(None, None, None)
+            raise
         return self
 
     def set_mtu(self, mtu: int) -> None:
@@ -425,9 +505,55 @@ class Bed:
         return CoalescingOptions(timeout_us=COALESCE_TIMEOUT_US, epoch=self.epoch or 1, mcast_group=GROUP)
 
     def __exit__(self, *exc: object) -> None:
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
         self.net.__exit__(*exc)
 
+    def configure(self, functions: SwitchFunctions) -> None:
+        """Put the switch functions in place. With the controller: (re)start it configured so (a restart keeps
+        the pipeline and only reconciles); it turns the stream join on with coalescing where the data plane has
+        it (`controller.service`), so that is the only pairing it can give. Without: write both over P4Runtime."""
+        if self.use_controller:
+            if functions.streams != (functions.coalescing and stream_join_available()):
+                raise ValueError(f"{functions.label()}: the controller runs the stream join exactly when it "
+                                 "coalesces (where the data plane has it); run this without the controller")
+            if self.functions == functions and self.controller is not None:
+                return
+            if self.controller is not None:
+                self.controller.stop()
+            self.controller = self.start_controller(functions)
+        else:
+            self.coalescing_by_shell(functions.coalescing)
+            self.streams_by_shell(functions.streams)
+        self.functions = functions
+
+    def start_controller(self, functions: SwitchFunctions) -> RunningController:
+        build = self.net.workdir / "build"
+        stem = self.net.options.program.stem
+        setup = ControllerSetup(self.net.grpc_address, build / f"{stem}.p4info.txtpb", build / f"{stem}.json",
+                                tuple(self.net.hosts), (self.net.options.storage.port,),
+                                coalesce_timeout_ms=None if functions.coalescing else 0)
+        return RunningController(setup, self.workdir / "controller")
+
+    def streams_by_shell(self, on: bool) -> None:
+        """Stream join on (a fresh epoch) or off over the bed's own session (no controller), where this data plane
+        has it (off: nothing to do without)."""
+        if not stream_join_available():
+            if on:
+                raise RuntimeError("this checkout's data plane has no stream join")
+            return
+        from controller.streaming import StreamingOptions, set_streaming_sh
+
+        self.epoch += 1
+        set_streaming_sh(self.net.switch.sh, on, [h.port for h in self.net.hosts],  # type: ignore[union-attr]
+                         [self.net.options.storage.port], StreamingOptions(epoch=self.epoch))
+
     def coalescing(self, on: bool) -> None:
+        """Coalescing on or off; with the controller, the stream join goes with it where the data plane has it."""
+        self.configure(SwitchFunctions(coalescing=on, streams=on and self.use_controller and stream_join_available()))
+
+    def coalescing_by_shell(self, on: bool) -> None:
         sh = self.net.switch.sh  # type: ignore[union-attr]
         if on:
             self.epoch += 1
@@ -438,19 +564,63 @@ class Bed:
             te = sh.TableEntry("MyIngress.coalesce_config")(action="MyIngress.coalesce_off", is_default=True)
         te.modify()
 
+    def controller_cpu_s(self) -> float | None:
+        """CPU seconds of the running controller so far (None: none runs)."""
+        return self.controller.cpu_s() if self.controller is not None else None
+
+    def controller_idle_share(self, seconds: float = 5.0) -> float | None:
+        """The running controller's CPU share of one core over `seconds` with no reader: its own periodic work
+        (ticks, pipeline checks, polls), the floor under every row's share (None: none runs)."""
+        before = self.controller_cpu_s()
+        began = time.monotonic()
+        time.sleep(seconds)
+        after = self.controller_cpu_s()
+        return None if before is None or after is None else (after - before) / (time.monotonic() - began)
+
     def events(self) -> dict[str, int]:
         """`MyIngress.coalesce_events` now, by `coalesce_event_t` member (read from the program)."""
+        return self.counter_by_enum("MyIngress.coalesce_events", "coalesce_event_t")
+
+    def stream_events(self) -> dict[str, int]:
+        """The stream join's event counter by member, where the program has one ({} otherwise)."""
+        from kvtesting.vethnet import CONSTANTS
+
+        text = CONSTANTS.read_text()
+        if "stream_event_t" not in text:
+            return {}
+        for counter in STREAM_COUNTERS:
+            try:
+                return self.counter_by_enum(counter, "stream_event_t")
+            except Exception:  # not this name in this program: try the next
+                continue
+        return {}
+
+    def counter_by_enum(self, counter: str, enum: str) -> dict[str, int]:
         from kvtesting.vethnet import CONSTANTS
         from p4rt.p4info import enum_from_source
 
         sh = self.net.switch.sh  # type: ignore[union-attr]
-        names = enum_from_source(CONSTANTS.read_text(), "coalesce_event_t")
+        names = enum_from_source(CONSTANTS.read_text(), enum)
         counts: dict[str, int] = {}
         for name, index in names.items():
-            ce = sh.CounterEntry("MyIngress.coalesce_events")
+            ce = sh.CounterEntry(counter)
             ce.index = index
             counts[name] = sum(e.data.packet_count for e in ce.read())
         return counts
+
+    def tx_bytes(self, host: Host) -> int:
+        """Bytes `host` has sent on its veth (its namespace's counter, as `bench mooncake_fanout` reads)."""
+        done = subprocess.run(["ip", "netns", "exec", self.net.netns(host), "cat",
+                               f"/sys/class/net/{self.net.host_if(host)}/statistics/tx_bytes"],
+                              capture_output=True, text=True, check=True)
+        return int(done.stdout)
+
+    def spawn(self, host: Host, *args: str) -> subprocess.Popen[str]:
+        """A long-lived `python -m ARGS` in `host`'s namespace, spoken to in JSON lines."""
+        log = (self.workdir / f"agent-{host.role}.log").open("a")
+        return subprocess.Popen(["ip", "netns", "exec", self.net.netns(host), sys.executable, "-m", *args],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                cwd=Path(__file__).parents[1], start_new_session=True)
 
     def agent(self, where: str, *args: str, timeout: float = 600) -> dict:
         host = self.net.options.client if where == "client" else self.net.options.storage
@@ -460,6 +630,10 @@ class Bed:
         if done.returncode != 0:
             raise RuntimeError(f"agent {args[:2]} failed: {done.stderr[-2000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+STREAM_COUNTERS = ("MyEgress.stream_events", "MyIngress.stream_events")
+"""Where the stream join may count its events (`stream_event_t` members)."""
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -475,6 +649,7 @@ def measure(bed: Bed, mib: int, readers: int, on: bool, ph: int, loss: float = 0
     bed.agent("storage", "--agent", "write", *common)
     bed.coalescing(on)
     before = bed.events()
+    cpu_before = bed.controller_cpu_s()
     trace = () if TRACE_DIR is None else (
         "--trace", str((TRACE_DIR / f"{mib}MiB-N{readers}-{'on' if on else 'off'}-loss{loss:g}.json").resolve()))
     got = bed.agent("client", "--agent", "readers", "--readers", str(readers), "--loss", str(loss / 100), *common,
@@ -493,7 +668,8 @@ def measure(bed: Bed, mib: int, readers: int, on: bool, ph: int, loss: float = 0
             "start_spread_ms": (max(woke) - min(woke)) * 1e3 if woke else float("nan"),
             "chunk_spread_ms": {"p50": _percentile(got["chunk_spread_s"], 50) * 1e3,
                                 "p90": _percentile(got["chunk_spread_s"], 90) * 1e3},
-            "coalesce_events": {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}}
+            "coalesce_events": {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)},
+            "controller_cpu_s": _cpu_since(bed, cpu_before)}
 
 
 # ---- the realistic mode: client defaults, one process per reader, MTU 1500 and 9000, with and without loss ----
@@ -528,6 +704,8 @@ def measure_realistic(bed: Bed, mtu: int, case: str, readers: int, loss: float, 
                       size: int, chunk: int) -> dict:
     blocks = phs[:1] if case == "one-block" else phs[:readers]
     per_way = 1 - (1 - loss / 100) ** 2
+    cpu_before = bed.controller_cpu_s()
+    began = time.monotonic()
     got = bed.agent("client", "--agent", "realistic", "--readers", str(readers), "--loss", str(per_way),
                     "--ph", "0", "--seed", "0", "--size", str(size), "--phs", ",".join(map(str, blocks)),
                     timeout=1800)
@@ -547,13 +725,27 @@ def measure_realistic(bed: Bed, mtu: int, case: str, readers: int, loss: float, 
             "duplicate_replies": sum(r.get("strays", 0) for r in got),
             "failed_readers": readers - len(ok), "errors": [r["error"] for r in got if r["error"]][:3],
             "sent": sum(r["sent"] for r in got), "reader_cpu_s": sum(r["cpu_s"] for r in got),
+            "controller_cpu_s": _cpu_since(bed, cpu_before), "wall_s": time.monotonic() - began,
             "final_cwnd": [round(r["cwnd"], 1) for r in got], "srtt_ms": [round(r["srtt_ms"], 2) for r in got]}
+
+
+def _cpu_since(bed: Bed, before: float | None) -> float | None:
+    """The controller's CPU seconds since `before` (None: no controller ran)."""
+    now = bed.controller_cpu_s()
+    return None if now is None or before is None else now - before
+
+
+def _cpu_cell(value: float | None, wall: float | None = None) -> str:
+    """CPU seconds, with their share of one core over `wall` seconds when known."""
+    if value is None:
+        return "–"
+    return f"{value:.2f} ({100 * value / wall:.1f}%)" if wall else f"{value:.2f}"
 
 
 def realistic_table(rows: list[dict]) -> str:
     lines = ["| MTU | case | loss/hop | N | chunk | p50 s | p99 s | Jain | aggregate MB/s | vs lone | "
-             "resent GETs (% of chunks) | duplicate replies | BUSY | marks | failed |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "resent GETs (% of chunks) | duplicate replies | BUSY | marks | controller CPU s (% of a core) | failed |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lone = r.get("lone_MB_per_s")
         vs = f"{r['aggregate_MB_per_s'] / lone:.2f}" if lone else "–"
@@ -562,7 +754,7 @@ def realistic_table(rows: list[dict]) -> str:
                      f"{r['jain']:.3f} | {r['aggregate_MB_per_s']:.1f} | {vs} | "
                      f"{r['resent_gets']} ({r['resent_percent_of_chunks']:.2f}%) | {r.get('duplicate_replies', 0)} | "
                      f"{r['busy_replies']} | "
-                     f"{r['marks']} | {r['failed_readers']}{' ' + r['errors'][0][:80] if r['errors'] else ''} |")
+                     f"{r['marks']} | {_cpu_cell(r.get('controller_cpu_s'), r.get('wall_s'))} | {r['failed_readers']}{' ' + r['errors'][0][:80] if r['errors'] else ''} |")
     return "\n".join(lines)
 
 
@@ -646,16 +838,33 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def stream_join_available() -> bool:
+    """Whether this checkout's data plane has stream join (its P4 file and the controller's installer)."""
+    root = Path(__file__).parents[1]
+    return (root / "p4src" / "stream.p4").is_file() and (root / "controller" / "streaming.py").is_file()
+
+
 def run(out: Path, quick: bool = False, sizes: Sizes | None = None, realistic: Realistic | None = None,
-        coalescing_study: bool = False) -> dict:
-    """The realistic rows first (`realistic`, default REALISTIC_FULL / REALISTIC_QUICK), then, when asked, the
-    coalescing study (`sizes`: coalescing off and on, tuned readers)."""
+        coalescing_study: bool = False, spread: SpreadPlan | bool = True) -> dict:
+    """The spread table first (`spread`: True = SPREAD_FULL / SPREAD_QUICK, False = none), then the realistic
+    rows (`realistic`, default REALISTIC_FULL / REALISTIC_QUICK; a plan with no readers skips them), then, when
+    asked, the coalescing study (`sizes`: coalescing off and on, tuned readers)."""
+    from bench import _incast_spread
+
     plan = realistic or (REALISTIC_QUICK if quick else REALISTIC_FULL)
     sizes = sizes or (QUICK if quick else FULL)
+    if spread is True:
+        spread = _incast_spread.SPREAD_QUICK if quick else _incast_spread.SPREAD_FULL
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     ph = 0x1C00_0000 + (int(time.time()) & 0xFFFF) * 0x10000
     started = time.perf_counter()
+    spread_result = _incast_spread.run(spread, out, stream_join_available()) if spread else None
+    if spread_result is not None:
+        (out / f"{NAME}.json").write_text(json.dumps({"bench": NAME, "spread": spread_result}, indent=2))
+        (out / f"{NAME}.md").write_text(_incast_spread.markdown(spread_result))
+    if not plan.readers and not coalescing_study:
+        return {"bench": NAME, "spread": spread_result}
     with Bed(out / "incast-bed") as bed:
         realistic_rows = run_realistic(bed, plan, ph + 0x8000) if plan.readers else []
         for mib in sizes.block_mib if coalescing_study else ():
@@ -669,16 +878,18 @@ def run(out: Path, quick: bool = False, sizes: Sizes | None = None, realistic: R
             ph += 1
             rows.append(measure(bed, sizes.loss_mib, sizes.loss_readers, on, ph, loss=1.0))
             print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
-    result = {"bench": NAME, "realistic": {"rows": realistic_rows, "plan": plan.__dict__,
+    result = {"bench": NAME, "spread": spread_result, "realistic": {"rows": realistic_rows, "plan": plan.__dict__,
                                            "client": "ClientOptions defaults (congestion control, RTO from RTT, "
                                                      "chunk size from the path MTU)",
-                                           "controller_cpu_s": "no controller process: the bench programs the "
-                                                               "switch over P4Runtime itself"},
+                                           "controller_cpu_s": "the real controller (`python -m controller "
+                                                               "serve`) as the switch's primary, CPU seconds per "
+                                                               "row from /proc"},
               "chunk_bytes": CHUNK, "mtu": MTU, "coalesce_timeout_us": COALESCE_TIMEOUT_US,
               "baseline": "coalescing off = coalesce_config default action coalesce_off (the controller with "
                           "coalescing disabled)", "rows": rows, "wall_s": time.perf_counter() - started}
     (out / f"{NAME}.json").write_text(json.dumps(result, indent=2))
-    text = "## Realistic: client defaults, one process per reader\n\n" + realistic_table(realistic_rows) + "\n"
+    text = _incast_spread.markdown(spread_result) + "\n" if spread_result is not None else ""
+    text += "## Realistic: client defaults, one process per reader\n\n" + realistic_table(realistic_rows) + "\n"
     if rows:
         text += "\n## Coalescing study (tuned readers, 8 KiB chunks, MTU 9000)\n\n" + table(rows) + "\n"
         plot(rows, out / f"{NAME}.png")
@@ -703,7 +914,25 @@ if __name__ == "__main__":
     parser.add_argument("--mib", type=int, help="realistic rows: block size in MiB")
     parser.add_argument("--losses", help="realistic rows: percent loss per hop, e.g. 0,5")
     parser.add_argument("--cases", help="realistic rows: one-block,own-blocks")
+    parser.add_argument("--spread-only", action="store_true", help="only the spread table (no realistic rows)")
+    parser.add_argument("--no-spread", action="store_true", help="no spread table")
+    parser.add_argument("--spread-ns", help="spread table: reader counts, e.g. 8,16,32")
+    parser.add_argument("--spreads", help="spread table: start spreads in s (the lone block time is added), "
+                                          "e.g. 0,0.05,0.5")
+    parser.add_argument("--spread-mtus", help="spread table: MTUs of the pool's rows, e.g. 9000,1500")
+    parser.add_argument("--spread-mib", type=int, help="spread table: block size in MiB")
+    parser.add_argument("--no-mooncake", action="store_true", help="spread table without Mooncake's rows")
+    parser.add_argument("--no-stream-join", action="store_true", help="kvswitch rows with coalescing only")
     args = parser.parse_args()
+    from bench._incast_spread import SPREAD_FULL, SPREAD_QUICK, SpreadPlan
+
+    sbase = SPREAD_QUICK if args.quick else SPREAD_FULL
+    spread_plan = None if args.no_spread else SpreadPlan(
+        readers=tuple(int(x) for x in args.spread_ns.split(",")) if args.spread_ns else sbase.readers,
+        spreads_s=tuple(float(x) for x in args.spreads.split(",")) if args.spreads else sbase.spreads_s,
+        block_mib=args.spread_mib or sbase.block_mib,
+        mtus=tuple(int(x) for x in args.spread_mtus.split(",")) if args.spread_mtus else sbase.mtus,
+        lone=sbase.lone, mooncake=sbase.mooncake and not args.no_mooncake, stream_join=not args.no_stream_join)
     base = REALISTIC_QUICK if args.quick else REALISTIC_FULL
     plan = Realistic(
         mtus=tuple(int(x) for x in args.mtus.split(",")) if args.mtus else base.mtus,
@@ -711,6 +940,8 @@ if __name__ == "__main__":
         readers=tuple(int(x) for x in args.ns.split(",")) if args.ns else base.readers,
         block_mib=args.mib or base.block_mib,
         losses=tuple(float(x) for x in args.losses.split(",")) if args.losses else base.losses)
+    if args.spread_only:
+        plan = Realistic(readers=())
     if args.trace_dir:
         args.trace_dir.mkdir(parents=True, exist_ok=True)
         TRACE_DIR = args.trace_dir
@@ -720,4 +951,5 @@ if __name__ == "__main__":
                   (part.split(":") for part in args.rows.split(";"))}
         only = Sizes(tuple(wanted), wanted, loss_readers=0, loss_mib=1,
                      modes={"processes": (False,), "in-step": (True,), "both": (False, True)}[args.modes])
-    run(args.out, args.quick, only, plan, coalescing_study=args.coalescing_study or args.rows is not None)
+    run(args.out, args.quick, only, plan, coalescing_study=args.coalescing_study or args.rows is not None,
+        spread=spread_plan or False)

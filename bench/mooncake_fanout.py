@@ -1,8 +1,9 @@
 """Mooncake Store's own answer to a hot key: N readers of one 16 MiB key, dynamic replication off and on.
 
-The peer baseline of the N-to-1 incast (`bench incast` measures the pool with the switch's coalescing off and
-on): the same readers, block size and start spreads, reading one hot key straight from Mooncake Store with its
-own client (`MooncakeDistributedStore.get` over TCP, the pinned mooncake-transfer-engine-non-cuda 0.3.13.post1).
+The peer baseline of the N-to-1 incast: the same readers, block size and start spreads, reading one hot key
+straight from Mooncake Store with its own client (`MooncakeDistributedStore.get` over TCP, the pinned
+mooncake-transfer-engine-non-cuda 0.3.13.post1). `bench incast`'s spread table runs `measure` in the same
+invocation as the pool's rows (no switch function, kvswitch), so the four systems sit side by side.
 
 The bed, built fresh per run (root: network namespaces and veth pairs this benchmark creates and removes):
 

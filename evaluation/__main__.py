@@ -147,10 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gpu", choices=("a100", "h100"), default="a100")
     run.add_argument("--utilisation", type=float, default=0.5, help="achieved fraction of GPU peak")
     run.add_argument("--link-gbps", type=float, default=100.0, help="node, storage and switch port line rate")
-    run.add_argument("--sharing", choices=MECHANISMS, default="round-trip",
-                     help="which reads of one block coalescing merges (evaluation.sharing): round-trip (the data "
-                          "plane as built), stream-join (proposed) or incast-window (the old 1 s window); "
-                          "default %(default)s")
+    run.add_argument("--sharing", choices=MECHANISMS, default="stream-join",
+                     help="which reads of one block the switch merges (evaluation.sharing): stream-join (the data "
+                          "plane as built: coalescing plus stream join), round-trip (coalescing only) or "
+                          "incast-window (the old 1 s window, an upper bound); default %(default)s")
     run.add_argument("--round-trip-ms", type=float, default=1000 * ROUND_TRIP_S,
                      help="how long a first reader's GET stays pending at the switch (default %(default)g ms)")
     run.add_argument("--recycling", default="drop,demote,residual", help="recycling policies compared in Q3")

@@ -8,7 +8,10 @@ in order; measured over all such blocks:
   its first) that start while an earlier read's transfer is still running (gap < the block's transfer time):
   readers that overlap in time, which is what makes an incast;
 * per sharing mechanism (`evaluation.sharing`), the share of repeat reads it merges with an earlier one and the
-  blocks' worth the storage node sends per read of such a block (1.0: no relief).
+  blocks' worth the storage node sends per read of such a block (1.0: no relief);
+* the share of repeat reads that start more than `HEAT_WINDOW_S` after the block's first read: at best the reads
+  a replica made on heat (Mooncake Store's dynamic replication, whose shortest heat window is 1 s) could take;
+  the reads before it all land on the one replica the block had.
 
 A read here is a request whose prompt holds the block, whichever tier would serve it: the spread of demand,
 before caches. Blocks of one request are taken to start together; a later block of two requests starts as far
@@ -49,6 +52,8 @@ class ArrivalSpread:
     """Per mechanism label: share of repeat reads it merges with an earlier one."""
     sends_per_read: dict[str, float]
     """Per mechanism label: blocks' worth the storage node sends per read of these blocks."""
+    late_share: float = 0.0
+    """Share of repeat reads starting more than `HEAT_WINDOW_S` after their block's first read."""
 
     @property
     def repeat_reads(self) -> int:
@@ -58,7 +63,7 @@ class ArrivalSpread:
         return {"trace": self.trace, "blocks": self.blocks, "reads": self.reads, "repeat_reads": self.repeat_reads,
                 "gap_p50_s": self.gap_p50_s, "gap_p90_s": self.gap_p90_s, "gap_p99_s": self.gap_p99_s,
                 "overlap": dict(self.overlap), "merged": dict(self.merged),
-                "sends_per_read": dict(self.sends_per_read)}
+                "sends_per_read": dict(self.sends_per_read), "late_share": self.late_share}
 
 
 def read_starts(stream: BlockStream, min_reads: int = 2) -> list[np.ndarray]:
@@ -66,6 +71,10 @@ def read_starts(stream: BlockStream, min_reads: int = 2) -> list[np.ndarray]:
     times, first = _flat_starts(stream, min_reads)
     return np.split(times, np.flatnonzero(first)[1:]) if times.size else []
 
+
+HEAT_WINDOW_S = 1.0
+"""Mooncake Store's shortest dynamic-replication heat window (`--dynamic_replication_heat_window_seconds`, whole
+seconds): reads of a block before its first read is this old cannot be spread over a replica made on heat."""
 
 STAMPED = 2.0
 """Requests per distinct timestamp from which a trace's stamps are taken to hide its spread."""
@@ -142,13 +151,18 @@ def _measure(name: str, times: np.ndarray, first: np.ndarray, transfers_s: Mappi
         return float(np.percentile(gaps, q)) if gaps.size else 0.0
 
     overlap = {label: float(np.count_nonzero(gaps < t)) / repeat for label, t in transfers_s.items()}
+    late = 0.0
+    if reads:
+        block = np.cumsum(first) - 1
+        since = times - times[first][block]
+        late = float(np.count_nonzero(since[~first] > HEAT_WINDOW_S)) / repeat
     merged: dict[str, float] = {}
     sends: dict[str, float] = {}
     for label, (sharing, transfer) in mechanisms.items():
         own, blocks_sent = _block_sends(times, first, sharing, transfer)
         merged[label] = (reads - own) / repeat
         sends[label] = blocks_sent / max(1, reads)
-    return ArrivalSpread(name, blocks, reads, pct(50), pct(90), pct(99), overlap, merged, sends)
+    return ArrivalSpread(name, blocks, reads, pct(50), pct(90), pct(99), overlap, merged, sends, late)
 
 
 def block_sends(starts: list[np.ndarray], sharing: Sharing, transfer_s: float) -> tuple[int, float]:

@@ -52,7 +52,7 @@ class Scenario:
     window_s: float = 1.0
     """The group's readers start evenly spread over this window."""
     sharing: Sharing = field(default_factory=Sharing)
-    """Which of the group's reads the switch merges (default: the data plane as built, one round trip)."""
+    """Which of the group's reads the switch merges (default: the data plane as built, stream join)."""
     writes_per_s: float = CONTROLLER_WRITES_PER_S
     chunk_index: bool = _CONTROL.chunk_index
     """True: one table entry per 128-byte chunk (the data plane as built); False: one per block (proposal)."""

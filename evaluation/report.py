@@ -358,13 +358,14 @@ def switch_functions_section(q2: dict) -> str:
     rows = [[f["function"], str(f["fan_in_max"]), f"{f['fan_in_mean']:.2f}", f"{f['storage_bytes_sent'] / 1e12:.2f}",
              _ms(f["ttft_mean_s"]), _ms(f["ttft_p99_s"])] for f in q2["switch_functions"]]
     held = "whole blocks" if q2["switch_block_share"] >= 1 else f"leading {q2['switch_block_share']:.2%} of blocks"
-    sharing = q2.get("sharing", "round-trip")
+    sharing = q2.get("sharing", "stream-join")
     return "\n".join([
         "### Switch functions: storing and coalescing", "",
         f"The main trace's cluster replay with the switch pool ({q2['switch_blocks']:,} blocks, {held}) and "
-        f"without, priced with and without coalescing as the data plane does it (`{sharing}`: only reads of one "
-        "block from one storage node that start within one storage round trip of the first share its sends; "
-        "`evaluation.sharing`). Every workload under every mechanism: \"Where coalescing pays off\" below.", "",
+        f"without, priced with and without the switch's sharing as the data plane does it (`{sharing}`: a reader "
+        "of a block whose stream from its storage node is live joins it and pays only the part before its join "
+        "point; `evaluation.sharing`). Every workload under every mechanism: \"Where coalescing pays off\" "
+        "below.", "",
         _table(["switch does", "max fan-in", "mean fan-in", "storage NIC TB sent", "TTFT mean ms", "p99 ms"], rows),
     ])
 
@@ -381,12 +382,13 @@ def arrivals_section(arr: dict) -> str:
                "p99 ms"]
               + [f"overlap {link} ({1000 * arr['transfer_s'][link]:.1f} ms)" for link in links]
               + [f"merged: {label}" for label in mechanisms.values()]
-              + [f"sends / read: {m}" for m in mechanisms])
+              + [f"sends / read: {m}" for m in mechanisms] + ["late (> 1 s)"])
     rows = [[r["trace"], f"{r.get('requests_per_stamp', 1.0):.1f}", f"{r['blocks']:,}", str(r.get("min_reads", 2)),
              f"{r['reads']:,}", _gap(r["gap_p50_s"]),
              _gap(r["gap_p90_s"]),
              _gap(r["gap_p99_s"])] + [_pct(r["overlap"][link]) for link in links]
             + [_pct(r["merged"][m]) for m in mechanisms] + [f"{r['sends_per_read'][m]:.2f}" for m in mechanisms]
+            + [_pct(r.get("late_share", 0.0))]
             for r in arr["rows"]]
     return "\n".join([
         "## Arrival spread — how far apart the readers of a shared block start", "",
@@ -396,16 +398,40 @@ def arrivals_section(arr: dict) -> str:
         f"of a block but its first) that start while the previous read's transfer still runs, for a "
         f"{arr['block_bytes'] / 2**20:,.0f} MiB block at each link speed and for the testbed's 16 MiB block at its "
         "measured 118 MB/s; *merged*: the share of repeat reads each sharing mechanism merges with an earlier "
-        "one (`round-trip`: the data plane as built; `stream-join`: joining a block's stream while it lasts, "
-        f"one block at {arr['stream_gbps']:g} Gb/s, and fetching the missed part; `incast-window`: what the "
-        "evaluator used to credit); *sends / read*: blocks' worth the storage node sends per read of these "
+        "one (`stream-join`: the data plane as built, joining a block's stream while it lasts, one block at "
+        f"{arr['stream_gbps']:g} Gb/s, at most 64 subscribers, and fetching the missed part; `round-trip`: "
+        "request coalescing alone; `incast-window`: what the evaluator used to credit, an upper bound); "
+        "*late*: the share of repeat reads that start after the block's first read by more than Mooncake's "
+        "shortest heat window (1 s), the reads a replica made on heat could take at best; *sends / read*: blocks' worth the storage node sends per read of these "
         "blocks (1.00: no relief). Demand before caches: a read here is any request whose prompt holds the "
         "block. *Requests per stamp*: requests per distinct timestamp; a trace with two or more stamps its "
         "arrivals coarsely (the Mooncake conversation trace: in 3 s steps), so its zero gaps are the stamp, not "
         "the readers, and what it shows merged is an upper bound; its *stamps spread* rows spread each stamp's "
         "requests evenly over the step to the next, the other reading of the same data.", "",
-        _table(header, rows),
+        _table(header, rows), "",
+        replication_sentence(arr),
     ])
+
+
+def replication_sentence(arr: dict) -> str:
+    """Where Mooncake's own hot-key replication could be enough: per trace, the share of its hot blocks' repeat
+    reads that come within the heat window of the block's first read (1 - `late_share` of the k = 8 rows), the
+    burst one node serves alone whatever replicas come later."""
+    hot = [r for r in arr["rows"] if r.get("min_reads", 2) >= 8 and "stamps spread" not in r["trace"]]
+    if not hot:
+        return ""
+    ranked = sorted(hot, key=lambda r: r.get("late_share", 0.0))
+    early = ", ".join(f"{r['trace']} {_pct(1.0 - r.get('late_share', 0.0))}" for r in ranked)
+    crowded = [r["trace"] for r in ranked if 1.0 - r.get("late_share", 0.0) >= 0.1]
+    spread = [r["trace"] for r in ranked if 1.0 - r.get("late_share", 0.0) < 0.01]
+    return ("**Where Mooncake's own replication could be enough.** A replica made on heat can take only the "
+            "reads after its heat window (at least 1 s in 0.3.13), and only if the client spreads its gets over "
+            "replicas, which `bench incast`'s Mooncake rows did not see on our bed (every get read the first "
+            "replica). Repeat reads of hot blocks (k = 8) within the first second of the block's first read, "
+            f"which one node serves alone: {early}. Where that burst is large ({', '.join(crowded) or 'none'}) "
+            "only the switch's sharing relieves it; where it is under 1% "
+            f"({', '.join(spread) or 'none'}) a replica on heat could carry the load, given a client that "
+            "spreads its reads.")
 
 
 def sharing_section(sh: dict) -> str:
@@ -482,20 +508,21 @@ def pays_off_sentence(sh: dict) -> str:
                              f"{1000 * best['net_benefit_s']:,.2f} ms per request)")
         return "; ".join(found) or "nowhere"
 
-    return (f"**Where coalescing pays off.** As built (`round-trip`): {where('round-trip')}. With a stream join: "
-            f"{where('stream-join')}. What the old 1 s window credited: {where('incast-window')}.")
+    return (f"**Where the switch's sharing pays off.** As built (`stream-join`): {where('stream-join')}. "
+            f"Coalescing alone (`round-trip`): {where('round-trip')}. What the old 1 s window credited: "
+            f"{where('incast-window')}.")
 
 
 def boundary_section(studies: dict) -> str:
     b = studies["boundary"]
     base = b["base"]
     window = base.get("window_s", 1.0)
-    sharing = base.get("sharing", "round-trip")
+    sharing = base.get("sharing", "stream-join")
     lines = ["## Q4 as a boundary — where the pool pays off", "",
              f"Closed-form model (`evaluation.boundary`) of one incast group: N readers of a shared "
              f"{base['prefix_blocks']}-block prefix starting evenly spread over {window:g} s; coalescing merges only "
-             f"the reads its mechanism can (`{sharing}` unless a plane says otherwise: a reader shares a block's "
-             "sends only if it starts within one storage round trip of the stream's first reader); every overhead "
+             f"the reads its mechanism can (`{sharing}` unless a plane says otherwise: a reader starting while the "
+             "block's stream lives joins it and pays only the part before its join point); every overhead "
              f"charged: one `kv_index` write per 128-byte chunk at the measured {base['writes_per_s']:,.0f} "
              "writes/s, a 15 ms digest-to-install delay, the extra pipeline pass, and on a software target every "
              "served or replicated packet at its ~89k packets/s. Cells: net TTFT benefit per reader in ms of "
@@ -512,15 +539,15 @@ def boundary_section(studies: dict) -> str:
     lines += [
         "Where it pays off and why:",
         "",
-        "- **Coalescing pays only for readers the mechanism can merge.** "
+        "- **Sharing pays only for readers the mechanism can merge.** "
         + (f"With the readers over 1 s, the old model (every read in the same 1 s merged) credited "
-           f"{credited:+,.0f} ms per reader; as built, {base['concurrency']} readers "
-           f"{1000 / base['concurrency']:.0f} ms apart share nothing "
-           f"({b.get('as_built_sends_per_reader', 1.0):.2f} sends per reader) and the net is {built:+,.3f} ms "
-           f"(the extra hop). " if credited is not None and built is not None else "")
-        + f"The *sharing x arrival window* plane shows the span over which the group must start for coalescing as "
-        f"built ({b.get('round_trip_ms', 4):g} ms round trip) or a per-block stream join (a block's transfer, a "
-        "few ms at these rates) to pay; the arrival-spread table says which workloads start that close.",
+           f"{credited:+,.0f} ms per reader; as built (`{sharing}`), {base['concurrency']} readers "
+           f"{1000 / base['concurrency']:.0f} ms apart cost {b.get('as_built_sends_per_reader', 1.0):.2f} sends "
+           f"per reader and the net is {built:+,.3f} ms. " if credited is not None and built is not None else "")
+        + "The *sharing x arrival window* plane shows the span over which the group must start for request "
+        f"coalescing alone ({b.get('round_trip_ms', 4):g} ms round trip) or the built stream join (a stream lives "
+        "one block's transfer, a few ms at these rates) to pay; the arrival-spread table says which workloads "
+        "start that close.",
         "- **Never on a software switch** (softswitch/BMv2): at ~89k packets/s of 128-byte chunks it serves "
         "~11 MB/s, so serving or replicating a multi-MiB block costs seconds; the net benefit is hugely negative.",
         "- **With one reader it cannot pay** (no incast to relieve; only the extra hop is left).",

@@ -3,19 +3,21 @@
 A switch relieves an N-to-1 incast only for readers whose reads it can merge, and which those are depends on
 the mechanism, not on a window the evaluator picks:
 
-* `round-trip` (the data plane as built, docs/dataplane.md, "What it takes for readers to share a GET"): a
+* `stream-join` (the data plane as built, the default; docs/dataplane.md, "Stream join"): the first reader
+  whose GET of a block leaves the switch towards the block's storage node is the ORIGIN of the block's stream;
+  a later reader of the block, while that stream lives (the origin reads the block: `transfer_s`), becomes a
+  SUBSCRIBER, at most `max_subscribers` (64) per stream: every later chunk reply to the origin is copied to it,
+  and it GETs itself only the part of the block before its join point, `d / transfer_s` for a reader `d` after
+  the origin. A reader beyond the bound is forwarded as today (a whole block of its own); a reader after the
+  stream ended starts the next one. Patch GETs (and every GET) still coalesce as below.
+* `round-trip` (request coalescing only, docs/dataplane.md, "What it takes for readers to share a GET"): a
   reader's GET for a chunk joins a pending entry only while the first reader's GET for that chunk waits for
   the storage node's reply, one storage round trip. Readers that start a block within `round_trip_s` of the
   first share its sends; a later reader costs the node a whole block of its own. The default, 4 ms, is the
   round trip measured on the softswitch bed (`bench incast`); hardware switches have microseconds.
-* `stream-join` (a proposed mechanism): a reader whose GET finds the block being streamed to others joins the
-  stream (the switch replicates every later chunk reply to it) and fetches the chunks it missed itself
-  ("patching"). A reader starting `d` after the stream's first reader, while that stream lasts (`transfer_s`,
-  one block at the link rate), needs the first `d / transfer_s` of the block; after it, a stream of its own.
-  Its patch GETs coalesce as above with other readers' GETs for the same chunks sent within one round trip.
 * `incast-window`: every read of a block from one node in the same aligned `incast_window_s` window merges
   into one send, whatever their distance. What the evaluator used to credit; kept as the upper bound that no
-  built or proposed mechanism reaches.
+  built mechanism reaches.
 """
 
 from __future__ import annotations
@@ -23,33 +25,38 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-MECHANISMS = ("round-trip", "stream-join", "incast-window")
+MECHANISMS = ("stream-join", "round-trip", "incast-window")
+"""The built mechanism first (the default), then coalescing alone, then the upper bound."""
 ROUND_TRIP_S = 0.004
 """One storage round trip per chunk on the softswitch bed, the pending entry's lifetime in effect."""
+STREAM_SUBSCRIBERS = 64
+"""Subscribers one stream takes at most, as the data plane bounds them (docs/dataplane.md, "Stream join")."""
 
 
 @dataclass(frozen=True)
 class Sharing:
     """A switch mechanism that merges reads of one block from one storage node."""
 
-    mechanism: str = "round-trip"
+    mechanism: str = "stream-join"
     round_trip_s: float = ROUND_TRIP_S
-    """How long a first reader's GET for a chunk stays pending (`round-trip`)."""
+    """How long a first reader's GET for a chunk stays pending (`round-trip`, and patch GETs of `stream-join`)."""
     incast_window_s: float = 1.0
     """The aligned window of `incast-window`."""
+    max_subscribers: int = STREAM_SUBSCRIBERS
+    """Subscribers per stream (`stream-join`); a reader beyond them reads the whole block itself."""
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"unknown sharing mechanism {self.mechanism!r}; known: {', '.join(MECHANISMS)}")
-        if self.round_trip_s < 0 or self.incast_window_s <= 0:
-            raise ValueError("sharing: round_trip_s >= 0 and incast_window_s > 0")
+        if self.round_trip_s < 0 or self.incast_window_s <= 0 or self.max_subscribers < 0:
+            raise ValueError("sharing: round_trip_s >= 0, incast_window_s > 0 and max_subscribers >= 0")
 
     def label(self) -> str:
         if self.mechanism == "round-trip":
-            return f"round-trip ({1000 * self.round_trip_s:g} ms)"
+            return f"round-trip ({1000 * self.round_trip_s:g} ms, coalescing only)"
         if self.mechanism == "incast-window":
-            return f"incast-window ({self.incast_window_s:g} s)"
-        return "stream-join"
+            return f"incast-window ({self.incast_window_s:g} s, upper bound)"
+        return f"stream-join (≤{self.max_subscribers} subscribers, as built)"
 
 
 @dataclass
@@ -58,6 +65,8 @@ class _Block:
 
     stream_start: float | None = None
     """When the newest stream of the whole block (`stream-join`) or the newest aligned window started."""
+    subscribers: int = 0
+    """Readers that joined the newest stream (`stream-join`)."""
     pending: list[tuple[float, float, float]] = field(default_factory=list)
     """(sent at, first, end) of chunk ranges whose GETs went to the node, as shares of the block."""
 
@@ -73,7 +82,7 @@ class SharedReads:
 
     sharing: Sharing
     transfer_s: float
-    """One block's stream time at the link rate (how long a `stream-join` stream lasts)."""
+    """How long a `stream-join` stream lives: its origin's read of the block (one block at the link rate)."""
     _blocks: dict[Hashable, _Block] = field(default_factory=dict)
 
     def read(self, node: Hashable, key: Hashable, at_s: float) -> float:
@@ -87,11 +96,14 @@ class SharedReads:
             block.stream_start = at_s
             return 1.0
         need = 1.0
-        if (sharing.mechanism == "stream-join" and block.stream_start is not None
-                and at_s - block.stream_start < self.transfer_s):
-            need = (at_s - block.stream_start) / self.transfer_s  # the stream brings the rest
-        else:
-            block.stream_start = at_s
+        live = block.stream_start is not None and at_s - block.stream_start < self.transfer_s
+        if sharing.mechanism == "stream-join" and live and block.subscribers < sharing.max_subscribers:
+            assert block.stream_start is not None
+            need = (at_s - block.stream_start) / self.transfer_s  # a subscriber: the stream brings the rest
+            block.subscribers += 1
+        elif sharing.mechanism != "stream-join" or not live:
+            block.stream_start, block.subscribers = at_s, 0  # the origin of a new stream
+        # else: the stream is full: this reader is forwarded as today and reads the whole block
         block.pending = [p for p in block.pending if at_s - p[0] < sharing.round_trip_s]
         own = _uncovered(need, [(lo, hi) for _, lo, hi in block.pending])
         block.pending += [(at_s, lo, hi) for lo, hi in own]

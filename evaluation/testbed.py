@@ -9,7 +9,14 @@ releases them; `bench incast`'s measured start spread otherwise). The model, the
   bed (block bytes / the lone reader's block time, measured by the benchmark itself); the node's rate is
   fitted on one row per set-up and N (the narrowest spread, no merging: N blocks / its p99), since on a bed
   of two shared cores N reader processes together get more than one lone reader does, and less per reader the
-  more of them there are; a reader the switch merged ends when the stream it joined ends.
+  more of them there are; a reader the switch merged ends when the stream it joined ends;
+* a stream join's stream lives while its origin reads the block, and the origin reads slower when other
+  readers' patches share the node: the stream's life is the origin's predicted read time (a fixed point from
+  the lone block time).
+
+`bench incast`'s spread table (its JSON's `spread` part: no switch function, kvswitch, Mooncake off / on at
+starts spread 0 / 50 ms / 500 ms / a lone block time) is the model's main check; the node's rate for the kvswitch
+rows is fitted on the same N's no-switch-function row at spread 0 (same bed, no merging).
 
 Reported per row: predicted and measured bytes the busiest storage node sent per block read, and p99
 completion, with the error of each.
@@ -61,17 +68,27 @@ def processor_sharing(starts: list[float], sizes: list[float], rate: float, cap:
     return finish
 
 
+STREAM_LIFE_ROUNDS = 6
+"""Fixed-point rounds for a stream's life (the origin's read time under the row's load)."""
+
+
 def predict(readers: int, spread_s: float, lone_s: float, sharing: Sharing | None,
             node_blocks_per_s: float | None = None) -> dict:
     """Busiest node's blocks per read and p50 / p99 completion for one row (`sharing` None: no merging);
     the node sends `node_blocks_per_s` (default: a lone reader's rate), no stream faster than a lone reader."""
     starts = starts_over(readers, spread_s)
-    if sharing is None:
-        costs = [1.0] * readers
-    else:
-        shared = SharedReads(sharing, lone_s)
-        costs = [shared.read(0, 0, t) for t in starts]
-    finish = processor_sharing(starts, costs, node_blocks_per_s or 1.0 / lone_s, 1.0 / lone_s)
+    rate = node_blocks_per_s or 1.0 / lone_s
+    costs = [1.0] * readers
+    finish = processor_sharing(starts, costs, rate, 1.0 / lone_s)
+    if sharing is not None:
+        life = lone_s
+        for _ in range(STREAM_LIFE_ROUNDS):
+            shared = SharedReads(sharing, life)
+            costs = [shared.read(0, 0, t) for t in starts]
+            finish = processor_sharing(starts, costs, rate, 1.0 / lone_s)
+            if sharing.mechanism != "stream-join":
+                break
+            life = max(lone_s, finish[0] - starts[0])  # the first reader is the first stream's origin
     done = []
     stream_end = 0.0
     for cost, start, end in zip(costs, starts, finish, strict=True):
@@ -144,6 +161,52 @@ def incast_rows(result: dict, sharing: Sharing) -> list[dict]:
     return rows
 
 
+def _system_sharing(system: str, built: Sharing) -> Sharing | None:
+    """The mechanism of a spread-table system: stream join where the row had it, coalescing alone, or none."""
+    if not system.startswith("kvswitch"):
+        return None  # no switch function; Mooncake reads one replica
+    if "stream" in system:
+        return built if built.mechanism == "stream-join" else Sharing("stream-join", built.round_trip_s)
+    return Sharing("round-trip", built.round_trip_s)
+
+
+def spread_rows(spread: dict, built: Sharing) -> list[dict]:
+    """`bench incast`'s spread table against the model: each system with its own lone block time and mechanism;
+    the node's rate fitted per (system's bed, MTU, N) on the narrowest row without merging."""
+    rows_in = spread.get("rows", [])
+    lone = spread.get("lone_block_time_s", {})
+
+    def bed_of(r: dict) -> tuple[str, int, int]:
+        pool = not r["system"].startswith("Mooncake")
+        return ("pool" if pool else r["system"], r.get("mtu", 0), r["readers"])
+
+    fits: dict[tuple[str, int, int], dict | None] = {}
+    for r in rows_in:
+        if _system_sharing(r["system"], built) is None:
+            key = bed_of(r)
+            best = fits.get(key)
+            if best is None or r["spread_s"] < best["spread_s"]:
+                fits[key] = r
+    out = []
+    for r in rows_in:
+        if r["readers"] < 2:
+            continue
+        lone_s = lone.get(f"{r['system']}, MTU {r.get('mtu')}", lone.get(r["system"]))
+        if lone_s is None:
+            lone_s = next((v for k, v in lone.items() if k.startswith("no switch function")), None)
+        if not lone_s:
+            continue
+        fit = fits.get(bed_of(r))
+        rate = fitted_rate(fit, fit["p99_s"]) if fit is not None else None
+        sharing = _system_sharing(r["system"], built)
+        p = predict(r["readers"], r["spread_s"], lone_s, sharing, rate)
+        out.append({"bench": "incast spread", "setup": r["system"] + (f", MTU {r['mtu']}" if "mtu" in r else ""),
+                    "readers": r["readers"], "spread": r["spread_label"], "busiest_predicted":
+                    p["busiest_blocks_per_read"], "busiest_measured": r["busiest_blocks_per_read"],
+                    "p99_predicted_s": p["p99_s"], "p99_measured_s": r["p99_s"], "fitted": r is fit})
+    return out
+
+
 def compare(bench_dir: Path, sharing: Sharing) -> dict | None:
     """The model-versus-testbed rows of whatever benchmark results `bench_dir` holds (None: none)."""
     rows: list[dict] = []
@@ -153,8 +216,10 @@ def compare(bench_dir: Path, sharing: Sharing) -> dict | None:
     incast = bench_dir / "incast.json"
     if incast.is_file():
         data = json.loads(incast.read_text())
+        if isinstance(data, dict) and isinstance(data.get("spread"), dict):
+            rows += spread_rows(data["spread"], sharing)
         if isinstance(data, dict) and isinstance(data.get("rows"), list):
-            rows += incast_rows(data, sharing)
+            rows += incast_rows(data, Sharing("round-trip", sharing.round_trip_s))  # the study: coalescing only
     for r in rows:
         r["busiest_error"] = _error(r["busiest_predicted"], r["busiest_measured"])
         r["p99_error"] = _error(r["p99_predicted_s"], r["p99_measured_s"])

@@ -31,7 +31,7 @@ class CostModel:
     block_tokens: int = BLOCK_TOKENS
     sharing: Sharing = field(default_factory=Sharing)
     """Which concurrent reads of one block the switch merges when it coalesces (`evaluation.sharing`); default:
-    the data plane as built, reads within one storage round trip."""
+    the data plane as built, stream join (a reader joining a live stream pays the part before its join point)."""
     request_overhead_s: float = 0.0
     """Fixed seconds every request pays besides fetch and prefill (scheduling, sampling, the API round trip);
     0 for the cluster studies, measured on the testbed by `evaluation.calibration`."""

@@ -8,6 +8,7 @@
 * `errors`: what a client call fails with (`KVPError`, `KVPTimeout`, `BlockNotFound`).
 * `transport`: how a client's datagrams travel (UDP; in-process and lossy ones for tests).
 * `window`: a window of requests in flight, resending only the late ones.
+* `stream`: where a block's stream is, as a reader that takes its pushed chunks sees it (what to ask for).
 * `client`: `KVPClient` and `python -m kvpool.client`.
 * `staging`: writes in progress at the storage node (per writer, bounded, expiring) and recent commits.
 * `trust`: which addresses may send controller-only requests.

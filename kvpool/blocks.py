@@ -171,6 +171,10 @@ class Reassembly:
         if idx == count - 1:
             self._last_len = value_len
 
+    def has(self, idx: int) -> bool:
+        """Whether chunk `idx` was received (False while the count is unknown or `idx` is out of range)."""
+        return 0 <= idx < len(self._have) and bool(self._have[idx])
+
     @property
     def missing(self) -> list[int]:
         """Chunk indices not received yet ([0] until the count is known)."""

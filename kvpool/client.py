@@ -1,6 +1,6 @@
 """The KVP client an inference node uses: whole blocks over plain UDP, chunked, checked, windowed, retried.
 
-    python -m kvpool.client [--server HOST[:PORT]] [--tenant T] get   PREFIX_HASH [--out FILE]
+    python -m kvpool.client [--server HOST[:PORT]] [--tenant T] [--no-stream] get PREFIX_HASH [--out FILE]
     python -m kvpool.client ... put    PREFIX_HASH --version V (--file F | --data TEXT)
     python -m kvpool.client ... insert PREFIX_HASH [--chunk I] [--depth D] [--tokens N] [--pin]
     python -m kvpool.client ... lookup PREFIX_HASH [--chunk I]
@@ -18,7 +18,9 @@ the measured round trips (`kvpool.rto`). A block read or write fails only when n
 
 Reads verify every chunk (CRC, version, count, chunk size) and never stitch two versions: when a newer write
 commits during a read, the read starts again at the newer version; chunks go straight into one buffer allocated
-once per block. Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
+once per block. A read of more than one chunk sets F_STREAM on its GETs: a switch may then push it the chunks it
+copies to the block's first reader, and the read asks only for the chunks the stream does not bring
+(`kvpool.stream`; docs/protocol.md, *Pushed chunks*). Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
 PUT_ACK STAGED (progress, the window moves on) and the block's chunks with OK once it committed the whole
 block; the write reports success exactly then (OK of any chunk means the whole block committed: commits are
 atomic). A resend after a lost ack is acknowledged OK by the node, so a stored write never looks failed.
@@ -63,8 +65,9 @@ from kvpool.constants import (
 )
 from kvpool.errors import BlockNotFound, KVPError, KVPTimeout
 from kvpool.rto import RtoBounds
+from kvpool.stream import StreamPatience, StreamPosition
 from kvpool.transport import Transport, UdpTransport
-from kvpool.window import Answer, PathState, Window, describe
+from kvpool.window import Answer, PathState, Pushed, Window, describe
 from kvpool.wire import Header
 
 __all__ = ["BlockNotFound", "BlockRead", "ChunkReply", "ClientOptions", "KVPClient", "KVPError", "KVPTimeout",
@@ -113,6 +116,15 @@ class ClientOptions:
     """Lowest retransmission timeout, seconds."""
     max_rto: float = 4.0
     """Highest retransmission timeout, backoff included: a silent request is resent at least this often."""
+    stream: bool = True
+    """Set F_STREAM on the GETs of a read of more than one chunk (or of unknown count) and take the chunks a
+    switch pushes from the block's stream (docs/protocol.md, *Pushed chunks*); False: never (pushed copies are
+    ignored)."""
+    late_patch: bool = False
+    """With a stream: ask for the chunks missed before joining only once the stream ends, instead of at once.
+    The readers that joined late then ask at about the same moment and share part of their patches as the next
+    stream: a little less for the storage node, a later finish for the readers (measured in docs/protocol.md,
+    *Pushed chunks*; off by default)."""
 
     def __post_init__(self) -> None:
         if self.give_up <= 0 or self.initial_window < 1 or not 0 < self.min_rto <= self.max_rto:
@@ -127,8 +139,11 @@ class ChunkReply:
     status: Status
     """HIT_SWITCH or HIT_SERVER."""
     latency: float
-    """Seconds from the (last) send to the reply."""
+    """Seconds from the (last) send to the reply (for a pushed chunk: to the push; 0.0 if never asked)."""
     attempts: int
+    """Times the chunk was asked for (a pushed chunk may have been asked 0 times)."""
+    pushed: bool = False
+    """It came pushed from the block's stream (F_PUSHED), not as the answer to this reader's GET."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +157,11 @@ class BlockRead:
     @property
     def switch_hits(self) -> int:
         return sum(c.status == Status.HIT_SWITCH for c in self.chunks)
+
+    @property
+    def pushed(self) -> int:
+        """Chunks that came pushed from the block's stream."""
+        return sum(c.pushed for c in self.chunks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +213,17 @@ class KVPClient:
         """BUSY replies: requests the storage node shed (resent after a backoff)."""
         self.spurious = 0
         """Resends proved unneeded (both sends were answered)."""
+        self.pushed = 0
+        """Pushed chunks taken into a read (docs/protocol.md, *Pushed chunks*)."""
+        self.pushed_duplicates = 0
+        """Pushed chunks a read already had (ignored)."""
+        self.pushed_ignored = 0
+        """Pushed copies refused: of another block, version, count or chunk size, or damaged (fetched later)."""
+        self.stream_quiet = 0
+        """Times a read's stream went quiet (no push for `kvpool.stream.StreamPatience.quiet_rtos` RTOs) and the
+        read asked for everything left."""
+        self.stream_holes = 0
+        """Chunks a read asked for because the stream skipped them (a push lost or late), joins not counted."""
 
     def close(self) -> None:
         self.transport.close()
@@ -256,30 +287,23 @@ class KVPClient:
 
     def _read(self, prefix_hash: int, chunks: int | None, version: int) -> BlockRead:
         window = self._window()
-        assembly = Reassembly(version, self.options.max_block)
-        served: dict[int, ChunkReply] = {}
-        todo: Iterator[int] = iter(range(chunks or 1))
-        shift = KVP_SLOT_SHIFT  # the responders answer with the block's own chunk size whatever a GET says
-
-        def top_up() -> None:
-            """Keep at most two windows of GETs queued: a block of 2^18 chunks is never queued whole."""
-            while len(window) < 2 * self.options.window and (i := next(todo, None)) is not None:
-                window.submit(i, self._header(Opcode.GET, prefix_hash, i, chunks or 1, version=version,
-                                              chunk_shift=shift))
-
-        top_up()
+        read = _BlockRead(self, window, prefix_hash, chunks, version)
         try:
-            for answer in window.answers():
-                if not self._accept_chunk(window, assembly, answer, prefix_hash):
-                    continue  # damaged on the way: asked again
-                served[answer.tag] = ChunkReply(answer.tag, _STATUSES[answer.reply.status], answer.latency,
-                                                answer.attempts)
-                if chunks is None and len(served) == 1 and assembly.count:  # chunk 0 tells count and size
-                    chunks, shift = assembly.count, answer.reply.chunk_shift
-                    todo = iter(range(1, chunks))
-                top_up()
+            for event in window.events():
+                if type(event) is Answer:
+                    read.answered(event)
+                elif event is None:
+                    read.top_up()  # a wake-up: a hole came due, or the stream went quiet
+                else:
+                    assert isinstance(event, Pushed)
+                    read.pushed(event)
+                if read.stream is not None and read.assembly.complete:  # (without one, the window ends then)
+                    window.clear()
+                    window.wake_at = None
+                    break
         finally:
             self._done(window)
+        assembly, served = read.assembly, read.served
         return BlockRead(assembly.data(), assembly.version or 0, tuple(served[i] for i in sorted(served)))
 
     def _accept_chunk(self, window: Window, assembly: Reassembly, answer: Answer, prefix_hash: int) -> bool:
@@ -397,6 +421,164 @@ class KVPClient:
 
 
 _STATUSES = {int(s): s for s in Status}
+_HITS = (int(Status.HIT_SWITCH), int(Status.HIT_SERVER))
+
+
+class _BlockRead:
+    """One attempt at reading a block (at one version): which chunks to ask for, and what came.
+
+    Without pushes it asks for the chunks in order, at most two windows queued, as a read always did. From the
+    first pushed chunk on it asks, while pushes keep coming, only for the chunks the stream will not bring (the
+    ones before the join and the holes, `kvpool.stream.StreamPosition`), and when the stream goes quiet for
+    everything left, in order."""
+
+    def __init__(self, client: KVPClient, window: Window, prefix_hash: int, chunks: int | None,
+                 version: int) -> None:
+        self.client = client
+        self.window = window
+        self.prefix_hash = prefix_hash
+        self.tenant = client.options.tenant
+        self.chunks = chunks
+        """The block's chunk count, once known (`None`: chunk 0's reply will tell)."""
+        self.version = version
+        self.assembly = Reassembly(version, client.options.max_block)
+        self.served: dict[int, ChunkReply] = {}
+        self.queued = 2 * client.options.window
+        """Requests queued or outstanding at most: two windows, so a block of 2^18 chunks is never queued whole."""
+        self.flags = int(Flag.STREAM) if client.options.stream and chunks != 1 else 0  # an int: no enum per GET
+        self.shift = KVP_SLOT_SHIFT  # the responders answer with the block's own chunk size whatever a GET says
+        self.todo: Iterator[int] = iter(range(chunks or 1))
+        """The chunks still to ask for, in order (without a stream)."""
+        self.stream: StreamPosition | None = None
+        """What the pushes told, from the first one on."""
+        self.asked: set[int] = set()
+        """With a stream: the chunks asked for and not answered yet."""
+        self.rest: Iterator[int] | None = None
+        """With a stream that went quiet: every chunk in order, those missing are asked for."""
+        self.top_up()
+
+    def ask(self, idx: int) -> None:
+        self.window.submit(idx, self.client._header(Opcode.GET, self.prefix_hash, idx, self.chunks or 1, self.flags,
+                                                    version=self.version, chunk_shift=self.shift))
+
+    def top_up(self) -> None:
+        """Ask for what the read needs next, as much as fits in two windows."""
+        if self.stream is not None:
+            self._top_up_streamed()
+            return
+        window, todo, header = self.window, self.todo, self.client._header
+        while len(window) < self.queued and (i := next(todo, None)) is not None:
+            window.submit(i, header(Opcode.GET, self.prefix_hash, i, self.chunks or 1, self.flags,
+                                    version=self.version, chunk_shift=self.shift))
+
+    def answered(self, answer: Answer) -> None:
+        """A reply to one of this read's GETs."""
+        stream = self.stream
+        if stream is not None:
+            self.asked.discard(answer.tag)
+        if not self.client._accept_chunk(self.window, self.assembly, answer, self.prefix_hash):
+            if stream is not None:
+                self.asked.add(answer.tag)  # damaged on the way: asked again
+            return
+        self.served[answer.tag] = ChunkReply(answer.tag, _STATUSES[answer.reply.status], answer.latency,
+                                             answer.attempts)
+        if self.chunks is None:
+            self._learn_count(answer.reply)
+        self.top_up()
+
+    def _learn_count(self, reply: Header) -> None:
+        if self.assembly.count:  # the first chunk tells count and size
+            self.chunks, self.shift = self.assembly.count, reply.chunk_shift
+            self.todo = iter(range(1, self.chunks))
+
+    # ---- the stream -------------------------------------------------------------------------------------
+
+    def pushed(self, pushed: Pushed) -> None:
+        """A chunk a switch pushed: taken if it is one of this block's, checked, and not had yet; else counted
+        and ignored (a damaged one is asked for later, as any missing chunk). A push never decides the block's
+        version, count or chunk size: those before the read's own first reply are ignored too."""
+        client, reply, assembly = self.client, pushed.reply, self.assembly
+        if (not self.flags or assembly.version is None or reply.prefix_hash != self.prefix_hash
+                or reply.tenant != self.tenant or reply.status not in _HITS):
+            client.pushed_ignored += 1
+            return
+        idx = reply.chunk_idx
+        if assembly.has(idx):
+            client.pushed_duplicates += 1
+            if self.stream is not None:
+                self.stream.pushed(idx, client.clock())  # the stream is alive, and where it says
+            return
+        try:
+            assembly.add(idx, reply.chunk_count, reply.value_len, pushed.value, reply.version, reply.value_csum)
+        except BlockError:  # another version, count or chunk size, or damaged: never restarts the read
+            client.pushed_ignored += 1
+            return
+        client.pushed += 1
+        now = client.clock()
+        self.window.progress(reply)
+        if self.stream is None:
+            self._join(idx, now)
+        else:
+            self.stream.pushed(idx, now)
+        cancelled = self.window.cancel(idx) if idx in self.asked else None
+        self.asked.discard(idx)
+        self.served[idx] = ChunkReply(idx, _STATUSES[reply.status], cancelled.waited if cancelled else 0.0,
+                                      cancelled.attempts if cancelled else 0, pushed=True)
+        if not assembly.complete:
+            self.top_up()
+
+    def _join(self, idx: int, now: float) -> None:
+        """The first push: from now on the stream says what to ask for; queued GETs beyond it are taken back
+        (with `late_patch`, all of them: those below it wait for the stream's end)."""
+        options = self.client.options
+        self.stream = StreamPosition(idx, now, StreamPatience(lag=2 * options.window))
+        self.asked = self.window.waiting()
+        late = options.late_patch
+        self.asked.difference_update(self.window.withdraw(lambda i: late or i > idx))
+
+    def _stream_brings_soon(self, newest: int, lag: int) -> bool:
+        """Whether a chunk this read misses is among the `lag` above the newest pushed one: the stream will bring
+        it soon. Not so when the stream is behind the read (it opened after this read had got further, say when
+        a read joins a newer reader's stream): waiting for it would cost the read the newer reader's head
+        start."""
+        has = self.assembly.has
+        return any(not has(i) for i in range(newest + 1, min(newest + 1 + lag, self.chunks or 1)))
+
+    def _top_up_streamed(self) -> None:
+        stream, window = self.stream, self.window
+        assert stream is not None
+        now = self.client.clock()
+        rto = self.client.path.rto.rto
+        room = self.queued - len(window)
+        asked, has = self.asked, self.assembly.has
+
+        def missing(i: int) -> bool:
+            return not has(i) and i not in asked
+
+        live = stream.live(now, rto)
+        if live and self._stream_brings_soon(stream.newest, stream.patience.lag):
+            if self.rest is not None:  # pushes came again after a quiet spell: stop asking beyond them
+                self.rest = None
+                asked.difference_update(window.withdraw(lambda i: i > stream.newest))
+            for i in stream.due(now, rto, missing, room, not self.client.options.late_patch):
+                self.ask(i)
+                asked.add(i)
+                self.client.stream_holes += i > stream.first
+            wake, hole_due = stream.quiet_at(rto), stream.next_due(rto)
+            window.wake_at = hole_due if hole_due is not None and now < hole_due < wake else wake
+            return
+        # the stream ended, or it is behind this read (it brings nothing missing within `lag` chunks above H: a
+        # stream that opened after this read had got further): everything left, in order, as without one
+        window.wake_at = stream.quiet_at(rto) if live else None
+        if self.rest is None:
+            self.client.stream_quiet += not live
+            self.rest = iter(range(self.chunks or 1))
+        rest = self.rest
+        while room > 0 and (left := next(rest, None)) is not None:
+            if missing(left):
+                self.ask(left)
+                asked.add(left)
+                room -= 1
 
 
 def _status(code: int) -> Status | None:
@@ -433,6 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a block read or write fails after this many seconds without any reply (default 30)")
     parser.add_argument("--bypass", action="store_true", help="set F_BYPASS (switch must not answer)")
     parser.add_argument("--window", type=int, default=32, help="chunk requests in flight per block read or write")
+    parser.add_argument("--no-stream", action="store_true",
+                        help="do not set F_STREAM on GETs (never join a block's stream; pushed chunks are ignored)")
     parser.add_argument("--chunk-size", type=int, default=None,
                         help="bytes per chunk of written blocks: 128, 256, ..., 8192 (default: 128 up to "
                              "32,640-byte blocks, beyond that the largest chunk the path MTU carries)")
@@ -471,14 +655,15 @@ def run(args: argparse.Namespace) -> str:
         ids = [int(x) for x in args.ids.split(",") if x.strip()]
         return "\n".join(f"{i}\t{h:#018x}" for i, h in zip(ids, block_id_prefix_hashes(ids), strict=True))
     options = ClientOptions(parse_address(args.server), args.tenant, args.timeout, args.retries, args.bypass,
-                            window=args.window, chunk_size=args.chunk_size, give_up=args.give_up)
+                            window=args.window, chunk_size=args.chunk_size, give_up=args.give_up,
+                            stream=not args.no_stream)
     with KVPClient(options) as client:
         if args.command == "get":
             block = client.get_block(args.prefix_hash, args.chunks, args.version)
             lines = [f"block {args.prefix_hash:#018x} v{block.version}: {len(block.data)} bytes in "
-                     f"{len(block.chunks)} chunks"]
+                     f"{len(block.chunks)} chunks ({block.pushed} pushed)"]
             lines += [f"  chunk {c.idx}: {c.status.name} {c.latency * 1e6:.0f} µs ({c.attempts} tries)"
-                      for c in block.chunks]
+                      f"{' pushed' if c.pushed else ''}" for c in block.chunks]
             if args.out:
                 args.out.write_bytes(block.data)
             else:

@@ -15,6 +15,13 @@ One-request calls (STAT, LOOKUP_META, ...) may also bound their tries (`tries`),
 
 It knows nothing of blocks: the caller tags each request (the chunk index), reads `Answer`s as they come, and
 may submit more, ask for a resend (a reply that failed verification), or clear everything (a restart).
+
+A reader of a block's stream (docs/protocol.md, *Pushed chunks*) reads `events()` instead: besides `Answer`s, the
+well-formed GET_REPLYs a switch pushed (F_PUSHED, `req_id` 0, answering nothing) come as `Pushed`, and a `None`
+when the caller's `wake_at` time came; it may `cancel` a request a pushed copy made unneeded and `withdraw` queued
+ones. A pushed copy is no reply of this window: it takes no round-trip sample, grows or cuts no congestion
+window, and keeps no request from timing out; only the caller says when one counts as progress (`progress`).
+req_id 0 is never given to a request, so a pushed copy can never be taken for an answer.
 """
 
 from __future__ import annotations
@@ -44,6 +51,10 @@ DAMAGED_REPLIES = 4
 _BUSY = int(Status.BUSY)
 _CONGESTED = int(Flag.CONGESTED)
 _VALUE = int(Flag.VALUE)
+_PUSHED = int(Flag.PUSHED)
+_GET_REPLY = int(Opcode.GET_REPLY)
+PUSHED_REQ_ID = 0
+"""The req_id of every pushed copy; never given to a request."""
 
 
 def answers(reply: Header, request: Header) -> bool:
@@ -116,6 +127,26 @@ class Answer:
     """The request as sent (for a resend)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Pushed:
+    """A GET_REPLY a switch pushed to this reader (F_PUSHED, req_id 0): well-formed (`kvpool.wire.check`) with a
+    value, not yet checked against any block (that is the reader's part)."""
+
+    reply: Header
+    value: bytes | memoryview
+    """The chunk (`1 << chunk_shift` bytes, padding included; a view into the datagram)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """A request a pushed copy made unneeded (`Window.cancel`)."""
+
+    attempts: int
+    """Times it had been sent (0: still queued)."""
+    waited: float
+    """Seconds since its last send (0.0 when never sent)."""
+
+
 @dataclass(slots=True)
 class PathState:
     """What a client knows of its path to the storage node, shared by its windows: timers and congestion."""
@@ -181,6 +212,12 @@ class Window:
         self._heard_at: float | None = None
         self._last_heard: Header | None = None
         self._damaged: Counter[int] = Counter()
+        self.wake_at: float | None = None
+        """`events()` yields None once the clock reaches this (then clears it), and until then keeps receiving even
+        with nothing queued or outstanding (a reader waiting for pushed chunks); None: no wake-up."""
+        self.pushed = 0
+        """Pushed copies delivered by `events()` (well-formed GET_REPLYs with F_PUSHED and req_id 0)."""
+        self._take_pushed = False
 
     @property
     def size(self) -> int:
@@ -190,7 +227,10 @@ class Window:
 
     def submit(self, tag: int, header: Header, value: bytes | memoryview | None = None) -> Header:
         """Queue a request (its req_id is assigned here); it is sent when the window has room."""
-        header = _with_req_id(header, self._next_req_id() & 0xFFFFFFFF)
+        req_id = self._next_req_id() & 0xFFFFFFFF
+        if req_id == PUSHED_REQ_ID:
+            req_id = self._next_req_id() & 0xFFFFFFFF
+        header = _with_req_id(header, req_id)
         self._queue.append(_Outstanding(tag, header, encode(header, value)))
         self.submitted += 1
         return header
@@ -217,6 +257,40 @@ class Window:
         self._timers.clear()
         self._order.clear()
         self._in_flight = 0
+
+    def cancel(self, tag: int) -> Cancelled | None:
+        """Forget the queued or outstanding request tagged `tag` (a pushed copy brought its chunk): out of the
+        window's count without any signal to the timers or the congestion window; its late reply counts as a
+        stray. None when no such request is waiting."""
+        for req_id, item in self._pending.items():
+            if item.tag == tag and not item.done:
+                del self._pending[req_id]
+                item.done = True
+                if item.in_flight:
+                    item.in_flight = False
+                    self._in_flight -= 1
+                return Cancelled(item.attempts, self._clock() - item.sent_at)
+        for item in self._queue:
+            if item.tag == tag:
+                self._queue.remove(item)
+                return Cancelled(0, 0.0)
+        return None
+
+    def withdraw(self, unwanted: Callable[[int], bool]) -> list[int]:
+        """Take back the queued requests, never sent, whose tag is `unwanted`; their tags, in queue order."""
+        taken = [item.tag for item in self._queue if unwanted(item.tag)]
+        if taken:
+            self._queue = deque(item for item in self._queue if not unwanted(item.tag))
+        return taken
+
+    def waiting(self) -> set[int]:
+        """Tags of the requests queued or outstanding."""
+        return {item.tag for item in self._queue} | {item.tag for item in self._pending.values()}
+
+    def progress(self, reply: Header) -> None:
+        """The caller took `reply` (a pushed chunk) as progress: the silence bound counts from now."""
+        self._heard_at = self._clock()
+        self._last_heard = reply
 
     def __len__(self) -> int:
         """Requests queued or outstanding."""
@@ -340,13 +414,29 @@ class Window:
     def answers(self) -> Iterator[Answer]:
         """Replies as they arrive, until nothing is queued or outstanding; raises KVPTimeout when nothing
         answered for `silence` seconds (or a request was tried `tries` times). The caller may submit, retry or
-        clear while iterating."""
+        clear while iterating. Pushed copies count as strays here (`events` takes them)."""
+        for event in self._receive(pushes=False):
+            assert isinstance(event, Answer)
+            yield event
+
+    def events(self) -> Iterator[Answer | Pushed | None]:
+        """As `answers`, and also the pushed copies that arrive (`Pushed`) and a None when `wake_at` came; runs
+        until nothing is queued or outstanding and no wake-up is set. The caller may also cancel, withdraw and
+        set `wake_at` while iterating."""
+        return self._receive(pushes=True)
+
+    def _receive(self, pushes: bool) -> Iterator[Answer | Pushed | None]:
         started = self._clock()
-        while self._queue or self._pending:
+        self._take_pushed = pushes
+        while self._queue or self._pending or self.wake_at is not None:
             now = self._clock()
             quiet_since = self._heard_at if self._heard_at is not None else started
             if now - quiet_since >= self.silence:
                 raise self._timeout_error(f"in {self.silence:g}s of silence")
+            if self.wake_at is not None and now >= self.wake_at:
+                self.wake_at = None
+                yield None
+                continue
             pace_wait = self._send_what_fits(now)
             deadline = self._next_deadline()
             if deadline is not None and deadline <= now:
@@ -366,6 +456,8 @@ class Window:
                 waits.append(pace_wait)
             if deadline is not None:
                 waits.append(deadline - now)
+            if self.wake_at is not None:
+                waits.append(self.wake_at - now)
             if self._delayed and self._delayed[0][0] > now and self._in_flight < self.size:
                 waits.append(self._delayed[0][0] - now)  # (one already due is ready: pacing says when)
             data = self.transport.recv(max(min(waits), 0.0))
@@ -375,13 +467,17 @@ class Window:
             if answer is not None:
                 yield answer
 
-    def _match(self, data: bytes) -> Answer | None:
+    def _match(self, data: bytes) -> Answer | Pushed | None:
         if len(data) < HEADER.size or not has_magic(data):
             self.strays += 1
             return None
         reply = Header.unpack(data)
         item = self._pending.get(reply.req_id)
         if item is None:
+            if reply.req_id == PUSHED_REQ_ID and self._take_pushed:
+                pushed = self._pushed(reply, data)
+                if pushed is not None:
+                    return pushed
             self.strays += 1
             if self.path.resent_answered.pop(reply.req_id, False) and check(data) is None:
                 self.path.rto.spurious()  # both sends were answered: the timer ran out too early
@@ -421,6 +517,14 @@ class Window:
             value = memoryview(data)[KVP_HEADER_LEN:KVP_HEADER_LEN + reply.chunk_len]
         return Answer(item.tag, item.header, reply, value, now - item.sent_at, item.attempts,
                       reason is not None, item.data)
+
+    def _pushed(self, reply: Header, data: bytes) -> Pushed | None:
+        """`data` as a pushed copy, or None when it is not a well-formed pushed GET_REPLY with a value."""
+        if (reply.opcode != _GET_REPLY or not reply.flags & _PUSHED or not reply.flags & _VALUE
+                or check(data) is not None):
+            return None
+        self.pushed += 1
+        return Pushed(reply, memoryview(data)[KVP_HEADER_LEN:KVP_HEADER_LEN + reply.chunk_len])
 
     def _shed(self, item: _Outstanding, now: float) -> None:
         """The node answered BUSY: cut the window, resend after a backoff that doubles per BUSY in a row."""

@@ -126,3 +126,43 @@ def test_study_adds_spread_stamp_rows_for_a_coarsely_stamped_trace() -> None:
     assert names == ["coarse", "coarse, stamps spread over 3 s"]
     assert got["rows"][0]["merged"]["rt"] == 1.0 and got["rows"][1]["merged"]["rt"] == 0.0
     assert got["rows"][0]["requests_per_stamp"] == 10.0
+
+
+def test_the_default_mechanism_is_the_built_stream_join_bounded_at_64_subscribers() -> None:
+    from evaluation.sharing import MECHANISMS, STREAM_SUBSCRIBERS
+
+    assert Sharing().mechanism == "stream-join" and MECHANISMS[0] == "stream-join"
+    assert Sharing().max_subscribers == STREAM_SUBSCRIBERS == 64
+    assert "as built" in Sharing().label() and "coalescing only" in Sharing("round-trip").label()
+    with pytest.raises(ValueError):
+        Sharing(max_subscribers=-1)
+
+
+def test_a_full_stream_forwards_later_readers_whole_and_the_next_stream_starts_after_it() -> None:
+    from evaluation.sharing import SharedReads
+
+    reads = SharedReads(Sharing("stream-join", round_trip_s=0.0, max_subscribers=2), transfer_s=1.0)
+    costs = [reads.read(0, 0, t) for t in (0.0, 0.25, 0.5, 0.75)]
+    # Origin, two subscribers paying what they missed, then the third late reader finds the stream full.
+    assert costs == pytest.approx([1.0, 0.25, 0.5, 1.0])
+    # The full stream's extra reader did not become an origin: the stream still ends 1 s after the first.
+    assert reads.read(0, 0, 0.9) == 1.0
+    assert reads.read(0, 0, 1.2) == 1.0  # the stream ended: this reader is the next one's origin ...
+    assert reads.read(0, 0, 1.3) == pytest.approx(0.1)  # ... and this one subscribes to it
+    # Another node or block has streams of its own.
+    assert reads.read(1, 0, 0.3) == 1.0 and reads.read(0, 1, 0.3) == 1.0
+
+
+def test_with_the_bound_at_64_sixty_five_joiners_cost_one_block_more() -> None:
+    join = Sharing("stream-join", round_trip_s=0.0)
+    starts = [0.0] + [0.5] * 65  # 65 readers half-way through a 1 s stream
+    assert sends_for(starts, join, 1.0) == pytest.approx(1.0 + 64 * 0.5 + 1.0)
+
+
+def test_late_share_counts_repeat_reads_past_the_heat_window() -> None:
+    got = spread("known", stream_of(READS), {}, {})
+    # Block 1: 2 ms, 10 ms, 1 s after its first (1 s is not past the window); block 2: 0.5 s: none is late.
+    assert got.late_share == 0.0
+    late = spread("late", stream_of(((0.0, 1), (0.3, 1), (1.5, 1), (4.0, 1))), {}, {})
+    assert late.late_share == pytest.approx(2 / 3)
+    assert late.as_dict()["late_share"] == pytest.approx(2 / 3)

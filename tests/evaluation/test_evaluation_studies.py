@@ -67,10 +67,11 @@ def test_coalescing_counts_concurrent_reads_of_one_block_once_at_the_storage_nic
     assert merged.mean_ttft_s < plain.mean_ttft_s
 
 
-def test_the_data_plane_as_built_merges_only_reads_within_one_round_trip() -> None:
-    # The three storage readers start 10 ms apart: more than a round trip (4 ms), so coalescing as built
-    # merges none of them; at 25 Gb/s a 64 MiB block streams for 21.5 ms, so a stream join takes the next two,
-    # each fetching the part it missed (10 / 21.5 and 20 / 21.5 of a block).
+def test_the_data_plane_as_built_merges_only_reads_that_overlap_a_live_stream() -> None:
+    # The three storage readers start 10 ms apart: more than a round trip (4 ms) and, at 100 Gb/s, more than
+    # the 5.4 ms a 64 MiB block streams, so the built stream join merges none of them; at 25 Gb/s the block
+    # streams for 21.5 ms, so the stream join takes the next two, each fetching the part it missed (10 / 21.5
+    # and 20 / 21.5 of a block); coalescing alone with a 25 ms round trip would merge them whole.
     result = simulate(readers_of_one_block(4), ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0,
                                                               routing="round-robin"))
     block = COST.block_bytes
@@ -111,7 +112,7 @@ def test_lookahead_is_monotone_toward_min_on_the_excerpt() -> None:
 
 def test_boundary_has_regions_where_the_pool_does_and_does_not_pay() -> None:
     size = block_bytes(MODELS["llama-3-8b"], COMPRESSIONS["fp8"])
-    # As built, 16 readers spread over 1 s (62.5 ms apart) share nothing: one round trip is 4 ms.
+    # As built, 16 readers spread over 1 s (62.5 ms apart) share nothing: a block streams for 5.4 ms at 100 Gb/s.
     spread = boundary.evaluate(boundary.Scenario(size, MEMORIES["switch+dram"], concurrency=16))
     assert spread.sends_per_reader == 1.0 and spread.net_benefit_s <= 0
     # Readers within one round trip of each other share every send, and then it pays off.
@@ -217,3 +218,22 @@ def test_a_coarsely_stamped_trace_is_priced_as_stamped_and_with_its_stamps_sprea
     spread = retimed(result, spread_stamps(stream.times))
     assert [o.arrival_s for o in spread.outcomes] == [0.0, 0.75, 1.5, 2.25, 3.0]
     assert estimate(spread, COST, coalesce=True).link_bytes["storage_nic_sent"] == 3 * 2 * block
+
+
+def test_the_arrival_table_says_where_mooncakes_replication_could_be_enough() -> None:
+    from evaluation.report import arrivals_section
+
+    def row(trace: str, late: float) -> dict:
+        return {"trace": trace, "min_reads": 8, "blocks": 1, "reads": 9, "gap_p50_s": 0.1, "gap_p90_s": 0.2,
+                "gap_p99_s": 0.3, "overlap": {"100 Gb/s": 0.5}, "merged": {"stream-join": 0.5},
+                "sends_per_read": {"stream-join": 0.6}, "late_share": late}
+
+    arr = {"transfer_s": {"100 Gb/s": 0.005}, "mechanisms": {"stream-join": "stream-join (as built)"},
+           "block_bytes": 16 << 20, "stream_gbps": 100.0,
+           "rows": [row("agent fan-out", 0.02), row("popular RAG documents", 0.8)]}
+    text = arrivals_section(arr)
+    assert "late (> 1 s)" in text and "| 80.00% |" in text
+    sentence = text.split("**Where Mooncake's own replication could be enough.**")[1]
+    assert "agent fan-out 98.00%, popular RAG documents 20.00%" in sentence
+    crowded, quiet = sentence.split("Where that burst is large")[1].split("where it is under 1%")
+    assert "agent fan-out" in crowded and "popular RAG documents" in crowded and "(none)" in quiet

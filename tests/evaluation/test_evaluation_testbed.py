@@ -60,3 +60,44 @@ def test_compare_reads_the_benchmarks_json(tmp_path: Path) -> None:
     assert not rows[1]["fitted"] and rows[1]["p99_predicted_s"] == pytest.approx(0.125)
     assert rows[1]["p99_error"] == pytest.approx(0.25)
     assert rows[2]["busiest_predicted"] == pytest.approx(1 / 8) and rows[2]["busiest_error"] == pytest.approx(0.0)
+
+
+def test_stream_join_rows_pay_the_part_before_the_join_and_the_stream_lives_the_origins_read() -> None:
+    # Eight readers over 50 ms of a 100 ms lone read, a node fast enough that nobody slows the origin:
+    # subscribers pay i × 50/7 ms of 100 ms (patching).
+    p = predict(8, 0.05, 0.1, Sharing("stream-join", round_trip_s=0.0), node_blocks_per_s=1000.0)
+    assert p["busiest_blocks_per_read"] == pytest.approx((1 + sum(0.5 * i / 7 for i in range(1, 8))) / 8)
+    # A node of one lone reader's rate: the patches slow the origin, its stream lives longer, patches shrink.
+    slow = predict(8, 0.05, 0.1, Sharing("stream-join", round_trip_s=0.0))
+    assert slow["busiest_blocks_per_read"] < p["busiest_blocks_per_read"]
+    # Readers spread over a whole lone read: the origin's read is slowed by the patches, so the stream still
+    # lives when the last reader starts, and it joins (coalescing alone: a block per reader).
+    late = predict(8, 0.1, 0.1, Sharing("stream-join", round_trip_s=0.0), node_blocks_per_s=10.0)
+    assert late["busiest_blocks_per_read"] < 0.6
+    assert predict(8, 0.1, 0.1, Sharing("round-trip", round_trip_s=0.004))["busiest_blocks_per_read"] == 1.0
+
+
+def test_compare_reads_the_incast_spread_table(tmp_path: Path) -> None:
+    def row(system: str, n: int, spread: float, busiest: float, p99: float, label: str) -> dict:
+        return {"system": system, "mtu": 9000, "readers": n, "spread_s": spread, "spread_label": label,
+                "busiest_blocks_per_read": busiest, "p99_s": p99}
+
+    incast = {"spread": {"lone_block_time_s": {"no switch function, MTU 9000": 0.1,
+                                               "kvswitch (coalescing + stream join), MTU 9000": 0.1,
+                                               "Mooncake": 0.05},
+                         "rows": [row("no switch function", 4, 0.0, 1.0, 0.4, "0 ms"),
+                                  row("kvswitch (coalescing + stream join)", 4, 0.0, 0.26, 0.1, "0 ms"),
+                                  row("kvswitch (coalescing)", 4, 0.3, 1.0, 0.1, "300 ms"),
+                                  {**row("Mooncake", 4, 0.0, 1.0, 0.2, "0 ms"), "mtu": 1500}]}}
+    (tmp_path / "incast.json").write_text(json.dumps(incast))
+    rows = compare(tmp_path, Sharing())["rows"]  # type: ignore[index]
+    assert [(r["bench"], r["setup"]) for r in rows] == [
+        ("incast spread", "no switch function, MTU 9000"),
+        ("incast spread", "kvswitch (coalescing + stream join), MTU 9000"),
+        ("incast spread", "kvswitch (coalescing), MTU 9000"), ("incast spread", "Mooncake, MTU 1500")]
+    assert rows[0]["fitted"] and rows[0]["busiest_predicted"] == 1.0
+    assert rows[1]["busiest_predicted"] == pytest.approx(1 / 4)  # together: one stream, three joiners at 0
+    assert rows[1]["busiest_error"] == pytest.approx(1 / 4 / 0.26 - 1)
+    # Coalescing alone, readers 100 ms apart: a block each; the lone time falls back to the pool's.
+    assert rows[2]["busiest_predicted"] == 1.0
+    assert rows[3]["fitted"] and rows[3]["p99_error"] == pytest.approx(0.0)

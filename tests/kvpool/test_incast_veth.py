@@ -56,3 +56,28 @@ def test_four_readers_of_their_own_block_under_5_percent_loss_per_hop_all_finish
     row = measure_realistic(bed, 1500, "own-blocks", 4, 5.0, phs, size, chunk)
     assert row["failed_readers"] == 0, row["errors"]
     assert row["resent_gets"] > 0, "the loss was there"
+
+
+def test_the_spread_table_quick_run_gives_every_system_and_spread_with_no_failed_or_wrong_reader(tmp_path):
+    """`bench incast`'s spread table, quick (N = 4 readers each in its own namespace, starts 0 and 50 ms apart,
+    1 MiB): its JSON has a row per system and spread, the controller ran, every reader's bytes verified."""
+    import dataclasses
+    import json
+
+    from bench import _incast_spread
+    from bench.incast import Realistic, run, stream_join_available
+
+    result = run(tmp_path, quick=True, realistic=Realistic(readers=()),
+                 spread=dataclasses.replace(_incast_spread.SPREAD_QUICK, bed_tag="ist"))
+    spread = json.loads((tmp_path / "incast.json").read_text())["spread"]
+    assert spread == json.loads(json.dumps(result["spread"]))
+    systems = {r["system"] for r in spread["rows"]}
+    assert "no switch function" in systems and any(s.startswith("kvswitch") for s in systems)
+    assert spread["stream_join"] == stream_join_available()
+    assert sorted((r["system"], r["spread_s"]) for r in spread["rows"]) == sorted(
+        (s, x) for s in systems for x in _incast_spread.SPREAD_QUICK.spreads_s)
+    for r in spread["rows"]:
+        assert (r["readers"], r["verified"], r["failed"]) == (4, 4, 0), r["errors"]
+        assert r["busiest_blocks_per_read"] > 0 and r["storage_gets_per_chunk"] > 0
+        assert r["controller_cpu_s"] is not None and r["controller_cpu_s"] >= 0
+    assert (tmp_path / "incast-spread.png").is_file() and "| system |" in (tmp_path / "incast.md").read_text()

@@ -1,0 +1,114 @@
+"""Where a block's stream is, as one of its subscribers sees it: which chunks to ask for while pushes come.
+
+A reader that sets F_STREAM on its GETs may be made a subscriber of the block's stream by a switch
+(docs/dataplane.md, *Stream join*): copies of the replies to the stream's first reader (the origin) reach it as
+pushed chunks (F_PUSHED), in the order the storage node answered the origin. `StreamPosition` keeps what the
+reader learnt from them (docs/protocol.md, *Pushed chunks*):
+
+* the newest pushed index H, where the origin's read is: the chunks above it will come pushed while pushes keep
+  coming, so the reader does not ask for them;
+* the chunks it missed: those below the first pushed index (the origin had passed them before the reader
+  joined) are due at once; a hole in the pushed indices (a push lost, or the origin's request lost and resent) is
+  due only once it is more than `lag` chunks behind H or an RTO old, since pushes arrive in the origin's order
+  give or take its own resends;
+* whether pushes keep coming: `live` until none came for two RTOs (the stream ended: the origin finished or
+  died, or a write ended it); after that the reader asks for everything left, as without a stream.
+
+Pure bookkeeping on times the caller passes: no I/O, no clock, no timers of its own.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPatience:
+    """How long a subscriber trusts the stream, in chunks and in retransmission timeouts (RTOs: the reader's
+    current one is passed to every call, so the patience follows the path as it is measured)."""
+
+    lag: int = 64
+    """A hole more than this many chunks behind the newest pushed one is due (the origin's reordering stays
+    within its window; the client passes twice its own)."""
+    hole_rtos: float = 1.0
+    """A hole is due this many RTOs after the push that skipped it, however close to the newest one it is: by
+    then the origin's own resend would have come back (RACK resends after about 1.25 round trips)."""
+    quiet_rtos: float = 2.0
+    """The stream counts as ended after this many RTOs without any push: long enough for the origin to resend
+    a lost request once, short enough that a dead origin costs the reader little."""
+
+    def __post_init__(self) -> None:
+        if self.lag < 1 or self.hole_rtos <= 0 or self.quiet_rtos <= 0:
+            raise ValueError("a stream needs lag >= 1, hole_rtos > 0 and quiet_rtos > 0")
+
+
+@dataclass(slots=True)
+class _Hole:
+    since: float
+    """When the push that skipped it arrived."""
+    next: int
+    """The hole's lowest index not yet handed out."""
+    end: int
+    """One past its highest index."""
+
+
+class StreamPosition:
+    """The pushes one read received: the newest index, the holes, when the last one came."""
+
+    def __init__(self, first: int, now: float, patience: StreamPatience) -> None:
+        self.patience = patience
+        self.first = first
+        """The first pushed index: every chunk below it was passed before this reader joined."""
+        self.newest = first
+        """H: the highest pushed index so far."""
+        self.last_push_at = now
+        self.pushes = 1
+        self._before = 0
+        """Chunks below `first` handed out (or skipped as not missing) so far."""
+        self._holes: deque[_Hole] = deque()
+
+    def pushed(self, idx: int, now: float) -> None:
+        """A pushed chunk `idx` was taken (or was a duplicate: the stream is alive either way)."""
+        self.pushes += 1
+        self.last_push_at = now
+        if idx > self.newest + 1:
+            self._holes.append(_Hole(now, self.newest + 1, idx))
+        self.newest = max(self.newest, idx)
+
+    def live(self, now: float, rto: float) -> bool:
+        """Pushes keep coming: one came within `quiet_rtos` RTOs."""
+        return now - self.last_push_at < self.patience.quiet_rtos * rto
+
+    def due(self, now: float, rto: float, missing: Callable[[int], bool], room: int, before: bool = True) -> list[int]:
+        """Up to `room` chunks to ask for now, lowest first, each handed out once: those before the join (unless
+        not `before`), then the holes that are old or far enough behind H. `missing(i)`: the reader neither has
+        chunk i nor asked."""
+        out: list[int] = []
+        while before and self._before < self.first and len(out) < room:
+            i = self._before
+            self._before += 1
+            if missing(i):
+                out.append(i)
+        holes = self._holes
+        while holes and len(out) < room:
+            hole = holes[0]
+            if now - hole.since < self.patience.hole_rtos * rto and self.newest - (hole.end - 1) <= self.patience.lag:
+                break
+            while hole.next < hole.end and len(out) < room:
+                i = hole.next
+                hole.next += 1
+                if missing(i):
+                    out.append(i)
+            if hole.next == hole.end:
+                holes.popleft()
+        return out
+
+    def next_due(self, rto: float) -> float | None:
+        """When the oldest hole becomes due by age (None: no hole waits)."""
+        return self._holes[0].since + self.patience.hole_rtos * rto if self._holes else None
+
+    def quiet_at(self, rto: float) -> float:
+        """When the stream counts as ended if no push comes before."""
+        return self.last_push_at + self.patience.quiet_rtos * rto

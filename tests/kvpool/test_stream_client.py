@@ -1,0 +1,696 @@
+"""The reader's side of a block's stream (docs/protocol.md, *Pushed chunks*) on a simulated clock.
+
+`StreamPath` plays the switch and the storage node for one reader: its GETs reach a real in-process
+`StorageNode` and come back a round trip later, and the test schedules pushed copies (F_PUSHED, req_id 0) of the
+node's replies to the stream's origin, as a switch sends them to a subscriber. `SwitchedPath` (the last test, slow)
+puts the real kvswitch program (in-process softswitch, the stream join on) between the reader, a scripted origin
+and the node. Time is simulated (it moves only while the reader waits for something), so no verdict depends on how
+busy the machine is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import random
+from collections.abc import Callable
+
+import pytest
+
+from kvpool.client import ClientOptions, KVPClient, build_parser, run
+from kvpool.constants import Flag, Opcode, Status
+from kvpool.server import StorageNode, StorageOptions
+from kvpool.stream import StreamPatience, StreamPosition
+from kvpool.wire import Header, encode
+from tests.kvpool.test_client_loss import SimClock, SimTransport
+
+READER = ("10.0.0.2", 40000)
+ORIGIN = ("10.0.0.1", 40001)
+PH = 0x5EA0
+RTT = 0.002
+"""Simulated seconds from a GET to its reply."""
+CHUNK = 1024
+
+
+class StreamPath:
+    """A switch and a storage node on simulated time, seen from one reader (a `Transport`).
+
+    The reader's datagrams go to the node (`drop(datagram, "out" | "in")` may lose one either way), its replies
+    come back `RTT` later; `push(at, idx)` schedules the copy of the node's reply to the origin's GET of chunk
+    `idx`, pushed to the reader at simulated time `at`; `at(t, action)` runs `action` at time t (a write, say)."""
+
+    peer = "fake switch"
+
+    def __init__(self, node: StorageNode, clock: SimClock, drop: Callable[[bytes, str], bool] | None = None) -> None:
+        self.node = node
+        self.clock = clock
+        self.drop = drop
+        self.due: list[tuple[float, int, bytes | Callable[[], None]]] = []
+        self.seq = 0
+        self.gets: list[int] = []
+        """Chunk index of every GET the reader sent, resends included, in order."""
+        self.get_flags: list[int] = []
+
+    def _schedule(self, at: float, what: bytes | Callable[[], None]) -> None:
+        self.seq += 1
+        heapq.heappush(self.due, (at, self.seq, what))
+
+    def send(self, data: bytes) -> None:
+        h = Header.unpack(data)
+        if h.opcode == Opcode.GET:
+            self.gets.append(h.chunk_idx)
+            self.get_flags.append(h.flags)
+        if self.drop is not None and self.drop(data, "out"):
+            return
+        for out in self.node.receive(data, READER):
+            self._schedule(self.clock.now + RTT, b"".join(out.parts))
+
+    def pushed_copy(self, idx: int, chunks: int, ph: int = PH, **changes: int) -> bytes:
+        """The node's reply to the origin's GET of chunk `idx`, as the switch pushes it (`changes` to the header)."""
+        request = encode(Header(Opcode.GET, req_id=77, prefix_hash=ph, chunk_idx=idx, chunk_count=chunks))
+        (reply,) = self.node.receive(request, ORIGIN)
+        data = b"".join(reply.parts)
+        h = Header.unpack(data)
+        h = h.replace(flags=h.flags | Flag.PUSHED, req_id=0, **changes)
+        return h.pack() + data[len(h.pack()):]
+
+    def push(self, at: float, idx: int, chunks: int, data: bytes | None = None) -> None:
+        self._schedule(at, data if data is not None else self.pushed_copy(idx, chunks))
+
+    def at(self, t: float, action: Callable[[], None]) -> None:
+        self._schedule(t, action)
+
+    def recv(self, timeout: float) -> bytes | None:
+        while self.due and self.due[0][0] <= self.clock.now + timeout:
+            when, _, what = heapq.heappop(self.due)
+            self.clock.now = max(self.clock.now, when)
+            if callable(what):
+                what()
+                continue
+            if self.drop is not None and self.drop(what, "in"):
+                continue
+            return what
+        self.clock.now += max(timeout, 0.0) + 1e-9
+        return None
+
+    def close(self) -> None:
+        self.due.clear()
+
+
+def stored(data: bytes, version: int = 1, ph: int = PH) -> StorageNode:
+    node = StorageNode(StorageOptions())
+    clock = SimClock()
+    with KVPClient(ClientOptions(timeout=0.05), SimTransport(node, clock), clock=clock) as writer:
+        writer.put_block(ph, data, version=version, chunk_size=CHUNK)
+    return node
+
+
+def reader(node: StorageNode, drop=None, **options) -> tuple[KVPClient, StreamPath, SimClock]:
+    clock = SimClock()
+    path = StreamPath(node, clock, drop)
+    opts = dataclasses.replace(ClientOptions(timeout=0.05), **options)
+    return KVPClient(opts, path, clock=clock), path, clock
+
+
+def block(n: int, seed: int = 1) -> bytes:
+    return random.Random(seed).randbytes(n * CHUNK - 100)
+
+
+def schedule_pushes(path: StreamPath, clock: SimClock, first: int, last: int, n: int, start: float,
+                    every: float, skip: frozenset[int] = frozenset()) -> None:
+    """Pushes of chunks first..last (inclusive), one every `every` seconds from `start` after now."""
+    for k, idx in enumerate(range(first, last + 1)):
+        if idx not in skip:
+            path.push(clock.now + start + k * every, idx, n)
+
+
+# ---- joining a stream -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count_known", [True, False])
+def test_a_reader_joining_at_chunk_k_takes_the_pushes_and_gets_exactly_the_chunks_it_missed(count_known):
+    n, k = 200, 120
+    data = block(n)
+    node = stored(data)
+    client, path, clock = reader(node)
+    # the origin is at chunk k when the reader's first reply came; its pushes come every 0.5 ms from then on
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    with client:
+        got = client.get_block(PH, n if count_known else None)
+    assert got.data == data and got.version == 1
+    assert sorted(path.gets) == list(range(k)), "every missed chunk once, nothing the stream brought"
+    assert got.pushed == n - k == client.pushed
+    assert [c.idx for c in got.chunks if c.pushed] == list(range(k, n))
+    assert all(f & Flag.STREAM for f in path.get_flags)
+    assert client.pushed_duplicates == 0 and client.pushed_ignored == 0
+
+
+def test_a_reader_faster_than_the_stream_does_not_ask_beyond_the_newest_push():
+    n, k = 400, 10
+    data = block(n, seed=2)
+    node = stored(data)
+    client, path, clock = reader(node)
+    # slow origin: one chunk per 1 ms, while the reader alone would ask a window per 2 ms round trip
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.001)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    asked_early = [i for i in path.gets if i >= k]
+    assert len(asked_early) < 64, "only what was already asked before the first push came"
+    assert got.pushed >= n - k - len(asked_early)
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+
+
+def test_pushes_that_stop_halfway_leave_the_rest_to_the_reader_once_the_stream_is_quiet():
+    n, k, m = 300, 50, 180
+    data = block(n, seed=3)
+    node = stored(data)
+    client, path, clock = reader(node)
+    schedule_pushes(path, clock, k, m, n, start=RTT + 0.0001, every=0.0005)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert sorted(path.gets) == list(range(k)) + list(range(m + 1, n))
+    assert got.pushed == m - k + 1
+
+
+def test_a_lost_push_is_fetched_once_the_stream_has_passed_it():
+    n, k, lost = 200, 40, 100
+    data = block(n, seed=4)
+    node = stored(data)
+    client, path, clock = reader(node)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005, skip=frozenset({lost}))
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert sorted(path.gets) == [*range(k), lost]
+    assert got.pushed == n - k - 1 and not got.chunks[lost].pushed
+
+
+def test_a_lost_last_push_is_fetched_when_the_stream_goes_quiet():
+    n, k = 100, 30
+    data = block(n, seed=5)
+    node = stored(data)
+    client, path, clock = reader(node)
+    schedule_pushes(path, clock, k, n - 2, n, start=RTT + 0.0001, every=0.0005)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert sorted(path.gets) == [*range(k), n - 1]
+
+
+def test_a_push_completes_an_outstanding_get_without_a_round_trip_sample():
+    n = 64
+    data = block(n, seed=6)
+    node = stored(data)
+    lost_reply = 20
+
+    def drop_the_reply_of_chunk_20(datagram, direction):
+        h = Header.unpack(datagram)
+        return direction == "in" and h.req_id != 0 and h.chunk_idx == lost_reply
+
+    client, path, clock = reader(node, drop=drop_the_reply_of_chunk_20, initial_window=32)
+    # the reader asks 0..31 at once; the stream's copy of chunk 20 comes half a millisecond after its reply was
+    # due, before the replies to the next round show it lost (RACK) and long before its timer runs out
+    path.push(clock.now + RTT + 0.0005, lost_reply, n)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert path.gets.count(lost_reply) == 1, "the push answered it: never resent"
+    chunk = got.chunks[lost_reply]
+    assert chunk.pushed and chunk.attempts == 1 and chunk.latency == pytest.approx(RTT + 0.0005, abs=1e-4)
+    assert client.path.rto.samples == n - 1, "the pushed copy is no round-trip sample"
+    assert client.resent == 0
+
+
+def test_pushes_before_the_reads_first_reply_are_ignored_and_fetched():
+    n, k = 50, 20
+    data = block(n, seed=7)
+    node = stored(data)
+    client, path, clock = reader(node)
+    schedule_pushes(path, clock, k, k + 2, n, start=0.0001, every=0.0001)  # before the first reply (2 ms)
+    schedule_pushes(path, clock, k + 3, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    with client:
+        got = client.get_block(PH, None)
+    assert got.data == data
+    assert client.pushed_ignored == 3, "a push never decides the version or count of a read"
+    assert sorted(path.gets) == list(range(k + 3))
+
+
+# ---- what a reader refuses -------------------------------------------------------------------------------
+
+
+def test_pushed_chunks_of_another_block_version_count_or_damaged_are_ignored_and_fetched():
+    n, k = 120, 30
+    data = block(n, seed=8)
+    node = stored(data)
+    other = block(n, seed=9)
+    with KVPClient(ClientOptions(timeout=0.05), SimTransport(node, SimClock()), clock=SimClock()) as writer:
+        writer.put_block(PH + 1, other, version=1, chunk_size=CHUNK)
+    client, path, clock = reader(node)
+    t = clock.now + RTT + 0.0001
+    bad = {
+        60: path.pushed_copy(60, n, ph=PH + 1),  # another block's chunk 60
+        61: path.pushed_copy(61, n, version=2),  # another version (the checksum covers the value only)
+        62: path.pushed_copy(62, n, chunk_count=n + 1),  # another count
+    }
+    damaged = bytearray(path.pushed_copy(63, n))
+    damaged[-1] ^= 0xFF
+    bad[63] = bytes(damaged)
+    for i, idx in enumerate(range(k, n)):
+        path.push(t + i * 0.0005, idx, n, bad.get(idx))
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.version == 1
+    assert client.pushed_ignored == 4
+    assert sorted(path.gets) == [*range(k), 60, 61, 62, 63]
+
+
+def test_a_duplicate_push_is_counted_and_ignored():
+    n, k = 80, 20
+    data = block(n, seed=10)
+    node = stored(data)
+    client, path, clock = reader(node)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0002, every=0.0005)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert client.pushed == n - k
+    assert client.pushed_duplicates == n - k - 1, "every second copy but the last (it came after the read ended)"
+    assert sorted(path.gets) == list(range(k))
+
+
+def test_a_write_during_a_streamed_read_restarts_it_at_the_new_version():
+    n, k = 100, 30
+    old, new = block(n, seed=11), block(n, seed=12)
+    node = stored(old)
+    client, path, clock = reader(node)
+    schedule_pushes(path, clock, k, 60, n, start=RTT + 0.0001, every=0.0005)  # v1 copies, then the write ends it
+    written = []
+
+    def write_v2() -> None:
+        wclock = SimClock()
+        with KVPClient(ClientOptions(timeout=0.05), SimTransport(node, wclock), clock=wclock) as writer:
+            writer.put_block(PH, new, version=2, chunk_size=CHUNK)
+        written.append(clock.now)
+
+    path.at(clock.now + RTT + 0.0001 + 31 * 0.0005, write_v2)  # after push 60
+    with client:
+        got = client.get_block(PH, n)
+    assert written, "the write happened during the read"
+    assert got.version == 2 and got.data == new
+    assert got.pushed == 0, "the restarted read took nothing of v1"
+
+
+# ---- without a stream --------------------------------------------------------------------------------------
+
+
+def test_without_pushes_a_read_asks_every_chunk_once_in_order_as_before():
+    n = 150
+    data = block(n, seed=13)
+    node = stored(data)
+    client, path, _ = reader(node)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.pushed == 0
+    assert path.gets == list(range(n))
+    assert all(f & Flag.STREAM for f in path.get_flags)
+
+
+def test_with_streaming_off_no_get_carries_f_stream_and_pushes_are_ignored():
+    n, k = 60, 20
+    data = block(n, seed=14)
+    node = stored(data)
+    client, path, clock = reader(node, stream=False)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.pushed == 0
+    assert sorted(path.gets) == list(range(n))
+    assert not any(f & Flag.STREAM for f in path.get_flags)
+    assert client.pushed_ignored > 0, "pushes came during the read and were not taken"
+
+
+def test_a_single_chunk_read_does_not_ask_for_a_stream():
+    node = StorageNode(StorageOptions())
+    wclock = SimClock()
+    with KVPClient(ClientOptions(timeout=0.05), SimTransport(node, wclock), clock=wclock) as writer:
+        writer.put_block(PH, b"x" * 100, version=1)
+    client, path, _ = reader(node)
+    with client:
+        assert client.get_block(PH, 1).data == b"x" * 100
+    assert path.get_flags == [0]
+
+
+def test_the_cli_has_no_stream_and_prints_the_pushed_count(monkeypatch):
+    args = build_parser().parse_args(["--no-stream", "get", "0x10"])
+    assert args.no_stream
+    captured = {}
+
+    class FakeClient:
+        def __init__(self, options):
+            captured["options"] = options
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def get_block(self, ph, chunks, version):
+            from kvpool.client import BlockRead, ChunkReply
+            return BlockRead(b"ab", 1, (ChunkReply(0, Status.HIT_SERVER, 0.001, 1),
+                                        ChunkReply(1, Status.HIT_SERVER, 0.0, 0, pushed=True)))
+
+    monkeypatch.setattr("kvpool.client.KVPClient", FakeClient)
+    text = run(args)
+    assert captured["options"].stream is False
+    assert "(1 pushed)" in text and "chunk 1: HIT_SERVER 0 µs (0 tries) pushed" in text
+
+
+# ---- the stream's bookkeeping ------------------------------------------------------------------------------
+
+
+def test_holes_are_due_when_old_or_far_behind_and_chunks_before_the_join_at_once():
+    s = StreamPosition(10, now=0.0, patience=StreamPatience(lag=5))
+    have: set[int] = set()
+
+    def missing(i):
+        return i not in have
+
+    assert s.due(0.0, 0.1, missing, room=4) == [0, 1, 2, 3]
+    assert s.due(0.0, 0.1, missing, room=100) == [4, 5, 6, 7, 8, 9]
+    s.pushed(13, now=0.01)  # 11 and 12 skipped
+    assert s.due(0.02, 0.1, missing, room=100) == [], "a hole is not due at once: the push may be overtaken"
+    assert s.next_due(0.1) == pytest.approx(0.11)
+    have.add(11)  # it came late after all
+    assert s.due(0.12, 0.1, missing, room=100) == [12]
+    s.pushed(15, now=0.13)
+    for idx in range(16, 22):
+        s.pushed(idx, now=0.14)
+    assert s.due(0.14, 0.1, missing, room=100) == [14], "more than lag behind the newest: due before its time"
+    assert s.live(0.14 + 0.19, 0.1) and not s.live(0.14 + 0.2, 0.1)
+
+
+def test_pushes_that_resume_after_a_quiet_spell_stop_the_reader_asking_beyond_them_again():
+    n, k = 600, 20
+    data = block(n, seed=15)
+    node = stored(data)
+    client, path, clock = reader(node, window=4, initial_window=4)  # 2 chunks per ms on its own
+    schedule_pushes(path, clock, k, 100, n, start=RTT + 0.0001, every=0.0005)
+    # the origin stalls for 100 ms (the reader's RTO is 20 ms: it falls back), then goes on from chunk 400
+    schedule_pushes(path, clock, 400, n - 1, n, start=RTT + 0.0001 + 80 * 0.0005 + 0.1, every=0.0005)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+    assert set(range(k)) <= set(path.gets) and not set(range(k, 101)) & set(path.gets)
+    assert 101 in path.gets, "it fell back while the stream was quiet"
+    assert len([i for i in path.gets if i >= 400]) < 20, "once pushes came again it left them to the stream"
+    assert got.pushed > 81 + 150
+
+
+# ---- the window's part ---------------------------------------------------------------------------------------
+
+
+def test_the_window_never_gives_a_request_req_id_0_and_delivers_pushes_only_through_events():
+    from kvpool.rto import RtoBounds
+    from kvpool.window import PathState, Pushed, Window
+
+    node = stored(block(4, seed=16))
+    clock = SimClock()
+    path = StreamPath(node, clock)
+    ids = iter([0, 5, 0, 7, 9])
+    window = Window(path, lambda: next(ids), PathState.new(RtoBounds(0.05, 0.02, 1.0)), clock=clock)
+    first = window.submit(0, Header(Opcode.GET, prefix_hash=PH, chunk_idx=0, chunk_count=4))
+    second = window.submit(1, Header(Opcode.GET, prefix_hash=PH, chunk_idx=1, chunk_count=4))
+    assert (first.req_id, second.req_id) == (5, 7)
+    path.push(clock.now + 0.0005, 3, 4)
+    events = list(window.events())
+    assert [type(e).__name__ for e in events] == ["Pushed", "Answer", "Answer"]
+    assert isinstance(events[0], Pushed) and events[0].reply.chunk_idx == 3 and window.pushed == 1
+    assert window.strays == 0 and window.path.rto.samples == 2
+    window.submit(2, Header(Opcode.GET, prefix_hash=PH, chunk_idx=2, chunk_count=4))
+    path.push(clock.now + 0.0005, 3, 4)
+    assert [a.tag for a in window.answers()] == [2], "answers() leaves pushes to nobody: a stray"
+    assert window.strays == 1
+
+
+def test_cancel_withdraw_and_wake_at():
+    from kvpool.rto import RtoBounds
+    from kvpool.window import PathState, Window
+
+    node = stored(block(8, seed=17))
+    clock = SimClock()
+    path = StreamPath(node, clock)
+    ids = iter(range(1, 100))
+    window = Window(path, lambda: next(ids), PathState.new(RtoBounds(0.05, 0.02, 1.0), adaptive=False), cap=2,
+                    clock=clock)
+    for i in range(6):
+        window.submit(i, Header(Opcode.GET, prefix_hash=PH, chunk_idx=i, chunk_count=8))
+    assert window.withdraw(lambda i: i >= 4) == [4, 5] and window.waiting() == {0, 1, 2, 3}
+    events = window.events()
+    first = next(events)  # 0 and 1 went out (cap 2); chunk 0 answered
+    assert first.tag == 0 and path.gets == [0, 1]
+    gone = window.cancel(1)
+    assert gone is not None and gone.attempts == 1 and window.cancel(3) is not None and window.cancel(3) is None
+    window.wake_at = clock.now + 1.0
+    rest = list(events)
+    assert [getattr(e, "tag", None) for e in rest] == [2, None], "2 answered, then the wake-up; 3 never sent"
+    assert path.gets == [0, 1, 2] and clock.now >= window.path.rto.rto
+    assert window.strays == 1, "the cancelled request's late reply"
+
+
+def test_with_late_patch_the_missed_chunks_are_asked_for_only_once_the_stream_ended():
+    n, k = 200, 120
+    data = block(n, seed=18)
+    node = stored(data)
+    client, path, clock = reader(node, late_patch=True)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    last_push = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005
+    asked_at: list[float] = []
+    send = path.send
+
+    def timed_send(data: bytes) -> None:
+        asked_at.append(clock.now)
+        send(data)
+
+    path.send = timed_send  # type: ignore[method-assign]
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.pushed == n - k
+    assert sorted(path.gets) == list(range(k)), "the same chunks as at once, no more"
+    first_push = last_push - (n - 1 - k) * 0.0005
+    before = [i for t, i in zip(asked_at, path.gets, strict=True) if t < first_push]
+    after = [t for t in asked_at if t >= first_push]
+    assert len(before) < 40, "without a push, the read went on in order"
+    assert after and min(after) >= last_push, "once it joined, it waited for the stream's end to patch"
+    assert client.stream_quiet == 0, "the last chunk's push ends the wait: nothing more can come"
+
+
+def test_taken_pushes_keep_a_read_from_the_silence_bound_duplicates_do_not():
+    from kvpool.errors import KVPTimeout
+
+    n, k = 100, 50
+    data = block(n, seed=19)
+    node = stored(data)
+    replies: list[bytes] = []
+
+    def only_the_first_reply(datagram, direction):
+        """The reader's own GETs are answered once (chunk 0: the version), then never again."""
+        if direction != "in" or Header.unpack(datagram).req_id == 0:
+            return False
+        replies.append(datagram)
+        return len(replies) > 1
+
+    client, path, clock = reader(node, drop=only_the_first_reply, give_up=1.0, initial_window=1)
+    started = clock.now
+    # one push every 60 ms for 3 s (three times give_up), then the same chunks again as duplicates for 3 s
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.06)
+    last_new = started + RTT + 0.0001 + (n - 1 - k) * 0.06
+    schedule_pushes(path, clock, k, n - 1, n, start=last_new - started + 0.06, every=0.06)
+    with client, pytest.raises(KVPTimeout, match="1s of silence"):
+        client.get_block(PH, n)
+    assert client.pushed == n - k and client.pushed_duplicates > 0
+    assert last_new + 1.0 <= clock.now < last_new + 1.1, \
+        "it failed give_up after the last new chunk, neither earlier (pushes were progress) nor later (duplicates)"
+
+
+def test_a_stream_behind_the_read_does_not_hold_it_back():
+    """The stream stalls, the read falls back and gets ahead of it; when pushes come again they bring only
+    chunks the read has: it goes on at its own pace instead of waiting for the stream to catch up."""
+    n, k = 600, 20
+    data = block(n, seed=20)
+    node = stored(data)
+    client, path, clock = reader(node, window=4, initial_window=4)  # 2 chunks per ms on its own
+    started = clock.now
+    schedule_pushes(path, clock, k, 100, n, start=RTT + 0.0001, every=0.0005)
+    # 150 ms of silence, then the stream goes on from where it stopped, at one chunk per 2 ms (1 s to the end)
+    schedule_pushes(path, clock, 101, n - 1, n, start=RTT + 0.0001 + 80 * 0.0005 + 0.15, every=0.002)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+    assert clock.now - started < 0.5, "at its own pace, not the stream's second"
+    assert client.stream_quiet == 1 and client.pushed_duplicates > 0
+
+
+# ---- through the kvswitch program ----------------------------------------------------------------------------
+
+
+def _ipv4_frame(src_mac: str, dst_mac: str, src: tuple[str, int], dst: tuple[str, int], payload: bytes) -> bytes:
+    """Ethernet / IPv4 (checksummed) / UDP (checksum 0) around a KVP message."""
+    import socket
+    import struct
+
+    def mac(text: str) -> bytes:
+        return bytes(int(b, 16) for b in text.split(":"))
+
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(payload), 0, 0, 64, 17, 0,
+                         socket.inet_aton(src[0]), socket.inet_aton(dst[0]))
+    total = sum(struct.unpack("!10H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    header = header[:10] + struct.pack("!H", ~total & 0xFFFF) + header[12:]
+    udp = struct.pack("!HHHH", src[1], dst[1], 8 + len(payload), 0)
+    return mac(dst_mac) + mac(src_mac) + b"\x08\x00" + header + udp + payload
+
+
+def _udp_of(frame: bytes) -> tuple[tuple[str, int], tuple[str, int], bytes]:
+    """(source, destination, payload) of an Ethernet / IPv4 / UDP frame."""
+    import socket
+    import struct
+
+    ihl = (frame[14] & 0x0F) * 4
+    ip = frame[14:14 + ihl]
+    sport, dport, length, _ = struct.unpack("!HHHH", frame[14 + ihl:22 + ihl])
+    payload = frame[22 + ihl:14 + ihl + length]
+    return (socket.inet_ntoa(ip[12:16]), sport), (socket.inet_ntoa(ip[16:20]), dport), payload
+
+
+class SwitchedPath:
+    """A reader behind port 1 of the in-process kvswitch program with the stream join on, the storage node (a
+    real `StorageNode`) behind port 2, and an origin reader (scripted GETs) behind port 1 too, all on one
+    simulated clock: each datagram crosses the program, the node answers at once, frames reach the readers `RTT`
+    later. A `Transport` for the reader's `KVPClient`."""
+
+    peer = "kvswitch program"
+
+    def __init__(self, target, node: StorageNode, clock: SimClock, reader_port: int, origin_port: int) -> None:
+        from kvtesting.kvnet import CLIENT_IP, STORAGE_IP
+
+        self.target, self.node, self.clock = target, node, clock
+        self.reader = (CLIENT_IP, reader_port)
+        self.origin = (CLIENT_IP, origin_port)
+        self.storage = (STORAGE_IP, 7420)
+        self.due: list[tuple[float, int, bytes | tuple[int, int]]] = []
+        self.seq = 0
+        self.node_gets: list[tuple[int, int]] = []
+        """(UDP port of the reader, chunk) of every GET the storage node received."""
+
+    def _at(self, t: float, what) -> None:
+        self.seq += 1
+        heapq.heappush(self.due, (t, self.seq, what))
+
+    def origin_get(self, at: float, idx: int, chunks: int, ph: int) -> None:
+        self._at(at, (idx, chunks, ph))
+
+    def _cross(self, port: int, frame: bytes) -> None:
+        """`frame` into the program at `port`; what leaves towards the node is answered, what leaves towards
+        port 1 is delivered (to the reader) after RTT."""
+        from kvtesting.kvnet import STORAGE_MAC, SWITCH_MAC
+
+        for out_port, out in self.target.process(port, frame):
+            src, dst, payload = _udp_of(out)
+            if out_port == 2:
+                h = Header.unpack(payload)
+                if h.opcode == Opcode.GET:
+                    self.node_gets.append((src[1], h.chunk_idx))
+                for reply in self.node.receive(payload, src):
+                    self._cross(2, _ipv4_frame(STORAGE_MAC, SWITCH_MAC, self.storage, reply.to, b"".join(reply.parts)))
+            elif out_port == 1 and dst == self.reader:
+                self._at(self.clock.now + RTT, payload)
+
+    def send(self, data: bytes) -> None:
+        from kvtesting.kvnet import CLIENT_MAC, SWITCH_MAC
+
+        self._cross(1, _ipv4_frame(CLIENT_MAC, SWITCH_MAC, self.reader, self.storage, data))
+
+    def recv(self, timeout: float) -> bytes | None:
+        from kvtesting.kvnet import CLIENT_MAC, SWITCH_MAC
+
+        while self.due and self.due[0][0] <= self.clock.now + timeout:
+            when, _, what = heapq.heappop(self.due)
+            self.clock.now = max(self.clock.now, when)
+            if isinstance(what, bytes):
+                return what
+            idx, chunks, ph = what
+            get = encode(Header(Opcode.GET, flags=Flag.STREAM, req_id=1000 + idx, prefix_hash=ph, chunk_idx=idx,
+                                chunk_count=chunks, chunk_shift=10))
+            self._cross(1, _ipv4_frame(CLIENT_MAC, SWITCH_MAC, self.origin, self.storage, get))
+        self.clock.now += max(timeout, 0.0) + 1e-9
+        return None
+
+    def close(self) -> None:
+        self.due.clear()
+
+
+@pytest.fixture(scope="module")
+def kvswitch_program():
+    from kvtesting.kvnet import P4_MAIN
+
+    if not (P4_MAIN.parent / "stream.p4").is_file():
+        pytest.skip("the program has no stream join (p4src/stream.p4 is missing)")
+    from softswitch.frontend import load_program
+
+    return load_program(str(P4_MAIN))
+
+
+def streaming_switch(program):
+    """The in-process switch with routes, port roles and the stream join as the controller installs them."""
+    from controller.streaming import (
+        CONFIG_ACTION,
+        CONFIG_TABLE,
+        STORAGE_PORT_ACTION,
+        STORAGE_PORT_KEY,
+        STORAGE_PORT_TABLE,
+        StreamingOptions,
+        session_of,
+    )
+    from kvtesting.kvnet import CPU_PORT, KvNet
+    from softswitch.runtime import SoftSwitch
+    from softswitch.target import Exact, Replica, TableEntry
+
+    target = SoftSwitch.load(program, cpu_port=CPU_PORT)
+    enums = {name: {m: program.type(name).value_of(m) for m in program.type(name).members}
+             for name in ("port_role_t", "kvp_event_t", "stream_event_t")}
+    net = KvNet(target, enums)
+    net.install_routes()
+    net.set_port_roles()
+    for port in (1, 2, 3, 4):
+        target.clone_session_set(session_of(port), [Replica(port)])
+    target.table_insert(TableEntry(STORAGE_PORT_TABLE, {STORAGE_PORT_KEY: Exact(2)}, STORAGE_PORT_ACTION, {}))
+    target.table_set_default(CONFIG_TABLE, CONFIG_ACTION, StreamingOptions(idle_us=30_000_000).config_params())
+    return target
+
+
+@pytest.mark.slow  # loading the program takes seconds; the read itself runs on the simulated clock
+def test_a_reader_joins_a_stream_of_the_kvswitch_program_and_the_node_serves_the_block_about_once(kvswitch_program):
+    n, k = 64, 24
+    data = random.Random(21).randbytes(n * CHUNK)
+    node = stored(data)
+    clock = SimClock()
+    path = SwitchedPath(streaming_switch(kvswitch_program), node, clock, reader_port=40002, origin_port=40001)
+    for idx in range(n):  # the origin asks a chunk per ms; the reader starts when it is at chunk k
+        path.origin_get(clock.now - k * 0.001 + idx * 0.001, idx, n, PH)
+    path.recv(0.0)  # the origin's first k GETs, before the reader starts
+    with KVPClient(ClientOptions(timeout=0.05), path, clock=clock) as client:
+        got = client.get_block(PH, None)
+    assert got.data == data
+    origin_gets = [c for port, c in path.node_gets if port == 40001]
+    reader_gets = sorted(c for port, c in path.node_gets if port == 40002)
+    assert origin_gets == list(range(n))
+    assert got.pushed >= n - k - 8, "the pushes from the first reply on"
+    assert reader_gets == sorted({c for c in range(n) if not got.chunks[c].pushed}), "the rest, each once"
+    assert len(path.node_gets) < n + k + 8, "the node served the block once plus what the reader missed"
