@@ -13,22 +13,29 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
      * this switch towards a STORAGE port (table stream_storage_port) becomes
      * the ORIGIN of B's stream here; a later reader whose F_STREAM GET of B
      * leaves towards the same node, for the same version, while the stream
-     * lives becomes a SUBSCRIBER (up to STREAM_SUBSCRIBERS).  Every later
-     * HIT reply with a value from that node to the origin is also sent to
-     * each subscriber as a pushed copy: addressed to it (MAC, IPv4, UDP
-     * port), req_id 0, F_PUSHED, UDP checksum 0.  The subscribers' own GETs
-     * are always forwarded: they fetch what they missed.
+     * lives becomes a SUBSCRIBER (up to STREAM_SUBSCRIBERS).  The origin
+     * and the subscribers are the stream's MEMBERS (the origin is member
+     * cell 0).  A stream keeps its FRONT, one past the highest chunk pushed
+     * so far.  A HIT reply with a value from that node to a member is also
+     * sent to every other member as a pushed copy (addressed to it: MAC,
+     * IPv4, UDP port; req_id 0, F_PUSHED, UDP checksum 0) when its chunk is
+     * at or beyond the front (the front moves past it), or when it is
+     * addressed to the origin (so an origin's reordered reply is still
+     * pushed); a member's reply below the front is a PATCH of a chunk it
+     * missed: not pushed.  So whichever member reads ahead feeds the
+     * others.  The members' own GETs are always forwarded.
      *
      * Replication is a chain of egress-to-egress clones, one egress pass per
-     * subscriber: the origin's reply clones itself to clone session
-     * STREAM_SESSION_BASE + (first subscriber's port) with the subscriber
-     * in metadata (STREAM_CHAIN_FIELDS); that copy rewrites itself to its
-     * subscriber and clones itself on to the next one, until the
-     * subscribers the stream had when the reply passed are served.
+     * member: the reply clones itself to clone session
+     * STREAM_SESSION_BASE + (first member's port) with the member in
+     * metadata (STREAM_CHAIN_FIELDS); that copy rewrites itself to its
+     * member and clones itself on to the next one, until the members the
+     * stream had when the reply passed are served.  The chain steps over
+     * the reply's addressee (st.skip): it has the reply itself.
      *
      * Bounded and fail-safe: a stream ends at a PUT, an OK PUT_ACK or an
-     * INVALIDATE of any chunk of its block, after the origin's reply for
-     * the block's last chunk (chunk_count - 1), or when idle for its
+     * INVALIDATE of any chunk of its block, once a reply for the block's
+     * last chunk (chunk_count - 1) is pushed, or when idle for its
      * lifetime (stream_config); a GET whose cell streams another block,
      * whose stream is full, or whose membership cell another subscriber
      * holds is forwarded as without streams (counted), as is everything
@@ -65,9 +72,12 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     register<bit<32>>(STREAM_ENTRIES) stream_origin_ip;
     @name(".MyEgress.stream_origin_udp_port")
     register<bit<16>>(STREAM_ENTRIES) stream_origin_udp_port;
-    /* Subscribers so far, <= STREAM_SUBSCRIBERS.                           */
+    /* Subscribers so far, <= STREAM_SUBSCRIBERS (the origin not counted). */
     @name(".MyEgress.stream_subscriber_count")
     register<bit<8>>(STREAM_ENTRIES) stream_subscriber_count;
+    /* The front: one past the highest chunk pushed so far (0 at opening).  */
+    @name(".MyEgress.stream_front")
+    register<bit<32>>(STREAM_ENTRIES) stream_front;
     /* A fresh number at every opening (from stream_last_gen), stamped on   */
     /* the stream's subscriber and membership cells, so neither a push      */
     /* chain under way nor a reader's membership is ever taken for a newer  */
@@ -77,7 +87,8 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     @name(".MyEgress.stream_last_gen")
     register<bit<32>>(1) stream_last_gen;
 
-    /* Subscriber i of stream s lives in cell (s << STREAM_SUBSCRIBER_WIDTH) + i. */
+    /* Member i of stream s lives in cell (s << STREAM_SUBSCRIBER_WIDTH) + i: */
+    /* the origin in cell 0, subscriber j in cell j + 1.                     */
     @name(".MyEgress.stream_subscriber_ip")
     register<bit<32>>(STREAM_SUBSCRIBER_CELLS) stream_subscriber_ip;
     @name(".MyEgress.stream_subscriber_udp_port")
@@ -90,7 +101,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     register<bit<32>>(STREAM_SUBSCRIBER_CELLS) stream_subscriber_gen;
 
     /* Membership (STREAM_MEMBER_CELLS): generation of the stream the       */
-    /* reader subscribed to, and who it is (IPv4 ++ UDP port).              */
+    /* reader opened or subscribed to, and who it is (IPv4 ++ UDP port).    */
     @name(".MyEgress.stream_member_gen")
     register<bit<32>>(STREAM_MEMBER_CELLS) stream_member_gen;
     @name(".MyEgress.stream_member_who")
@@ -229,12 +240,22 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
             stream_origin_ip.write(st.index, hdr.ipv4.src_addr);
             stream_origin_udp_port.write(st.index, hdr.udp.src_port);
             stream_subscriber_count.write(st.index, 0);
+            stream_front.write(st.index, 0);
             bit<32> new_gen = last_gen + 1;
             if (new_gen == 0) {
                 new_gen = 1;  /* 0 stamps nothing */
             }
             stream_last_gen.write(0, new_gen);
             stream_gen.write(st.index, new_gen);
+            /* the origin is member 0 */
+            bit<32> origin_cell = st.index << STREAM_SUBSCRIBER_WIDTH;
+            stream_subscriber_ip.write(origin_cell, hdr.ipv4.src_addr);
+            stream_subscriber_udp_port.write(origin_cell, hdr.udp.src_port);
+            stream_subscriber_mac.write(origin_cell, sender_mac);
+            stream_subscriber_port.write(origin_cell, (bit<16>)std_meta.ingress_port);
+            stream_subscriber_gen.write(origin_cell, new_gen);
+            stream_member_gen.write(member, new_gen);
+            stream_member_who.write(member, who);
             count_stream(stream_event_t.OPENED);
         } else if (!same) {
             count_stream(stream_event_t.COLLISION);
@@ -247,7 +268,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         } else if ((bit<32>)subscribers >= STREAM_SUBSCRIBERS) {
             count_stream(stream_event_t.FULL);
         } else {
-            bit<32> cell = (st.index << STREAM_SUBSCRIBER_WIDTH) + (bit<32>)subscribers;
+            bit<32> cell = (st.index << STREAM_SUBSCRIBER_WIDTH) + (bit<32>)subscribers + 1;
             stream_subscriber_ip.write(cell, hdr.ipv4.src_addr);
             stream_subscriber_udp_port.write(cell, hdr.udp.src_port);
             stream_subscriber_mac.write(cell, sender_mac);
@@ -260,19 +281,37 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         }
     }
 
-    /* Load subscriber st.next of stream st.cell (generation st.gen) into   */
-    /* st and clone the copy on to it; a cell a newer stream reused stops   */
-    /* the chain.                                                            */
+    /* Load member st.next of stream st.cell (generation st.gen) into st,   */
+    /* stepping over the reply's addressee (st.skip), and clone the copy on */
+    /* to it; a cell a newer stream reused stops the chain.                 */
     @name(".MyEgress.stream_chain_on")
     action stream_chain_on() {
-        bit<32> cell = (st.cell << STREAM_SUBSCRIBER_WIDTH) + (bit<32>)st.next;
+        bit<32> base = st.cell << STREAM_SUBSCRIBER_WIDTH;
+        bit<32> cell = base + (bit<32>)st.next;
         bit<32> gen;
         stream_subscriber_ip.read(st.ip, cell);
         stream_subscriber_udp_port.read(st.udp_port, cell);
         stream_subscriber_mac.read(st.mac, cell);
         stream_subscriber_port.read(st.port, cell);
         stream_subscriber_gen.read(gen, cell);
-        if (gen != st.gen) {
+        bool more = true;
+        if (st.ip ++ st.udp_port == st.skip) {
+            /* the addressee has the reply: the next member (one cell holds it) */
+            st.next = st.next + 1;
+            if (st.next >= st.total) {
+                more = false;
+            } else {
+                cell = base + (bit<32>)st.next;
+                stream_subscriber_ip.read(st.ip, cell);
+                stream_subscriber_udp_port.read(st.udp_port, cell);
+                stream_subscriber_mac.read(st.mac, cell);
+                stream_subscriber_port.read(st.port, cell);
+                stream_subscriber_gen.read(gen, cell);
+            }
+        }
+        if (!more) {
+            /* the addressee was the last member */
+        } else if (gen != st.gen) {
             count_stream(stream_event_t.STALE);
         } else {
             st.chain = true;
@@ -283,8 +322,10 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     }
 
     /* A GET_REPLY on its way to its reader: if it is a HIT with a value    */
-    /* from the stream's node (in on the stream's port) to the origin,      */
-    /* push it to the subscribers; the block's last chunk ends the stream.  */
+    /* from the stream's node (in on the stream's port) to a member, push   */
+    /* it to the other members when its chunk is at or beyond the front    */
+    /* (the front moves past it) or it is the origin's; a reply of the      */
+    /* block's last chunk pushed ends the stream.                           */
     @name(".MyEgress.stream_reply")
     action stream_reply() {
         bit<32> epoch;
@@ -297,6 +338,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<32> origin_ip;
         bit<16> origin_udp_port;
         bit<8> subscribers;
+        bit<32> front;
         stream_epoch.read(epoch, st.index);
         stream_last.read(last, st.index);
         stream_tenant.read(tenant, st.index);
@@ -307,37 +349,59 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         stream_origin_ip.read(origin_ip, st.index);
         stream_origin_udp_port.read(origin_udp_port, st.index);
         stream_subscriber_count.read(subscribers, st.index);
+        stream_front.read(front, st.index);
         stream_gen.read(st.gen, st.index);
+        bit<32> member;
+        hash(member, HashAlgorithm.crc32, 32w0,
+             { STREAM_MEMBER_SALT, hdr.ipv4.dst_addr, hdr.udp.dst_port,
+               hdr.kvp.tenant, hdr.kvp.prefix_hash },
+             STREAM_MEMBER_CELLS);
+        bit<32> member_gen;
+        bit<48> member_who;
+        stream_member_gen.read(member_gen, member);
+        stream_member_who.read(member_who, member);
         bit<48> now = std_meta.egress_global_timestamp;
+        bit<48> addressee = hdr.ipv4.dst_addr ++ hdr.udp.dst_port;
+        bool to_origin = origin_ip == hdr.ipv4.dst_addr
+                         && origin_udp_port == hdr.udp.dst_port;
+        bool to_member = to_origin
+                         || (member_gen == st.gen && member_who == addressee);
         bool answers = epoch == st.epoch
                        && tenant == hdr.kvp.tenant
                        && prefix_hash == hdr.kvp.prefix_hash
                        && server == st.reply_node
                        && server_port == (bit<16>)std_meta.ingress_port
-                       && origin_ip == hdr.ipv4.dst_addr
-                       && origin_udp_port == hdr.udp.dst_port
+                       && to_member
                        && (version == 0 || version == hdr.kvp.version);
         bool pushable = (hdr.kvp.status == kvp_status_t.HIT_SERVER
                          || hdr.kvp.status == kvp_status_t.HIT_SWITCH)
                         && (hdr.kvp.flags & F_VALUE) != 0
                         && (hdr.kvp.flags & F_PUSHED) == 0
                         && hdr.kvp.chunk_idx < hdr.kvp.chunk_count;
+        bool beyond = (bit<32>)hdr.kvp.chunk_idx >= front;
         if (!answers || !pushable) {
-            /* not the origin's reply, or nothing to push: forwarded as usual */
+            /* not a member's reply, or nothing to push: forwarded as usual */
         } else if (now - last >= st.idle) {
             stream_epoch.write(st.index, 0);
             count_stream(stream_event_t.EXPIRED);
+        } else if (!beyond && !to_origin) {
+            /* a member's patch of a chunk it missed: the others have it */
+            count_stream(stream_event_t.PATCH);
         } else {
             stream_last.write(st.index, now);
+            if (beyond) {
+                stream_front.write(st.index, (bit<32>)hdr.kvp.chunk_idx + 1);
+            }
             if (hdr.kvp.chunk_idx == hdr.kvp.chunk_count - 1) {
                 stream_epoch.write(st.index, 0);
                 count_stream(stream_event_t.ENDED_LAST);
             }
             if (subscribers != 0) {
-                /* the first subscriber; each copy clones on to the next */
+                /* the first member but the addressee; each copy clones on */
                 st.cell = st.index;
-                st.total = subscribers;
+                st.total = subscribers + 1;
                 st.next = 0;
+                st.skip = addressee;
                 st.flags = (hdr.kvp.flags & ~F_CONGESTED) | F_PUSHED;
                 stream_chain_on();
             }
@@ -362,7 +426,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         }
     }
 
-    /* A chain copy: rewrite it to its subscriber, then clone it on.        */
+    /* A chain copy: rewrite it to its member, then clone it on.            */
     @name(".MyEgress.stream_push")
     action stream_push() {
         st.chain = false;

@@ -347,11 +347,12 @@ enum bit<8> coalesce_event_t {
 #define STREAM_INDEX_WIDTH 10
 const bit<32> STREAM_ENTRIES = 32w1 << STREAM_INDEX_WIDTH;
 const bit<32> STREAM_SALT = 0x53e7a11d;
-/* Subscribers per stream = 1 << STREAM_SUBSCRIBER_WIDTH (64); a        */
-/* further reader is plain-forwarded (FULL).  Subscriber i of stream s  */
-/* is register cell (s << STREAM_SUBSCRIBER_WIDTH) + i.                 */
-#define STREAM_SUBSCRIBER_WIDTH 6
-const bit<32> STREAM_SUBSCRIBERS = 32w1 << STREAM_SUBSCRIBER_WIDTH;
+/* Members of a stream: its origin (cell 0) and up to STREAM_SUBSCRIBERS */
+/* (64) subscribers; a further reader is plain-forwarded (FULL).  Member */
+/* cell i of stream s is register cell (s << STREAM_SUBSCRIBER_WIDTH) + i */
+/* (1 << STREAM_SUBSCRIBER_WIDTH = 128 cells per stream, 65 used).      */
+#define STREAM_SUBSCRIBER_WIDTH 7
+const bit<32> STREAM_SUBSCRIBERS = 64;
 const bit<32> STREAM_SUBSCRIBER_CELLS = 32w1 << (STREAM_INDEX_WIDTH + STREAM_SUBSCRIBER_WIDTH);
 /* Membership: by a salted crc32 of (reader IPv4, UDP port, tenant,    */
 /* prefix_hash) mod STREAM_MEMBER_CELLS, the generation of the stream   */
@@ -383,12 +384,12 @@ enum bit<8> stream_event_t {
     OPENED         = 1,  /* an F_STREAM GET to a storage node opened a   */
                          /* stream: its reader is the origin            */
     JOINED         = 2,  /* a later reader's F_STREAM GET subscribed     */
-    PUSHED         = 3,  /* a copy of an origin reply sent to a          */
-                         /* subscriber (F_PUSHED, req_id 0)             */
+    PUSHED         = 3,  /* a copy of a member's reply sent to another   */
+                         /* member (F_PUSHED, req_id 0)                 */
     ENDED_BY_WRITE = 4,  /* a PUT, OK PUT_ACK or INVALIDATE of the block */
                          /* ended its stream                            */
-    ENDED_LAST     = 5,  /* the origin's reply for chunk_count - 1       */
-                         /* passed (pushed too): the stream ended       */
+    ENDED_LAST     = 5,  /* a member's reply for chunk_count - 1 was     */
+                         /* pushed: the stream ended                    */
     EXPIRED        = 6,  /* a stream was found idle past its lifetime    */
     COLLISION      = 7,  /* a GET forwarded plainly: its cell streams    */
                          /* another block, node, version or size        */
@@ -398,9 +399,12 @@ enum bit<8> stream_event_t {
                          /* holds another subscriber of the stream      */
     STALE          = 10, /* a push chain met a subscriber cell a newer   */
                          /* stream reused: the chain stopped            */
-    WRONG_PORT     = 11  /* a chain copy came out of another port than   */
-                         /* its subscriber's (a misconfigured session): */
+    WRONG_PORT     = 11, /* a chain copy came out of another port than   */
+                         /* its member's (a misconfigured session):     */
                          /* dropped                                     */
+    PATCH          = 12  /* a member's reply for a chunk below the       */
+                         /* stream's front (a chunk it missed): not     */
+                         /* pushed                                      */
 }
 
 /* ==================================================================== *

@@ -219,7 +219,7 @@ struct coalesce_t {
 
 /* The stream join's own per-packet state (stream.p4, in egress), with  */
 /* what a push chain's egress clone keeps (STREAM_CHAIN_FIELDS): the     */
-/* subscriber this copy is for and where the chain goes on.             */
+/* member this copy is for and where the chain goes on.                 */
 struct stream_t {
     bit<32> epoch;              /* stream_config: current epoch; 0 = off */
     bit<48> idle;               /* stream_config: idle lifetime, in us   */
@@ -235,9 +235,9 @@ struct stream_t {
     @field_list(3)
     bit<32> gen;                /* ... and its generation                */
     @field_list(3)
-    bit<8> next;                /* subscriber after this copy's          */
+    bit<8> next;                /* member cell after this copy's         */
     @field_list(3)
-    bit<8> total;               /* subscribers when the reply passed     */
+    bit<8> total;               /* members when the reply passed         */
     @field_list(3)
     bit<8> flags;               /* the reply's flags, F_PUSHED set       */
     @field_list(3)
@@ -248,6 +248,9 @@ struct stream_t {
     mac_addr_t mac;             /* MAC (its GET's source MAC),           */
     @field_list(3)
     bit<16> port;               /* switch port its GET came in on        */
+    @field_list(3)
+    bit<48> skip;               /* the reply's addressee (IPv4 ++ UDP    */
+                                /* port): the chain steps over its cell  */
 }
 
 /* Steering's own per-packet state: one pool address, several storage */

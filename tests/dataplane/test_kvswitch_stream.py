@@ -345,7 +345,7 @@ def test_a_subscribers_own_gets_do_not_subscribe_it_again(sn: StreamNet) -> None
     assert len(to_storage(sn.get(A, 1, 2))) == 1
     assert sn.event("JOINED") == 1
     assert_pushed(sn.reply(A, 1, 2), A, 2, [C], chunk=1)
-    assert_not_pushed(sn.reply(C, 2, 22), C)  # C is no origin
+    assert_not_pushed(sn.reply(C, 0, 20), C)  # below the front: C's patch, to it only
 
 
 def test_a_block_in_a_taken_cell_is_forwarded(sn: StreamNet) -> None:
@@ -514,3 +514,51 @@ def test_f_pushed_is_cleared_on_a_malformed_message_too(sn: StreamNet) -> None:
     out = sn.target.process(A.port, bytes(frame))
     assert [p for p, _ in out] == [D.port]
     assert not Ether(out[0][1])[KVP].flags & Flag.PUSHED
+
+
+# ---- the frontier: whichever member reads ahead feeds the others ------------------------------------------
+
+def test_a_members_reply_beyond_the_front_is_pushed_to_every_other_member(sn: StreamNet) -> None:
+    """A subscriber that reads ahead of the origin feeds the origin and the other subscribers (not itself); the
+    front moves past each pushed chunk; a member's reply below the front is its patch (to it only), except the
+    origin's, which is pushed whatever its chunk (a reordered reply of the origin's)."""
+    sn.configure()
+    assert len(to_storage(sn.get(A, 0, 1))) == 1
+    sn.get(C, 0, 20)
+    sn.get(D, 0, 30)
+    assert sn.event("JOINED") == 2
+    assert_pushed(sn.reply(A, 0, 1), A, 1, [C, D], chunk=0)  # front 1
+    assert_pushed(sn.reply(C, 2, 22), C, 22, [A, D], chunk=2)  # beyond the front: front 3
+    assert_not_pushed(sn.reply(D, 1, 31), D)  # below the front: D's patch
+    assert_not_pushed(sn.reply(C, 2, 23), C)  # the front moved past chunk 2
+    assert sn.event("PATCH") == 2
+    assert_pushed(sn.reply(A, 1, 2), A, 2, [C, D], chunk=1)  # the origin's, below the front: pushed all the same
+    assert (sn.event("PUSHED"), sn.event("ENDED_LAST")) == (6, 0)
+    assert_not_pushed(sn.reply(B, 2, 5), B)  # no member: forwarded
+
+
+def test_the_last_chunk_pushed_by_a_subscriber_ends_the_stream(sn: StreamNet) -> None:
+    sn.configure()
+    assert len(to_storage(sn.get(A, 0, 1))) == 1
+    sn.get(C, 0, 20)
+    sn.get(D, 0, 30)
+    assert_pushed(sn.reply(D, CHUNKS - 1, 33), D, 33, [A, C], chunk=CHUNKS - 1)
+    assert sn.event("ENDED_LAST") == 1
+    assert_not_pushed(sn.reply(C, 1, 21), C)
+    assert_not_pushed(sn.reply(A, 1, 1), A)  # the stream ended: the origin's reply is its own only
+    assert sn.event("PUSHED") == 2
+
+
+def test_the_chain_steps_over_a_subscriber_addressee_in_any_cell(sn: StreamNet) -> None:
+    """The addressee's cell may be first, middle or last of the chain: every other member gets one copy."""
+    sn.configure()
+    subscribers = many_readers(5)
+    assert len(to_storage(sn.get(B, 0, 1))) == 1
+    for i, r in enumerate(subscribers):
+        sn.get(r, 0, 100 + i)
+    members = [B, *subscribers]
+    for chunk, addressee in enumerate([subscribers[0], subscribers[2], subscribers[4]]):
+        others = [m for m in members if m != addressee]
+        assert_pushed(sn.reply(addressee, chunk, 200 + chunk), addressee, 200 + chunk, others, chunk=chunk)
+    assert sn.event("PUSHED") == 3 * 5
+
