@@ -454,7 +454,11 @@ class _BlockRead:
         self.asked: set[int] = set()
         """With a stream: the chunks asked for and not answered yet."""
         self.rest: Iterator[int] | None = None
-        """With a stream that went quiet: every chunk in order, those missing are asked for."""
+        """With a stream that went quiet, or that this read leads: every chunk in order, those missing are asked
+        for."""
+        self.own_top = -1
+        """The highest chunk this read got new from a reply to its own GET (-1: none yet): while the newest pushed
+        one is above it, another member of the stream is ahead and feeds this read."""
         self.top_up()
 
     def ask(self, idx: int) -> None:
@@ -476,10 +480,13 @@ class _BlockRead:
         stream = self.stream
         if stream is not None:
             self.asked.discard(answer.tag)
+        new = not self.assembly.has(answer.tag)
         if not self.client._accept_chunk(self.window, self.assembly, answer, self.prefix_hash):
             if stream is not None:
                 self.asked.add(answer.tag)  # damaged on the way: asked again
             return
+        if new and answer.tag > self.own_top:
+            self.own_top = answer.tag
         self.served[answer.tag] = ChunkReply(answer.tag, _STATUSES[answer.reply.status], answer.latency,
                                              answer.attempts)
         if self.chunks is None:
@@ -536,13 +543,15 @@ class _BlockRead:
         late = options.late_patch
         self.asked.difference_update(self.window.withdraw(lambda i: late or i > idx))
 
-    def _stream_brings_soon(self, newest: int, lag: int) -> bool:
-        """Whether a chunk this read misses is among the `lag` above the newest pushed one: the stream will bring
-        it soon. Not so when the stream is behind the read (it opened after this read had got further, say when
-        a read joins a newer reader's stream): waiting for it would cost the read the newer reader's head
-        start."""
-        has = self.assembly.has
-        return any(not has(i) for i in range(newest + 1, min(newest + 1 + lag, self.chunks or 1)))
+    def _led(self, newest: int) -> bool:
+        """Whether another member of the stream is ahead of this read: the newest pushed chunk is above every
+        chunk its own GETs brought (docs/protocol.md, *Pushed chunks*). Then it feeds this read, which asks
+        for nothing beyond it; otherwise this read leads (or the stream is behind it: it opened after this read
+        had got further) and reads on in order, its replies beyond the stream's front pushed to the others. A
+        follower whose own replies overtake the newest push leads from then on: no two members can both wait
+        for the other for long (the one with the higher own reply is not led), and a quiet stream ends the
+        wait anyway. Once the last chunk came pushed, nothing more will: this read asks for all it misses."""
+        return self.own_top < newest < (self.chunks or 1) - 1
 
     def _top_up_streamed(self) -> None:
         stream, window = self.stream, self.window
@@ -556,7 +565,7 @@ class _BlockRead:
             return not has(i) and i not in asked
 
         live = stream.live(now, rto)
-        if live and self._stream_brings_soon(stream.newest, stream.patience.lag):
+        if live and self._led(stream.newest):
             if self.rest is not None:  # pushes came again after a quiet spell: stop asking beyond them
                 self.rest = None
                 asked.difference_update(window.withdraw(lambda i: i > stream.newest))
@@ -567,8 +576,8 @@ class _BlockRead:
             wake, hole_due = stream.quiet_at(rto), stream.next_due(rto)
             window.wake_at = hole_due if hole_due is not None and now < hole_due < wake else wake
             return
-        # the stream ended, or it is behind this read (it brings nothing missing within `lag` chunks above H: a
-        # stream that opened after this read had got further): everything left, in order, as without one
+        # the stream ended, or this read leads it (its own replies reach as far as the pushes, or further): everything
+        # left, in order, as without one
         window.wake_at = stream.quiet_at(rto) if live else None
         if self.rest is None:
             self.client.stream_quiet += not live
