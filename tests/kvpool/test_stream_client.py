@@ -838,7 +838,7 @@ def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, in
         try:
             with clients[name]:
                 results[name] = clients[name].get_block(PH, n)
-        except Exception as exc:  # noqa: BLE001 - reported by the test
+        except Exception as exc:  # reported by the test
             results[name] = exc
         finally:
             endpoint.done()
