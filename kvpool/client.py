@@ -18,9 +18,9 @@ the measured round trips (`kvpool.rto`). A block read or write fails only when n
 
 Reads verify every chunk (CRC, version, count, chunk size) and never stitch two versions: when a newer write
 commits during a read, the read starts again at the newer version; chunks go straight into one buffer allocated
-once per block. A read of more than one chunk sets F_STREAM on its GETs: a switch may then push it the chunks it
-copies to the block's first reader, and the read asks only for the chunks the stream does not bring
-(`kvpool.stream`; docs/protocol.md, *Pushed chunks*). Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
+once per block. A read of more than one chunk sets F_STREAM on its GETs: a switch may then push it the replies
+of the block's other readers that are ahead of it, and while one is, the read asks only for the chunks the stream
+does not bring (`kvpool.stream`; docs/protocol.md, *Pushed chunks*). Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
 PUT_ACK STAGED (progress, the window moves on) and the block's chunks with OK once it committed the whole
 block; the write reports success exactly then (OK of any chunk means the whole block committed: commits are
 atomic). A resend after a lost ack is acknowledged OK by the node, so a stored write never looks failed.
@@ -428,9 +428,10 @@ class _BlockRead:
     """One attempt at reading a block (at one version): which chunks to ask for, and what came.
 
     Without pushes it asks for the chunks in order, at most two windows queued, as a read always did. From the
-    first pushed chunk on it asks, while pushes keep coming, only for the chunks the stream will not bring (the
-    ones before the join and the holes, `kvpool.stream.StreamPosition`), and when the stream goes quiet for
-    everything left, in order."""
+    first pushed chunk on, while pushes keep coming and another member of the stream is ahead (`_led`), it asks
+    only for the chunks the stream will not bring (the ones before the join and the holes,
+    `kvpool.stream.StreamPosition`); while it leads, and when the stream goes quiet, for everything left, in
+    order."""
 
     def __init__(self, client: KVPClient, window: Window, prefix_hash: int, chunks: int | None,
                  version: int) -> None:

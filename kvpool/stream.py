@@ -1,17 +1,19 @@
-"""Where a block's stream is, as one of its subscribers sees it: which chunks to ask for while pushes come.
+"""Where a block's stream is, as one of its members sees it: which chunks to ask for while pushes come.
 
-A reader that sets F_STREAM on its GETs may be made a subscriber of the block's stream by a switch
-(docs/dataplane.md, *Stream join*): copies of the replies to the stream's first reader (the origin) reach it as
-pushed chunks (F_PUSHED), in the order the storage node answered the origin. `StreamPosition` keeps what the
-reader learnt from them (docs/protocol.md, *Pushed chunks*):
+A reader that sets F_STREAM on its GETs may be made a member of the block's stream by a switch
+(docs/dataplane.md, *Stream join*): copies of the other members' replies beyond the stream's front (and of every
+reply to the stream's first reader, the origin) reach it as pushed chunks (F_PUSHED), in the order the storage
+node answered them. `StreamPosition` keeps what the reader learnt from them (docs/protocol.md, *Pushed chunks*);
+the read (kvpool/client.py) follows it only while the newest push is above every chunk its own GETs brought
+(another member leads), and reads on by itself otherwise:
 
-* the newest pushed index H, where the origin's read is: the chunks above it will come pushed while pushes keep
-  coming, so the reader does not ask for them;
-* the chunks it missed: those below the first pushed index (the origin had passed them before the reader
-  joined) are due at once; a hole in the pushed indices (a push lost, or the origin's request lost and resent) is
-  due only once it is more than `lag` chunks behind H or an RTO old, since pushes arrive in the origin's order
+* the newest pushed index H, where the leading member's read is: the chunks above it will come pushed while
+  pushes keep coming, so a following reader does not ask for them;
+* the chunks it missed: those below the first pushed index (the stream had passed them before the reader
+  joined) are due at once; a hole in the pushed indices (a push lost, or the leader's request lost and resent)
+  is due only once it is more than `lag` chunks behind H or an RTO old, since pushes arrive in the leader's order
   give or take its own resends;
-* whether pushes keep coming: `live` until none came for two RTOs (the stream ended: the origin finished or
+* whether pushes keep coming: `live` until none came for two RTOs (the stream ended: the members finished or
   died, or a write ended it); after that the reader asks for everything left, as without a stream.
 
 Pure bookkeeping on times the caller passes: no I/O, no clock, no timers of its own.
