@@ -1,9 +1,10 @@
 """What the stream join needs from the controller: clone sessions, the storage ports and one default action.
 
 The data plane (p4src/stream.p4, docs/dataplane.md "Stream join") lets a reader whose F_STREAM GET of a block
-leaves towards a storage node while another reader's read of that block is under way subscribe to it; every
-later reply to the first reader is pushed to each subscriber through a chain of egress-to-egress clones, one per
-subscriber, to clone session `SESSION_BASE + p` for a subscriber behind port p. So the switch needs:
+leaves towards a storage node while another reader's read of that block is under way subscribe to it; a later
+reply to any member (the first reader or a subscriber) beyond the stream's front is pushed to every other member
+through a chain of egress-to-egress clones, one per member, to clone session `SESSION_BASE + p` for a member
+behind port p. So the switch needs:
 
 * one clone session per front-panel port p: `SESSION_BASE + p` → port p;
 * `MyEgress.stream_storage_port`: the ports leading to storage nodes (the same ports `MyIngress.port_role`
