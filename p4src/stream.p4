@@ -64,7 +64,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     register<bit<32>>(STREAM_ENTRIES) stream_server;
     @name(".MyEgress.stream_version")
     register<bit<32>>(STREAM_ENTRIES) stream_version;
-    /* The port towards the node: the origin's replies must come in there. */
+    /* The port towards the node: the members' replies must come in there.*/
     @name(".MyEgress.stream_server_port")
     register<bit<16>>(STREAM_ENTRIES) stream_server_port;
     /* The origin: its replies are pushed.                                  */
