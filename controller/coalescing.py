@@ -23,13 +23,13 @@ sketch's epochs); `CoalescingOptions(enabled=False)` turns coalescing off.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from p4.v1 import p4runtime_pb2
 
-from p4rt.bytestrings import encode
+from p4rt.codec import default_action_entity
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
 
@@ -128,20 +128,9 @@ def multicast_group_entities(options: CoalescingOptions, ports: Iterable[int]) -
 
 def config_entity(p4info: P4Info, options: CoalescingOptions) -> p4runtime_pb2.Entity:
     """`coalesce_config`'s default action: `set_coalesce_config(...)`, or `coalesce_off` when disabled."""
-    entity = p4runtime_pb2.Entity()
-    entry = entity.table_entry
-    entry.table_id = p4info.table_id(CONFIG_TABLE)
-    entry.is_default_action = True
-    action = entry.action.action
     if not options.enabled:
-        action.action_id = p4info.action_id(OFF_ACTION)
-        return entity
-    action.action_id = p4info.action_id(CONFIG_ACTION)
-    params: Mapping[str, int] = options.config_params()
-    for name, value in params.items():
-        param = p4info.param(CONFIG_ACTION, name)
-        action.params.add(param_id=param.id, value=encode(value, param.bitwidth))
-    return entity
+        return default_action_entity(p4info, CONFIG_TABLE, OFF_ACTION)
+    return default_action_entity(p4info, CONFIG_TABLE, CONFIG_ACTION, options.config_params())
 
 
 def coalescing_updates(p4info: P4Info, options: CoalescingOptions, ports: Iterable[int],

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from p4.v1 import p4runtime_pb2
 
 from p4rt.bytestrings import encode
+from p4rt.codec import default_action_entity
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
 
@@ -105,19 +106,9 @@ def storage_port_entities(p4info: P4Info, storage_ports: Iterable[int]) -> list[
 
 def config_entity(p4info: P4Info, options: StreamingOptions) -> p4runtime_pb2.Entity:
     """`stream_config`'s default action: `set_stream_config(...)`, or `stream_off` when disabled."""
-    entity = p4runtime_pb2.Entity()
-    entry = entity.table_entry
-    entry.table_id = p4info.table_id(CONFIG_TABLE)
-    entry.is_default_action = True
-    action = entry.action.action
     if not options.enabled:
-        action.action_id = p4info.action_id(OFF_ACTION)
-        return entity
-    action.action_id = p4info.action_id(CONFIG_ACTION)
-    for name, value in options.config_params().items():
-        param = p4info.param(CONFIG_ACTION, name)
-        action.params.add(param_id=param.id, value=encode(value, param.bitwidth))
-    return entity
+        return default_action_entity(p4info, CONFIG_TABLE, OFF_ACTION)
+    return default_action_entity(p4info, CONFIG_TABLE, CONFIG_ACTION, options.config_params())
 
 
 def streaming_updates(p4info: P4Info, options: StreamingOptions, ports: Iterable[int],

@@ -7,6 +7,8 @@ whatever form the target used. Match fields and parameters are named as P4Info n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from p4.v1 import p4runtime_pb2
 
 from p4rt.bytestrings import decode, encode, mask_for_prefix
@@ -71,6 +73,15 @@ def encode_table_entry(info: P4Info, entry: TableEntry) -> p4runtime_pb2.TableEn
     message = p4runtime_pb2.TableEntry()
     fill_table_entry(info, message, entry)
     return message
+
+
+def default_action_entity(info: P4Info, table: str, action: str,
+                          params: Mapping[str, int] | None = None) -> p4runtime_pb2.Entity:
+    """The entity that sets `table`'s default action to `action(params)` (written with MODIFY)."""
+    entity = p4runtime_pb2.Entity()
+    fill_table_entry(info, entity.table_entry, TableEntry(table, {}, action, dict(params or {})))
+    entity.table_entry.is_default_action = True
+    return entity
 
 
 def decode_table_entry(info: P4Info, message: p4runtime_pb2.TableEntry) -> TableEntry:

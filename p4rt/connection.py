@@ -451,10 +451,7 @@ class SwitchConnection:
         self.write([self.table_update("DELETE", entry)])
 
     def set_default(self, table: str, action: str, params: Mapping[str, int] | None = None) -> None:
-        entity = p4runtime_pb2.Entity()
-        entity.table_entry.CopyFrom(self.table_entry(TableEntry(table, {}, action, dict(params or {}))))
-        entity.table_entry.is_default_action = True
-        self.write([self._update("MODIFY", entity)])
+        self.write([self._update("MODIFY", codec.default_action_entity(self.p4info, table, action, params))])
 
     def read_table(self, table: str) -> list[TableEntry]:
         entity = p4runtime_pb2.Entity()
