@@ -485,9 +485,9 @@ def test_an_origin_parked_by_coalescing_still_feeds_its_stream(sn: StreamNet) ->
     """With coalescing on too: a subscriber's own GET of a chunk opens a coalescing entry and the origin's GET of
     that chunk, within the round trip, is parked on it. The origin's copy of the reply (a multicast copy for a
     waiter) is the origin's reply: it is pushed to every subscriber (the one whose GET it answers gets a
-    duplicate, which its client drops). The reply's own copy, to C, is a member's reply beyond the front and is
-    pushed too when egress takes it before the origin's copy (the order of a multicast's copies is the
-    target's: BMv2's egress threads take either): then A also gets a pushed duplicate, and D two."""
+    duplicate, which its client drops). D's reply of chunk 2 moved the front past chunk 1 first, so the reply's
+    own copy, to C, is C's patch (not pushed) whichever of the multicast's copies egress takes first (the
+    order is the target's: BMv2's egress threads take either)."""
     options = CoalescingOptions(timeout_us=LONG_IDLE_US, epoch=sn.epoch, mcast_group=7)
     for group, layout in group_layouts(options, PORTS).items():
         sn.target.mcast_group_set(group, [Replica(p, rid) for p, rid in layout])
@@ -498,17 +498,14 @@ def test_an_origin_parked_by_coalescing_still_feeds_its_stream(sn: StreamNet) ->
     assert len(to_storage(sn.get(D, 2, 30))) == 1  # D joins (its GET of chunk 0 would be parked on A's: no join)
     assert len(to_storage(sn.get(C, 1, 20))) == 1  # C joins, and its GET of chunk 1 opens a coalescing entry
     assert sn.get(A, 1, 2) == []  # A's GET of chunk 1 is parked on C's
+    assert_pushed(sn.reply(D, 2, 30), D, 30, [A, C], chunk=2)  # beyond the front: front 3
     out = sn.reply(C, 1, 20)
-    frames = [(p, Ether(d)) for p, d in out]
-    assert all(f[KVP].chunk_idx == 1 for _, f in frames)
-    own = sorted((p, f[UDP].dport, f[KVP].req_id) for p, f in frames if not f[KVP].flags & Flag.PUSHED)
-    assert own == sorted([(A.port, A.udp_port, 2), (C.port, C.udp_port, 20)])  # each GET answered once
-    pushed = [(p, f[UDP].dport) for p, f in frames if f[KVP].flags & Flag.PUSHED]
-    assert all(f[KVP].req_id == 0 for _, f in frames if f[KVP].flags & Flag.PUSHED)
-    counts = {r.name: pushed.count((r.port, r.udp_port)) for r in (A, C, D)}
-    assert len(pushed) == sum(counts.values()), pushed  # no push to anyone else
-    # the origin's copy pushed (C and D once each); C's own copy too, if egress took it first (A once, D again)
-    assert counts in ({"A": 0, "C": 1, "D": 1}, {"A": 1, "C": 1, "D": 2}), counts
+    mine, rest = split(out, A)
+    assert [(p, f[KVP].req_id, f[KVP].chunk_idx) for p, f in mine] == [(A.port, 2, 1)]
+    pushed = sorted((p, f[UDP].dport) for p, f in rest if f[KVP].flags & Flag.PUSHED)
+    assert pushed == sorted([(C.port, C.udp_port), (D.port, D.udp_port)])
+    assert [(p, f[KVP].req_id) for p, f in rest if not f[KVP].flags & Flag.PUSHED] == [(C.port, 20)]
+    assert sn.event("PATCH") == 1
 
 
 def test_f_pushed_is_cleared_on_a_malformed_message_too(sn: StreamNet) -> None:
