@@ -12,6 +12,7 @@ Two kinds share one harness, so a test that passes on one can be run unchanged o
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
 import shutil
 import signal
@@ -19,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kvtesting.p4rt import P4InfoNames, P4RuntimeSession
@@ -193,3 +195,40 @@ def terminate(proc: subprocess.Popen, grace: float = 15.0) -> None:
             proc.kill()
             proc.wait(timeout=5)
 
+
+
+STOP_WAIT_S = 30.0
+"""Longest wait for a SIGSTOPped process to be stopped (a bound, not a timing goal: it takes microseconds on a
+quiet machine, but a thread running on another core stops only when the kernel next gets to it)."""
+
+
+@contextlib.contextmanager
+def paused(pid: int) -> Iterator[None]:
+    """The process `pid` stopped for the body: SIGSTOP, then wait until every one of its threads is in state
+    "T" (stopped), so nothing the body sends can be read by a thread still running; SIGCONT on leaving.
+
+    `os.kill` returns once the signal is queued: a thread busy on the other core keeps running until the kernel
+    interrupts it, and a frame sent in that moment would be read alone (CI saw exactly that)."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + STOP_WAIT_S
+        while not _all_threads_stopped(pid):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"process {pid} did not stop within {STOP_WAIT_S} s of SIGSTOP")
+            time.sleep(0.001)
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    tasks = pathlib.Path(f"/proc/{pid}/task")
+    for task in tasks.iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        state = stat[stat.rindex(")") + 2]  # the field after the command name, which may hold spaces and ")"
+        if state not in "tT":
+            return False
+    return True

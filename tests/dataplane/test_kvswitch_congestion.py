@@ -6,16 +6,15 @@ How each target gets a queue it certainly has:
 
 - in-process: `SoftSwitch.process_burst` runs the ingress of every packet of a burst before any egress, so the
   i-th reply towards one port finds exactly i packets ahead of it (no clock, no threads);
-- the switch processes: the process is stopped (SIGSTOP) while the burst is sent, so every frame is waiting
-  in its socket when it runs again (SIGCONT) and reads them together. The softswitch hands such a burst to
+- the switch processes: the process is stopped while the burst is sent (`kvtesting.switch_process.paused`:
+  SIGSTOP, then every thread seen stopped), so every frame is waiting in its socket when it runs again
+  (SIGCONT) and reads them together. The softswitch hands such a burst to
   `process_burst` (exact depths again); BMv2's ingress thread queues them while its egress threads drain,
   so there the test lowers the threshold to one packet and asks for some marked replies, not which.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 from scapy.layers.l2 import Ether
@@ -23,6 +22,7 @@ from scapy.layers.l2 import Ether
 from kvpool.constants import Flag, Opcode, Status
 from kvpool.protocol import KVP, KVPValue
 from kvtesting.kvnet import CLIENT_PORT, STORAGE_PORT, KvNet, chunk_key, kvp_frame, value_chunk
+from kvtesting.switch_process import paused
 
 CONGESTED_QDEPTH = 32
 """The program's default threshold (`CONGESTED_QDEPTH` in p4src/include/constants.p4), in packets."""
@@ -66,13 +66,10 @@ def burst(target, request, port: int, frames: list[bytes]) -> list[tuple[int, by
     kind = request.node.callspec.params["target"].removesuffix("-process")
     proc = request.getfixturevalue("dataplane_switches")._running[kind][0].proc
     target.late_frames.extend(target._collect_ready())  # nothing from before is counted as ours
-    os.kill(proc.pid, signal.SIGSTOP)
-    try:
+    with paused(proc.pid):
         for f in frames:
             target.ports.send(port, f)
         time.sleep(SETTLE_S)
-    finally:
-        os.kill(proc.pid, signal.SIGCONT)
     out = target._collect_until_quiet()
     if is_bmv2(request):  # BMv2 may lose frames at its input: what came until it was quiet
         return out
