@@ -394,7 +394,7 @@ class PoolManager:
         entry.hit_baseline = 0 if counter_reset else self.slot_counter(slot)
         entry.switch_hits = 0
         entry.first_hit_at = None
-        self.pending_first_hit.add(key)
+        self.pending_first_hit.add(key, now)
         self.tiers.add(key, Tier.SWITCH)
         if self.state is not None:
             self.state.bind_slot(slot, key, now, entry.version, placement.generation)

@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_API_PORT = 9090
 """Where the JSON API listens when `--api` names no port (0 there: any free port)."""
+IDLE_WAKE_S = 0.5
+"""How often a periodic thread with nothing to do wakes to see whether the service stops (stop() joins it)."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,8 @@ class ServeOptions:
     check_seconds: float = 5.0
     """Period of the check that the switch still has our pipeline and index entries."""
     first_hit_poll_seconds: float = 0.002
-    """Period of the fast poll of newly admitted slots' counters (times the first switch hit)."""
+    """Shortest period of the fast poll of newly admitted slots' counters (times the first switch hit); it backs
+    off as the newest admission ages (`controller.ledger.PendingFirstHits.poll_interval`)."""
     detector: DetectorOptions = field(default_factory=DetectorOptions)
     pool: PoolOptions = field(default_factory=PoolOptions)
     storage_queue: int = 1024
@@ -348,7 +351,15 @@ class Controller:
                 self._guarded("steering", lambda: steering.check(self.switch))
 
     def _first_hit_loop(self) -> None:
-        while not self._stop.wait(self.options.first_hit_poll_seconds):
+        """The fast poll of newly admitted slots while any is pending: every `first_hit_poll_seconds` at first,
+        backing off as the newest admission ages (`PendingFirstHits.poll_interval`); asleep while none is pending
+        (woken at once by an admission, or every `IDLE_WAKE_S` to see whether the service stops)."""
+        pending = self.pool.pending_first_hit
+        while not self._stop.is_set():
+            if not pending.wait(IDLE_WAKE_S):
+                continue
+            if self._stop.wait(pending.poll_interval(self.pool.clock(), self.options.first_hit_poll_seconds)):
+                return
             if self.switch.is_primary:
                 self._guarded("first-hit poll", lambda: self.pool.poll_hits(only_pending=True))
 

@@ -3,6 +3,9 @@ all of them, so its counter Read grew with the pool and held up INSERT answers).
 
 from __future__ import annotations
 
+import pytest
+
+from controller.ledger import FIRST_HIT_SLOWEST_POLL_S
 from controller.pool import PoolManager, PoolOptions
 from controller.tiers import TierMap, TierMover
 from kvpool.keys import ChunkKey
@@ -55,3 +58,32 @@ def test_chunks_past_the_window_leave_the_fast_poll_but_the_regular_poll_still_t
     dataplane.hit(KEYS[0])
     assert pool.poll_hits() == 1  # the regular poll
     assert pool.describe(KEYS[0])["hits"] == 1
+
+
+def test_the_fast_poll_sleeps_while_nothing_is_pending_and_wakes_at_an_admission():
+    pool, _, clock = admitted_pool(PoolOptions(first_hit_window=1.0))
+    pending = pool.pending_first_hit
+    assert pending.wait(0)  # admissions pending: the poll runs
+    clock.now += 2.0
+    pool.poll_hits(only_pending=True)  # every admission is past its window: none pending any more
+    assert len(pending) == 0 and not pending.wait(0)  # the poll's thread sleeps (no wake-ups every 2 ms)
+    key = ChunkKey(1, 0x9000, 0)
+    pool.on_hot_key(key)
+    assert key in pending and pending.wait(0)
+
+
+def test_the_fast_poll_backs_off_as_the_newest_admission_ages():
+    pool, _, clock = admitted_pool(PoolOptions(first_hit_window=1.0))
+    pending = pool.pending_first_hit
+    newest = clock.now - 0.010  # admitted_pool's last admission
+    fastest = 0.002
+    assert pending.poll_interval(newest, fastest) == fastest  # just admitted: the finest timing
+    assert pending.poll_interval(newest + 0.016, fastest) == fastest
+    assert pending.poll_interval(newest + 0.320, fastest) == pytest.approx(0.320 / 16)  # the hit timed within 6%
+    assert pending.poll_interval(newest + 2.0, fastest) == FIRST_HIT_SLOWEST_POLL_S
+    # Reads over a whole 1 s window: tens, not the 500 of a fixed 2 ms period
+    t, polls = newest, 0
+    while t < newest + 1.0:
+        t += pending.poll_interval(t, fastest)
+        polls += 1
+    assert 20 <= polls <= 100, polls
