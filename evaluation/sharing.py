@@ -7,9 +7,14 @@ the mechanism, not on a window the evaluator picks:
   whose GET of a block leaves the switch towards the block's storage node is the ORIGIN of the block's stream;
   a later reader of the block, while that stream lives (the origin reads the block: `transfer_s`), becomes a
   SUBSCRIBER, at most `max_subscribers` (64) per stream: every later chunk reply to the origin is copied to it,
-  and it GETs itself only the part of the block before its join point, `d / transfer_s` for a reader `d` after
-  the origin. A reader beyond the bound is forwarded as today (a whole block of its own); a reader after the
-  stream ended starts the next one. Patch GETs (and every GET) still coalesce as below.
+  and it misses the part of the block before its join point, `d / transfer_s` for a reader `d` after the
+  origin. The missed parts nest (the last joiner's holds every other's), so the stream's PATCH PASS, after the
+  first, sends the longest of them once for all (`patch_pass`, as built): a subscriber costs the node only
+  what its missed part adds to the longest so far. A reader that arrives during the patch pass joins at the
+  block's end (it missed all of it): the patch pass then covers the whole block, and the reader fetches itself
+  what the patch pass had sent before it came. Without `patch_pass` (the readers' `immediate_patch`) every
+  subscriber fetches its own missed part at once, which coalesces only as below. A reader beyond the bound is
+  forwarded as today (a whole block of its own); a reader after the stream ended starts the next one.
 * `round-trip` (request coalescing only, docs/dataplane.md, "What it takes for readers to share a GET"): a
   reader's GET for a chunk joins a pending entry only while the first reader's GET for that chunk waits for
   the storage node's reply, one storage round trip. Readers that start a block within `round_trip_s` of the
@@ -44,6 +49,9 @@ class Sharing:
     """The aligned window of `incast-window`."""
     max_subscribers: int = STREAM_SUBSCRIBERS
     """Subscribers per stream (`stream-join`); a reader beyond them reads the whole block itself."""
+    patch_pass: bool = True
+    """`stream-join`: the late subscribers' missed parts are sent once for all in the stream's patch pass (as
+    built); False: each fetches its own at once (the readers' `immediate_patch`)."""
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS:
@@ -56,7 +64,9 @@ class Sharing:
             return f"round-trip ({1000 * self.round_trip_s:g} ms, coalescing only)"
         if self.mechanism == "incast-window":
             return f"incast-window ({self.incast_window_s:g} s, upper bound)"
-        return f"stream-join (≤{self.max_subscribers} subscribers, as built)"
+        if not self.patch_pass:
+            return f"stream-join (≤{self.max_subscribers} subscribers, immediate patches)"
+        return f"stream-join (≤{self.max_subscribers} subscribers, patch pass, as built)"
 
 
 @dataclass
@@ -67,6 +77,8 @@ class _Block:
     """When the newest stream of the whole block (`stream-join`) or the newest aligned window started."""
     subscribers: int = 0
     """Readers that joined the newest stream (`stream-join`)."""
+    join_max: float = 0.0
+    """The newest stream's highest join point, as a share of the block: what its patch pass sends."""
     pending: list[tuple[float, float, float]] = field(default_factory=list)
     """(sent at, first, end) of chunk ranges whose GETs went to the node, as shares of the block."""
 
@@ -96,18 +108,38 @@ class SharedReads:
             block.stream_start = at_s
             return 1.0
         need = 1.0
-        live = block.stream_start is not None and at_s - block.stream_start < self.transfer_s
+        elapsed = at_s - block.stream_start if block.stream_start is not None else float("inf")
+        first_pass = elapsed < self.transfer_s
+        patching = sharing.patch_pass and not first_pass and elapsed < self.transfer_s * (1 + block.join_max)
+        live = first_pass or patching
         if sharing.mechanism == "stream-join" and live and block.subscribers < sharing.max_subscribers:
-            assert block.stream_start is not None
-            need = (at_s - block.stream_start) / self.transfer_s  # a subscriber: the stream brings the rest
             block.subscribers += 1
+            if sharing.patch_pass:
+                block.pending = [p for p in block.pending if at_s - p[0] < sharing.round_trip_s]
+                return self._patch_pass_cost(block, elapsed)
+            need = elapsed / self.transfer_s  # a subscriber: the stream brings the rest
         elif sharing.mechanism != "stream-join" or not live:
-            block.stream_start, block.subscribers = at_s, 0  # the origin of a new stream
+            block.stream_start, block.subscribers, block.join_max = at_s, 0, 0.0  # the origin of a new stream
         # else: the stream is full: this reader is forwarded as today and reads the whole block
         block.pending = [p for p in block.pending if at_s - p[0] < sharing.round_trip_s]
         own = _uncovered(need, [(lo, hi) for _, lo, hi in block.pending])
         block.pending += [(at_s, lo, hi) for lo, hi in own]
         return sum(hi - lo for lo, hi in own)
+
+    def _patch_pass_cost(self, block: _Block, elapsed: float) -> float:
+        """A subscriber `elapsed` after its stream began: in the first pass, what its missed part adds to the
+        patch pass (chunks whose GETs are still pending within a round trip it does not miss: coalescing parks
+        its GETs on them); in the patch pass, the rest of the block past what the patch pass sends already, and
+        what the patch pass had sent before it came (it fetches that itself)."""
+        if elapsed < self.transfer_s:
+            missed = _uncovered(elapsed / self.transfer_s, [(lo, hi) for _, lo, hi in block.pending])
+            added = sum(max(0.0, hi - max(lo, block.join_max)) for lo, hi in missed)
+            block.join_max = max([block.join_max] + [hi for _, hi in missed])
+            return added
+        patch_front = (elapsed - self.transfer_s) / self.transfer_s
+        added = 1.0 - block.join_max
+        block.join_max = 1.0
+        return added + patch_front
 
 
 def _uncovered(end: float, covered: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -31,7 +31,8 @@ class CostModel:
     block_tokens: int = BLOCK_TOKENS
     sharing: Sharing = field(default_factory=Sharing)
     """Which concurrent reads of one block the switch merges when it coalesces (`evaluation.sharing`); default:
-    the data plane as built, stream join (a reader joining a live stream pays the part before its join point)."""
+    the data plane as built, stream join (a reader joining a live stream pays what its missed part adds to the
+    stream's patch pass)."""
     request_overhead_s: float = 0.0
     """Fixed seconds every request pays besides fetch and prefill (scheduling, sampling, the API round trip);
     0 for the cluster studies, measured on the testbed by `evaluation.calibration`."""
@@ -109,7 +110,7 @@ def storage_sends(result: ClusterResult, window_s: float, partial_share: float,
 
     A read of the part of a switch hit the switch does not hold counts `partial_share` of a block. With a
     `sharing` mechanism, reads of one block from one storage node that the mechanism merges cost only what it
-    says (`SharedReads`: nothing, or the missed part a joiner fetches itself); the switch fans the reply out to
+    says (`SharedReads`: nothing, or what a joiner's missed part adds to the patch pass); the switch fans the reply out to
     the others, so only readers that add bytes of their own count towards the node's fan-in. `transfer_s`: one
     block's stream time (how long a `stream-join` stream lasts). `sharing` True (the former `coalesce` flag):
     the data plane as built; False or None: no merging.

@@ -52,11 +52,26 @@ def test_sends_for_round_trip_counts_a_block_per_reader_outside_one_round_trip()
     assert sends_for([0.003, 0.0, 0.0045], rt, 0.1) == 2.0  # the third is 4.5 ms after the first: its own send
 
 
-def test_stream_join_charges_the_missed_part_and_starts_a_new_stream_after_the_transfer() -> None:
-    join = Sharing("stream-join", round_trip_s=0.0)
+def test_stream_join_with_immediate_patches_charges_each_missed_part_and_starts_a_new_stream_after_the_transfer(
+) -> None:
+    join = Sharing("stream-join", round_trip_s=0.0, patch_pass=False)
     # Eight readers 50 ms apart on a 200 ms stream: 1 + 0.25 + 0.5 + 0.75, then a new stream at 200 ms, ...
     assert sends_for([0.05 * i for i in range(8)], join, 0.2) == pytest.approx(2 * (1 + 0.25 + 0.5 + 0.75))
     assert sends_for([0.0, 0.5], join, 0.2) == 2.0
+
+
+def test_the_patch_pass_sends_the_longest_missed_part_once_and_lives_on_for_readers_that_come_during_it() -> None:
+    join = Sharing("stream-join", round_trip_s=0.0)
+    # Four readers 50 ms apart on a 200 ms stream: 1 for the first pass, then the patch pass sends the longest
+    # missed part once (0.75), each subscriber paying what it adds to it (0.25 each)
+    assert sends_for([0.05 * i for i in range(4)], join, 0.2) == pytest.approx(1.75)
+    # Four more, 200-350 ms: the stream is in its patch pass (0.2 + 0.75 x 0.2 = 0.35 s). The first of them
+    # joins at the block's end (the patch pass now covers the whole block: 0.25 more) and the patch front is
+    # at 0; the next ones find it at 0.25, 0.5, 0.75 of the block and fetch what it had passed themselves
+    assert sends_for([0.05 * i for i in range(8)], join, 0.2) == pytest.approx(1.75 + 0.25 + 0.25 + 0.5 + 0.75)
+    assert sends_for([0.0, 0.5], join, 0.2) == 2.0  # after the first pass and no patch pass: a new stream
+    # in step: nobody missed anything, no patch pass
+    assert sends_for([0.0] * 8, join, 0.2) == 1.0
 
 
 def test_incast_window_merges_within_aligned_windows_only() -> None:
@@ -141,7 +156,7 @@ def test_the_default_mechanism_is_the_built_stream_join_bounded_at_64_subscriber
 def test_a_full_stream_forwards_later_readers_whole_and_the_next_stream_starts_after_it() -> None:
     from evaluation.sharing import SharedReads
 
-    reads = SharedReads(Sharing("stream-join", round_trip_s=0.0, max_subscribers=2), transfer_s=1.0)
+    reads = SharedReads(Sharing("stream-join", round_trip_s=0.0, max_subscribers=2, patch_pass=False), transfer_s=1.0)
     costs = [reads.read(0, 0, t) for t in (0.0, 0.25, 0.5, 0.75)]
     # Origin, two subscribers paying what they missed, then the third late reader finds the stream full.
     assert costs == pytest.approx([1.0, 0.25, 0.5, 1.0])
@@ -154,9 +169,21 @@ def test_a_full_stream_forwards_later_readers_whole_and_the_next_stream_starts_a
 
 
 def test_with_the_bound_at_64_sixty_five_joiners_cost_one_block_more() -> None:
-    join = Sharing("stream-join", round_trip_s=0.0)
     starts = [0.0] + [0.5] * 65  # 65 readers half-way through a 1 s stream
-    assert sends_for(starts, join, 1.0) == pytest.approx(1.0 + 64 * 0.5 + 1.0)
+    immediate = Sharing("stream-join", round_trip_s=0.0, patch_pass=False)
+    assert sends_for(starts, immediate, 1.0) == pytest.approx(1.0 + 64 * 0.5 + 1.0)
+    # with the patch pass the 64 subscribers' missed half is sent once
+    assert sends_for(starts, Sharing("stream-join", round_trip_s=0.0), 1.0) == pytest.approx(1.0 + 0.5 + 1.0)
+
+
+def test_a_full_stream_in_its_patch_pass_still_forwards_later_readers_whole() -> None:
+    from evaluation.sharing import SharedReads
+
+    reads = SharedReads(Sharing("stream-join", round_trip_s=0.0, max_subscribers=2), transfer_s=1.0)
+    assert [reads.read(0, 0, t) for t in (0.0, 0.25, 0.5, 0.75)] == pytest.approx([1.0, 0.25, 0.25, 1.0])
+    assert reads.read(0, 0, 1.2) == 1.0  # the patch pass (to 1.5 s) is full too: a block of its own
+    assert reads.read(0, 0, 1.6) == 1.0  # the stream ended: the next one's origin ...
+    assert reads.read(0, 0, 1.7) == pytest.approx(0.1)  # ... and a subscriber of it
 
 
 def test_late_share_counts_repeat_reads_past_the_heat_window() -> None:

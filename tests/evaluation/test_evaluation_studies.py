@@ -70,8 +70,9 @@ def test_coalescing_counts_concurrent_reads_of_one_block_once_at_the_storage_nic
 def test_the_data_plane_as_built_merges_only_reads_that_overlap_a_live_stream() -> None:
     # The three storage readers start 10 ms apart: more than a round trip (4 ms) and, at 100 Gb/s, more than
     # the 5.4 ms a 64 MiB block streams, so the built stream join merges none of them; at 25 Gb/s the block
-    # streams for 21.5 ms, so the stream join takes the next two, each fetching the part it missed (10 / 21.5
-    # and 20 / 21.5 of a block); coalescing alone with a 25 ms round trip would merge them whole.
+    # streams for 21.5 ms, so the stream join takes the next two; the part they missed (10 / 21.5 and 20 / 21.5
+    # of a block) nests, and the patch pass sends the longer once; coalescing alone with a 25 ms round trip
+    # would merge them whole.
     result = simulate(readers_of_one_block(4), ClusterConfig(nodes=4, hbm_blocks=1, dram_blocks=0,
                                                               routing="round-robin"))
     block = COST.block_bytes
@@ -82,6 +83,9 @@ def test_the_data_plane_as_built_merges_only_reads_that_overlap_a_live_stream() 
     transfer = join.block_transfer_s
     assert transfer == pytest.approx(block * 8 / 25e9)
     sent = estimate(result, join, coalesce=True).link_bytes["storage_nic_sent"]
+    assert sent == pytest.approx(2 * block * (1 + 0.02 / transfer), rel=1e-6)
+    immediate = dataclasses.replace(join, sharing=Sharing("stream-join", patch_pass=False))
+    sent = estimate(result, immediate, coalesce=True).link_bytes["storage_nic_sent"]
     assert sent == pytest.approx(2 * block * (1 + 0.01 / transfer + 0.02 / transfer), rel=1e-6)
     within = dataclasses.replace(COST, sharing=Sharing("round-trip", round_trip_s=0.025))
     assert estimate(result, within, coalesce=True).link_bytes["storage_nic_sent"] == 2 * block
@@ -137,9 +141,18 @@ def test_boundary_group_sends_follow_the_mechanism() -> None:
     rt = Sharing("round-trip", round_trip_s=0.004)
     # 16 readers over 50 ms (3.125 ms apart): as built they pair up, each pair one send.
     assert boundary.group_sends(16, 0.05, rt, 0.0054) == (8.0, 8)
-    join = Sharing("stream-join", round_trip_s=0.001)  # a joiner past one round trip patches what it missed
-    sends, merged = boundary.group_sends(16, 0.05, join, 0.0054)
-    assert merged == 8 and sends == pytest.approx(8 * (1 + 0.003125 / 0.0054))
+    gap, block_s = 0.003125, 0.0054
+    immediate = Sharing("stream-join", round_trip_s=0.001, patch_pass=False)  # a joiner patches what it missed
+    sends, merged = boundary.group_sends(16, 0.05, immediate, block_s)
+    assert merged == 8 and sends == pytest.approx(8 * (1 + gap / block_s))
+    # As built, the stream lives on in its patch pass: groups of four. The second reader misses gap / block_s
+    # (the patch pass's length); the third and fourth come during the patch pass, join at the block's end (the
+    # patch pass then covers the rest of the block) and fetch what the patch pass had passed (2 gap - block_s,
+    # 3 gap - block_s, in blocks' time)
+    join = Sharing("stream-join", round_trip_s=0.001)
+    sends, merged = boundary.group_sends(16, 0.05, join, block_s)
+    group = 1 + gap / block_s + (1 - gap / block_s) + (2 * gap - block_s) / block_s + (3 * gap - block_s) / block_s
+    assert merged == 12 and sends == pytest.approx(4 * group)
 
 
 @pytest.mark.parametrize("kind", INCAST_KINDS)

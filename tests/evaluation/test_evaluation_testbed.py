@@ -64,11 +64,15 @@ def test_compare_reads_the_benchmarks_json(tmp_path: Path) -> None:
 
 def test_stream_join_rows_pay_the_part_before_the_join_and_the_stream_lives_the_origins_read() -> None:
     # Eight readers over 50 ms of a 100 ms lone read, a node fast enough that nobody slows the origin:
-    # subscribers pay i × 50/7 ms of 100 ms (patching).
-    p = predict(8, 0.05, 0.1, Sharing("stream-join", round_trip_s=0.0), node_blocks_per_s=1000.0)
+    # with immediate patches, subscribers pay i × 50/7 ms of 100 ms each
+    immediate = Sharing("stream-join", round_trip_s=0.0, patch_pass=False)
+    p = predict(8, 0.05, 0.1, immediate, node_blocks_per_s=1000.0)
     assert p["busiest_blocks_per_read"] == pytest.approx((1 + sum(0.5 * i / 7 for i in range(1, 8))) / 8)
+    # as built, the patch pass sends the last joiner's missed half once for all of them
+    built = predict(8, 0.05, 0.1, Sharing("stream-join", round_trip_s=0.0), node_blocks_per_s=1000.0)
+    assert built["busiest_blocks_per_read"] == pytest.approx((1 + 0.5) / 8)
     # A node of one lone reader's rate: the patches slow the origin, its stream lives longer, patches shrink.
-    slow = predict(8, 0.05, 0.1, Sharing("stream-join", round_trip_s=0.0))
+    slow = predict(8, 0.05, 0.1, immediate)
     assert slow["busiest_blocks_per_read"] < p["busiest_blocks_per_read"]
     # Readers spread over a whole lone read: the origin's read is slowed by the patches, so the stream still
     # lives when the last reader starts, and it joins (coalescing alone: a block per reader).
