@@ -238,6 +238,7 @@ def render_stats(console: Console, stats: dict) -> None:
         f"p50 {hot['p50_ms']:.1f} ms, p99 {hot['p99_ms']:.1f} ms (n={hot['count']})",
         "client requests": json.dumps(stats["client_requests"]),
         "ignored": json.dumps(stats.get("ignored", {})),
+        "over-slot (blocks)": f"{json.dumps(stats.get('over_slot', {}))} ({stats.get('over_slot_blocks', 0)})",
         "storage jobs": json.dumps(stats.get("storage_jobs", {})),
         "storage ports": "-" if stats.get("storage_ports") is None else str(stats["storage_ports"]),
     }

@@ -36,6 +36,8 @@ class KvpEvent(IntEnum):
     """A trusted PUT_ACK OK raised an indexed slot's minimum version."""
     FABRIC_INVALIDATE = 11
     """An INVALIDATE from the fabric was applied."""
+    OVER_SLOT_REPLY = 12
+    """A trusted reply of an indexed key carried a chunk larger than a slot (an over_slot_digest_t was sent)."""
 
 
 class PortRole(IntEnum):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from controller.dataplane import DataPlane, connection_lost
 from controller.metrics import Metrics
+from controller.overslot import DEFAULT_CAPACITY as OVER_SLOT_CAPACITY
 from controller.state import StateStore
 from controller.tenants import TenantPolicy
 from controller.tiers import TierMap
@@ -46,6 +47,9 @@ class PoolOptions:
     """At most this many slots, the most recently admitted, per fast first-hit poll (bounds one poll's Read)."""
     tenants: TenantPolicy = field(default_factory=TenantPolicy)
     """Who may INSERT and pin, and the slot quota per tenant."""
+    over_slot_blocks: int = OVER_SLOT_CAPACITY
+    """Blocks remembered at most as having chunks larger than a slot (controller.overslot: least recently seen
+    forgotten first); their chunks are never admitted on a hot digest or an INSERT."""
 
 
 @dataclass

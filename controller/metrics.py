@@ -57,6 +57,11 @@ class Metrics:
         self.ignored: Counter[str] = Counter()
         """Signals the controller counted and did not act on, by reason (e.g. a digest of a chunk larger than a
         slot: the pool can never serve it, so admitting it would only churn)."""
+        self.over_slot: Counter[str] = Counter()
+        """Over-slot digests (the switch saw an admitted chunk larger than a slot), by what came of them: undone
+        (entry deleted, slot freed), not resident, earlier admission, pinned."""
+        self.over_slot_blocks = 0
+        """Blocks remembered as having chunks larger than a slot (controller.overslot): never admitted."""
         self.storage_jobs: Counter[str] = Counter()
         """Storage-node calls (recycling, fills) handed to the storage worker, by outcome: queued, done, failed,
         dropped (the bounded queue was full)."""
@@ -136,6 +141,8 @@ class Metrics:
                 "client_requests": dict(self.client_requests),
                 "denied": dict(self.denied),
                 "ignored": dict(self.ignored),
+                "over_slot": dict(self.over_slot),
+                "over_slot_blocks": self.over_slot_blocks,
                 "storage_jobs": dict(self.storage_jobs),
                 "storage_ports": self.storage_ports,
                 "warnings": self.warnings_locked(),
@@ -171,12 +178,15 @@ class MetricsCollector:
             ("kvswitch_client_requests", "INSERT/LOOKUP_META requests answered", snap["client_requests"], "op"),
             ("kvswitch_denied", "Requests the tenant policy refused", snap["denied"], "reason"),
             ("kvswitch_ignored", "Signals counted and not acted on", snap["ignored"], "reason"),
+            ("kvswitch_over_slot", "Over-slot digests by outcome", snap["over_slot"], "outcome"),
             ("kvswitch_storage_jobs", "Storage-node calls by outcome", snap["storage_jobs"], "outcome"),
         ):
             family = CounterMetricFamily(name, help_text, labels=[label])
             for key, value in values.items():
                 family.add_metric([key], value)
             yield family
+        yield GaugeMetricFamily("kvswitch_over_slot_blocks", "Blocks remembered as larger than a slot",
+                                value=snap["over_slot_blocks"])
         yield CounterMetricFamily("kvswitch_demotions", "Evicted chunks demoted to storage DRAM", value=snap["demotions"])
         yield CounterMetricFamily("kvswitch_dropped", "Evicted chunks dropped", value=snap["drops"])
         yield CounterMetricFamily("kvswitch_digests", "Hot-key digests received", value=snap["digests"])

@@ -56,6 +56,9 @@ class PipelineNames:
     port_role_key: str = "ingress_port"
     port_role_param: str = "role"
     hot_digest: str = "hot_key_digest_t"
+    over_slot_digest: str = "over_slot_digest_t"
+    """A trusted reply of an indexed key carried a chunk larger than a slot (docs/dataplane.md, *Over-slot
+    replies*)."""
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,10 @@ bytes it writes into a slot are what the storage node holds (fetched, with the b
 version), never a client's.
 
 Under incast it does not amplify the load: only a chunk a slot can serve is admitted (a digest or INSERT that
-says its chunks are larger is counted under `ignored` and changes nothing), only a chunk whose slot held its
-value is recycled, and storage-node calls (recycling, fills) go to `storage_work` once the lock is released.
+says its chunks are larger is counted under `ignored` and changes nothing; an admission the switch later shows
+to be of a larger chunk, `on_over_slot`, is undone and its block never admitted again while `controller.overslot`
+remembers it), only a chunk whose slot held its value is recycled, and storage-node calls (recycling, fills) go
+to `storage_work` once the lock is released.
 
 Threading: every public method takes the lock through `locked()`; callers are the P4Runtime stream thread
 (digests, packet-ins), the API threads, the periodic tick and the storage worker.
@@ -31,6 +33,7 @@ from controller import hitpoll, reconcile
 from controller.dataplane import CONNECTION_LOST, DataPlane, connection_lost
 from controller.ledger import Decision, PoolOptions, SlotLedger, Tracked
 from controller.metrics import Metrics
+from controller.overslot import OverSlotBlocks
 from controller.state import StateStore
 from controller.storagework import InlineStorageWork, StorageJob, StorageWork
 from controller.tiers import STORAGE_TIERS, StoredChunk, TierMap, TierMover
@@ -104,6 +107,8 @@ class PoolManager:
         self._deferred: list[tuple[StorageJob, str]] = []
         """Storage calls decided under the lock, handed to `storage_work` when the outermost holder leaves."""
         self._depth = 0
+        self.over_slot_blocks = OverSlotBlocks(self.options.over_slot_blocks)
+        """Blocks the switch showed to have chunks larger than a slot (`on_over_slot`): never admitted."""
         self.metrics.capacity = self.slotpool.capacity
 
     @contextmanager
@@ -168,15 +173,20 @@ class PoolManager:
         self.ledger.sync_occupancy()
 
     def over_slot(self, key: ChunkKey, chunk_shift: int | None, signal: str, now: float) -> bool:
-        """True (counted under `ignored`, logged) when `chunk_shift` says `key`'s chunks are larger than a slot:
-        the pool can never serve such a chunk, so tracking or admitting it would only churn (docs/protocol.md,
-        *The value chunk*). None: the signal does not say, the chunk is taken to be slot-sized."""
-        if chunk_shift is None or chunk_shift == KVP_SLOT_SHIFT:
-            return False
-        self.metrics.count("ignored", f"over-slot {signal}")
-        log.debug("ignore %s %s: chunks of %d bytes do not fit a %d-byte slot", signal, key, 1 << chunk_shift,
-                  SLOT_BYTES)
-        return True
+        """True (counted under `ignored`, logged) when `chunk_shift` says `key`'s chunks are larger than a slot,
+        or the switch showed so for its block before (`on_over_slot`): the pool can never serve such a chunk, so
+        tracking or admitting it would only churn (docs/protocol.md, *The value chunk*). None: the signal does
+        not say, the chunk is taken to be slot-sized unless its block is remembered."""
+        if chunk_shift is not None and chunk_shift != KVP_SLOT_SHIFT:
+            self.metrics.count("ignored", f"over-slot {signal}")
+            log.debug("ignore %s %s: chunks of %d bytes do not fit a %d-byte slot", signal, key, 1 << chunk_shift,
+                      SLOT_BYTES)
+            return True
+        if chunk_shift is None and self.over_slot_blocks.seen(key.block):
+            self.metrics.count("ignored", f"over-slot block {signal}")
+            log.debug("ignore %s %s: the switch saw its block's chunks larger than a slot", signal, key)
+            return True
+        return False
 
     def deny(self, key: ChunkKey, reason: str, label: str, now: float) -> Denied:
         self.metrics.count("denied", label)
@@ -214,6 +224,9 @@ class PoolManager:
                 raise self.deny(key, f"tenant {key.tenant} may not INSERT", "insert", now)
             if pin and not tenants.may_pin(key.tenant):
                 raise self.deny(key, f"tenant {key.tenant} may not pin", "pin", now)
+            if chunk_shift == KVP_SLOT_SHIFT and self.over_slot_blocks.forget(key.block):
+                log.info("block %s: an INSERT carries a slot-sized chunk of it, its chunks may be admitted again",
+                         key.block)
             if self.over_slot(key, chunk_shift, "INSERT", now):
                 if host is not None:
                     self.tiers.report_node(key, host, Tier.NODE_HBM)
@@ -318,6 +331,38 @@ class PoolManager:
         self.log_decision("refuse", key, f"admission policy declined (score {entry.score:.3f})", score=entry.score,
                           now=now)
         return None
+
+    def on_over_slot(self, key: ChunkKey, chunk_shift: int, generation: int | None = None,
+                     now: float | None = None) -> int | None:
+        """An over-slot digest: a trusted reply of `key`, indexed under admission `generation`, carried a chunk of
+        `1 << chunk_shift` bytes, which no slot can hold. The block is remembered (its chunks are never admitted
+        again while it is), and when `key` still holds a slot under that admission (None: whichever it holds),
+        the admission is undone: entry deleted, slot freed, nothing recycled (the slot never held the chunk).
+        Returns the slot freed, if any. A pinned chunk keeps its slot (an operator's pin is theirs to lift)."""
+        with self.locked():
+            now = self.clock() if now is None else now
+            if self.over_slot_blocks.add(key.block):
+                log.info("block %s: its chunks are %d bytes, a slot holds %d: not admitted while remembered",
+                         key.block, 1 << chunk_shift, SLOT_BYTES)
+            self.metrics.over_slot_blocks = len(self.over_slot_blocks)
+            if key not in self.slots:
+                self.metrics.count("over_slot", "not resident")  # undone already (a second reply in flight)
+                return None
+            if generation is not None and self.slotpool.generation_of(key) != generation:
+                self.metrics.count("over_slot", "earlier admission")  # the slot is another admission's now
+                return None
+            if self.pins.get(key, now) is not None:
+                self.metrics.count("over_slot", "pinned")
+                log.warning("%s is pinned though its chunks are %d bytes (a slot holds %d): unpin it to free its "
+                            "slot", key, 1 << chunk_shift, SLOT_BYTES)
+                return None
+            entry = self.tracked.get(key)
+            residual = self.slotpool.admission.score(entry.info, now) if entry is not None else None
+            reason = f"chunks of {1 << chunk_shift} bytes do not fit a {SLOT_BYTES}-byte slot"
+            evicted = self.slotpool.evict(key, now, reason, residual)
+            self._after_eviction(evicted, now, reason, "over-slot", recycle=False)
+            self.metrics.count("over_slot", "undone")
+            return evicted.slot
 
     def poll_hits(self, now: float | None = None, only_pending: bool = False) -> int:
         """Read per-slot hit counters and feed the hits to the policies (controller.hitpoll)."""
@@ -432,9 +477,10 @@ class PoolManager:
     # ---- eviction and recycling --------------------------------------------------------------------------
 
     def _after_eviction(self, evicted: Evicted, now: float, reason: str, label: str,
-                        delete_entry: bool = True) -> Decision:
+                        delete_entry: bool = True, recycle: bool = True) -> Decision:
         """Apply an eviction the slot pool made: the index entry (unless the caller's batched write deletes
-        it), tiers, durable state, metrics, and the recycling decision (TIER_MOVE)."""
+        it), tiers, durable state, metrics, and the recycling decision (TIER_MOVE; none when not `recycle`: the
+        chunk is dropped)."""
         key = evicted.key
         assert isinstance(key, ChunkKey)
         if delete_entry:
@@ -447,7 +493,12 @@ class PoolManager:
         entry.admitted_at = None
         self.metrics.count("evictions", label)
         decision = self.log_decision("evict", key, reason, slot=evicted.slot, score=evicted.victim.residual, now=now)
-        self._recycle(evicted, entry, now)
+        if recycle:
+            self._recycle(evicted, entry, now)
+        else:
+            self.metrics.count("recycled", "ABSENT")
+            self.log_decision("drop", key, "never stored in its slot: nothing to recycle", score=evicted.victim.residual,
+                              now=now)
         entry.stored = False
         self.sync_occupancy()
         return decision

@@ -225,8 +225,11 @@ class Controller:
             log.info("switch reconnected (%s pipeline): %s", "new" if fresh else "same", self.last_reconcile)
 
     def _configure(self, fresh: bool) -> None:
-        self.switch.configure_digest(PipelineNames().hot_digest, max_timeout_ns=0, max_list_size=1,
-                                     ack_timeout_ns=1_000_000)
+        names = PipelineNames()
+        self.switch.configure_digest(names.hot_digest, max_timeout_ns=0, max_list_size=1, ack_timeout_ns=1_000_000)
+        if self.p4info.has_digest(names.over_slot_digest):  # a program without it never admits what it reports
+            self.switch.configure_digest(names.over_slot_digest, max_timeout_ns=0, max_list_size=1,
+                                         ack_timeout_ns=1_000_000)
         self._new_epoch()
         if self.hosts:
             self.dataplane.install_routes(self.hosts)
@@ -286,11 +289,17 @@ class Controller:
 
     def _on_digest(self, digests: DigestList) -> None:
         received = time.monotonic()
+        over_slot = digests.name.rpartition(".")[2] == PipelineNames().over_slot_digest
         for member in digests.members:
             try:
                 key = ChunkKey(member["tenant"], member["prefix_hash"], member["chunk_idx"])
+                if over_slot:
+                    shift = member["chunk_shift"]
             except (KeyError, ValueError) as exc:
-                log.warning("malformed digest %s: %s", member, exc)
+                log.warning("malformed %s %s: %s", digests.name, member, exc)
+                continue
+            if over_slot:
+                self.pool.on_over_slot(key, shift, member.get("generation"))
                 continue
             self.pool.on_hot_key(key, member.get("estimate", 1), received=received,
                                  chunk_shift=member.get("chunk_shift"))  # when the digest carries it
@@ -383,6 +392,7 @@ class Controller:
             "last_reconcile": self.last_reconcile,
             "steering": None if self.steering is None else self.steering.status(),
             "storage_ports": self.plan.storage_ports(),
+            "over_slot_blocks": len(self.pool.over_slot_blocks),
             "warnings": self.metrics.snapshot()["warnings"],
         }
 

@@ -148,6 +148,9 @@ class P4Info:
     def digest_id(self, name: str) -> int:
         return self._get(self._digests, name, "digest").preamble.id
 
+    def has_digest(self, name: str) -> bool:
+        return name in self._digests
+
     def digest_fields(self, name: str) -> list[tuple[str, int]]:
         """(member name, bitwidth) of a digest's struct, in order, from P4Info's type_info."""
         digest = self._get(self._digests, name, "digest")

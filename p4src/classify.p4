@@ -5,7 +5,8 @@
  * it (the trust boundary, port_role.p4), so later steps test one flag.
  *
  * Reads: the headers, kvp_ok (Validate), the sender's role (PortRole).
- * Writes: request_t; a host's reply leaves marked F_BYPASS (no switch on
+ * Writes: request_t (over_slot: a trusted reply's chunk is larger than a
+ * slot); a host's reply leaves marked F_BYPASS (no switch on
  * its way may store it or be bounded by it), counted REPLY_FROM_HOST;
  * F_PUSHED from anything but a FABRIC port is cleared (stream.p4).
  */
@@ -50,14 +51,19 @@ control Classify(inout headers_t hdr, in bool kvp_ok, in port_role_t sender,
             && op == kvp_opcode_t.SLOT_WRITE && hdr.kvp.aux < SLOT_COUNT
             && hdr.kvp_value.isValid();
         req.get = req.pool_op && kvp_ok && !bypass && op == kvp_opcode_t.GET;
-        /* Fill from a storage node's reply or an upstream switch's (so  */
-        /* in a fabric the readers' own leaf can cache the block too);   */
-        /* check_value / fill_slot check CRC and version for both.       */
-        req.fill = req.pool_op && kvp_ok && !bypass && req.trusted
+        /* A value from a storage node's reply or an upstream switch's   */
+        /* (so in a fabric the readers' own leaf can cache the block too) */
+        bool trusted_hit = req.pool_op && kvp_ok && !bypass && req.trusted
             && op == kvp_opcode_t.GET_REPLY
             && (hdr.kvp.status == kvp_status_t.HIT_SERVER
                 || hdr.kvp.status == kvp_status_t.HIT_SWITCH)
-            && hdr.kvp_value.isValid();
+            && (hdr.kvp.flags & F_VALUE) != 0;
+        /* fills when slot-sized (parsed as kvp_value); check_value /    */
+        /* fill_slot check CRC and version                               */
+        req.fill = trusted_hit && hdr.kvp_value.isValid();
+        /* a larger chunk never fills: the controller hears of it when   */
+        /* the key is indexed (over_slot.p4)                             */
+        req.over_slot = trusted_hit && hdr.kvp.chunk_shift != KVP_SLOT_SHIFT;
         /* A PUT invalidates even with F_BYPASS: bypass means "do not    */
         /* answer or fill", never "skip coherence".                      */
         req.put = req.pool_op && kvp_ok && op == kvp_opcode_t.PUT;

@@ -15,7 +15,9 @@
  *               PUT_ACK OK tells the rest of the fabric (the same clone);
  *               a request whose node is down is answered (SteerAnswer);
  *               a GET miss of a slot-sized chunk feeds hot-key detection
- *               (Sketch: a larger chunk is never admitted, not counted)
+ *               (Sketch: a larger chunk is never admitted, not counted);
+ *               a trusted reply of an indexed key whose chunk is larger
+ *               than a slot is reported to the controller (OverSlot)
  *
  * Reads: dispatch_t, request_t, the sender's role, index_t, store_t,
  * steer_t.  Writes: the headers (answers), egress_spec, `forward` (the
@@ -32,6 +34,7 @@ control FromPort(inout headers_t hdr, inout standard_metadata_t std_meta,
                  counter drops, counter events, counter steer_events) {
     SteerAnswer() steer_answer;
     Sketch() sketch;
+    OverSlot() over_slot;
 
     @name(".MyIngress.count_event")
     action count_event(in kvp_event_t event) {
@@ -83,6 +86,10 @@ control FromPort(inout headers_t hdr, inout standard_metadata_t std_meta,
             if (req.get && !store.served
                 && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT) {
                 sketch.apply(hdr.kvp, events);
+            }
+            if (req.over_slot && index.hit) {
+                /* an admitted key whose chunks no slot can hold */
+                over_slot.apply(hdr.kvp, index, events);
             }
         }
     }

@@ -10,8 +10,9 @@
  * admission of the same key can ever be served.
  *
  * Looked up for what the pool may act on (request_t: a SLOT_WRITE, GET,
- * fill, PUT, ack, INVALIDATE or LOOKUP_META), once on every path (BMv2
- * needs one successor per table).
+ * fill, PUT, ack, INVALIDATE or LOOKUP_META) and for a trusted reply
+ * larger than a slot (over_slot.p4 reports it when indexed), once on
+ * every path (BMv2 needs one successor per table).
  *
  * Reads: the KVP header's key (aux: a SLOT_* op's slot), request_t.
  * Writes: index_t (hit, slot, min_version, generation); on a miss slot is
@@ -53,7 +54,7 @@ control Index(in kvp_h kvp, in request_t req, inout index_t index) {
     apply {
         index.slot = kvp.aux;
         if (req.slot_write || req.get || req.fill || req.put || req.ack
-            || req.invalidate || req.lookup) {
+            || req.invalidate || req.lookup || req.over_slot) {
             kv_index.apply();
         }
     }

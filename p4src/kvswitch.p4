@@ -24,7 +24,8 @@
  *   Store          store.p4           serve, fill, invalidate, bound
  *   FromController from_controller.p4 packet-out, SLOT_* replies
  *   FromPort       from_port.p4       drop, answer, relay, forward or not
- *                                     (SteerAnswer, Sketch inside)
+ *                                     (SteerAnswer, Sketch, OverSlot
+ *                                     inside)
  *   Punt           punt.p4            to the controller
  *   Route          route.p4           towards the node or by ipv4_lpm,
  *                                     and after coalescing the node's
@@ -51,6 +52,7 @@
 #include "index.p4"
 #include "forward.p4"
 #include "sketch.p4"
+#include "over_slot.p4"
 #include "store.p4"
 #include "steer_choice.p4"
 #include "steer.p4"

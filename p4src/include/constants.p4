@@ -263,7 +263,8 @@ enum bit<8> kvp_event_t {
     SLOT_READ      = 8,   /* SLOT_READ answered                         */
     PACKET_OUT     = 9,   /* packet-out sent out of its egress port     */
     PUT_ACK_BOUND  = 10,  /* a trusted PUT_ACK OK bounded an indexed slot */
-    FABRIC_INVALIDATE = 11  /* an INVALIDATE from the fabric was applied */
+    FABRIC_INVALIDATE = 11, /* an INVALIDATE from the fabric was applied */
+    OVER_SLOT_REPLY = 12  /* an over_slot_digest_t was sent (over_slot.p4) */
 }
 
 /* ==================================================================== *
@@ -441,5 +442,14 @@ enum bit<8> steer_event_t {
                          /* coalescing                                   */
 }
 const bit<32> STEER_EVENT_COUNT = 8;
+
+/* ==================================================================== *
+ *  Over-slot replies (over_slot.p4; docs/dataplane.md, "Over-slot      *
+ *  replies")                                                            *
+ * ==================================================================== */
+
+/* Receiver id of over_slot_digest_t (v1model's first argument; BMv2    */
+/* ignores it): the hot-key digest's, one controller takes both.         */
+const bit<32> OVER_SLOT_DIGEST_RECEIVER = HOT_DIGEST_RECEIVER;
 
 #endif  /* KVSWITCH_CONSTANTS_P4 */

@@ -175,6 +175,9 @@ struct request_t {
     bool put;         /* a PUT: invalidates (even with F_BYPASS)       */
     bool ack;         /* a trusted PUT_ACK OK: bounds versions         */
     bool lookup;      /* LOOKUP_META: answered here when indexed       */
+    bool over_slot;   /* a trusted GET_REPLY hit whose value chunk is  */
+                      /* larger than a slot: it can never fill one     */
+                      /* (over_slot.p4)                                */
 }
 
 /* Request coalescing's own per-packet state (coalesce.p4,            */
@@ -333,6 +336,22 @@ struct metadata_t {
     coalesce_t coal;            /* request coalescing (coalesce.p4)      */
     steer_t steer;              /* steering (steer_choice.p4)            */
     stream_t stream;            /* the stream join (stream.p4, egress)   */
+}
+
+/* ==================================================================== *
+ *  Over-slot replies (over_slot.p4)                                     *
+ * ==================================================================== */
+
+/* Sent for every trusted reply of an indexed key whose chunk is larger */
+/* than a slot (P4Info digest name "over_slot_digest_t"): the slot can  */
+/* never be filled, the controller drops the admission.                 */
+struct over_slot_digest_t {
+    bit<16> tenant;         /* block key: tenant                         */
+    bit<64> prefix_hash;    /* block key: prefix hash                    */
+    chunk_index_t chunk_idx; /* block key: chunk                         */
+    bit<8> chunk_shift;     /* log2 of the reply's chunk size in bytes   */
+                            /* (!= KVP_SLOT_SHIFT)                       */
+    bit<32> generation;     /* the admission of the key's index entry    */
 }
 
 #endif  /* KVSWITCH_HEADERS_P4 */
