@@ -100,15 +100,19 @@ def test_concurrent_stream_drops_end_the_stream_and_close_the_channel_once(p4inf
         except BaseException as exc:  # the test reports what the other thread raised
             errors.append(exc)
 
+    competitors: list[threading.Thread] = []
+
     def race() -> None:
         competitor = threading.Thread(target=supervisor_drop)
+        competitors.append(competitor)
         competitor.start()
         competitor.join(0.2)  # done at once without a lock; blocked until we release it with one
 
     connection.race = race
     connection.close()  # close() drops the stream while the supervisor does the same
     wait_for(lambda: requests.items and channel.closes, timeout=2)
-    time.sleep(0.05)  # let a blocked competitor finish before counting
+    for competitor in competitors:  # a competitor blocked until close() released it: count after it finished
+        competitor.join(10)
     assert errors == []
     assert requests.items == [None]
     assert channel.closes == 1
