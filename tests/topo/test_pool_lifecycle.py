@@ -221,7 +221,9 @@ def test_hot_block_is_admitted_after_its_digest_and_then_served_by_the_switch(be
     make_hot(bed, hot_block)  # the first read after admission may still fill the slot from the storage reply
 
     before = stat(bed, hot_block)
-    assert all(n >= len(HOSTS) for n in before), before
+    # every chunk's misses reached the storage node; how many GETs that took depends on timing: concurrent misses
+    # of one chunk share one GET when they overlap (request coalescing), which a loaded machine makes likelier
+    assert all(n >= 1 for n in before), before
     for _ in range(2):
         assert all(r.from_switch for r in get(bed, hot_block, HOSTS))
     assert stat(bed, hot_block) == before  # six block reads later, the storage node saw none of them
