@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -52,9 +52,23 @@ class Agent:
         self.options = options
         self.iface = iface
         self.client = KVPClient(options)
+        self.listeners: dict[int, socket.socket] = {}
+        """UDP port → the bound socket news of writes arrives on (`listen`), kept from one request to the next."""
 
     def close(self) -> None:
         self.client.close()
+        for sock in self.listeners.values():
+            sock.close()
+
+    def listen(self, request: dict) -> dict:
+        """Bind UDP `port` for news of writes (`put` with `notify`, `reads` with `news`) before any is sent."""
+        port = int(request["port"])
+        if port not in self.listeners:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.bind(("0.0.0.0", port))
+            sock.setblocking(False)
+            self.listeners[port] = sock
+        return {"port": port}
 
     def _with(self, request: dict) -> KVPClient:
         """The default client, or a fresh one for a request naming its own tenant / retries / timeout, or
@@ -75,11 +89,15 @@ class Agent:
         return KVPClient(options) if changes else self.client
 
     def put(self, request: dict) -> dict:
+        """Write a block; with `notify` ([[ip, port], ...]) and `news` (text), send `news` to those hosts through
+        the network once it is acknowledged (`tell`), as a writer telling readers on other hosts does."""
         client = self._with(request)
         started = time.monotonic()
         try:
             client.put_block(int(request["ph"]), bytes.fromhex(request["data"]), int(request["version"]))
-            return {"status": "OK", "started": started, "acked": time.monotonic(), **_drops(client)}
+            acked = time.monotonic()
+            tell([(ip, int(port)) for ip, port in request.get("notify", [])], str(request.get("news", "")).encode())
+            return {"status": "OK", "started": started, "acked": acked, **_drops(client)}
         except KVPError as exc:
             status = "TIMEOUT" if exc.status is None else _status_name(exc.status)
             return {"status": status, "error": str(exc), "started": started, **_drops(client)}
@@ -102,21 +120,28 @@ class Agent:
 
     def reads(self, request: dict) -> dict:
         """Read blocks back to back, for `count` reads or `seconds`, whichever ends first; `blocks` is a list of
-        [prefix hash, chunk count], read in turn (or at random with `seed`). Every read is returned."""
+        [prefix hash, chunk count], read in turn (or at random with `seed`). Every read is returned; with
+        `notify_port` (bound by `listen`) and `news`, also `told`: when this host heard `news` on that port
+        (`tell`), looked for before each read, so every read that started after `told` began after it came."""
         blocks = [(int(ph), int(n) if n else None) for ph, n in request["blocks"]]
         count = int(request.get("count", 1 << 30))
         deadline = time.monotonic() + float(request.get("seconds", 1e9))
         rng = random.Random(request["seed"]) if "seed" in request else None
         client = self._with(request)
+        listener = self.listeners[int(request["notify_port"])] if "notify_port" in request else None
+        news = str(request.get("news", "")).encode()
+        told: float | None = None
         out = []
         i = 0
         while i < count and time.monotonic() < deadline:
+            if listener is not None and told is None and _heard(listener, news):
+                told = time.monotonic()
             ph, chunks = rng.choice(blocks) if rng else blocks[i % len(blocks)]
             out.append(self._read_once(client, ph, chunks))
             i += 1
             if request.get("until_switch") and all(out[-1].get("switch") or [False]):
                 break
-        return {"reads": out}
+        return {"reads": out, **({"told": told} if listener is not None else {})}
 
     def insert(self, request: dict) -> dict:
         client = self._with(request)
@@ -166,6 +191,29 @@ class Agent:
         return {"sent": sent, "answered": answered}
 
 
+TELL_COPIES = 3
+"""Datagrams per host `tell` sends (a single unacknowledged datagram may be lost; the first that arrives counts)."""
+
+
+def tell(hosts: Sequence[tuple[str, int]], news: bytes) -> None:
+    """A writer's news for readers, sent through the network after its ack (so it crosses the switches after
+    the INVALIDATE the ack started: dataplane.md, "Fabric coherence")."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _ in range(TELL_COPIES):
+            for address in hosts:
+                sock.sendto(news, address)
+
+
+def _heard(sock: socket.socket, news: bytes) -> bool:
+    """Whether `news` is among the datagrams waiting on `sock` (older news, of earlier writes, is dropped)."""
+    heard = False
+    while True:
+        try:
+            heard |= sock.recv(256) == news
+        except BlockingIOError:
+            return heard
+
+
 def _drops(client: KVPClient) -> dict:
     """Datagrams a lossy client threw away, and requests it sent (resends included)."""
     return {"dropped": getattr(getattr(client, "transport", None), "dropped", 0), "sent": getattr(client, "sent", 0)}
@@ -200,7 +248,7 @@ def random_datagram(rng: random.Random, tenant: int) -> bytes:
 
 def serve(agent: Agent, lines: Iterable[str], write) -> None:
     handlers = {"put": agent.put, "get": agent.get, "reads": agent.reads, "insert": agent.insert,
-                "tier_move": agent.tier_move, "frames": agent.frames, "fuzz": agent.fuzz}
+                "tier_move": agent.tier_move, "frames": agent.frames, "fuzz": agent.fuzz, "listen": agent.listen}
     for line in lines:
         if not line.strip():
             continue
@@ -286,6 +334,17 @@ class Write:
     """The storage node refused it (ERR_CONFLICT, ERR_STALE, ...): its bytes were never committed."""
 
 
+Learnt = Mapping[int, float]
+"""Version → when a reader learnt of that write's ack through the network (`reads` with `notify_port`; infinity:
+it never did). The fabric's guarantee holds from then on, not from the writer's ack (dataplane.md, "Fabric
+coherence": the INVALIDATE and the ack race on different paths); a version missing counts from its ack."""
+
+
+def _known_at(write: Write, learnt: Learnt | None) -> float:
+    assert write.acked is not None
+    return learnt.get(write.version, write.acked) if learnt is not None else write.acked
+
+
 @dataclass
 class Verdict:
     right: bool
@@ -309,14 +368,22 @@ class StorageModel:
         self.wrote(ph, version, data, answer["started"], answer.get("acked") if ok else None, refused)
         return ok
 
-    def newest_acked_before(self, ph: int, instant: float) -> int:
-        return max((w.version for w in self.writes.get(ph, []) if w.acked is not None and w.acked < instant),
-                   default=0)
+    def newest_acked_before(self, ph: int, instant: float, learnt: Learnt | None = None) -> int:
+        """The newest version of `ph` acknowledged before `instant` (with `learnt`: whose ack the reader had
+        learnt of before `instant`)."""
+        return max((w.version for w in self.writes.get(ph, [])
+                    if w.acked is not None and _known_at(w, learnt) < instant), default=0)
 
-    def judge(self, read: dict) -> Verdict:
+    def raced(self, read: dict, learnt: Learnt | None) -> bool:
+        """The read began after a write of its block was acknowledged but before the reader learnt of it."""
+        started = float(read["started"])
+        return learnt is not None and any(w.acked is not None and w.acked < started < _known_at(w, learnt)
+                                          for w in self.writes.get(int(read["ph"]), []))
+
+    def judge(self, read: dict, learnt: Learnt | None = None) -> Verdict:
         """A read answer of the agent: right when its bytes are those of a write of its version (no other write
         of that version had them: never stitched or planted) and its version is at least the newest one
-        acknowledged before the read began."""
+        acknowledged before the read began (with `learnt`: whose ack the reader had learnt of by then)."""
         ph = int(read["ph"])
         if "error" in read:
             return Verdict(True, "no value")  # no value is never a wrong value; the caller counts errors
@@ -325,7 +392,7 @@ class StorageModel:
         if data not in candidates:
             kind = "stitched or planted" if candidates else "unknown version"
             return Verdict(False, f"{ph:#x} v{version}: {kind} bytes {data[:24]!r}...")
-        floor = self.newest_acked_before(ph, float(read["started"]))
+        floor = self.newest_acked_before(ph, float(read["started"]), learnt)
         if version < floor:
             return Verdict(False, f"{ph:#x}: stale v{version} read after v{floor} was acknowledged")
         return Verdict(True)
@@ -354,24 +421,33 @@ class Tally:
     """Writes reported failed (refusals the test provoked included)."""
     falsely_failed_writes: int = 0
     """Writes reported failed although the storage node committed them."""
+    raced_reads: int = 0
+    """Reads that began after a write's ack but before the reader learnt of it (`Learnt`): judged from what the
+    reader knew; one the client refused for mixed versions counts here only (not as an error)."""
     notes: dict[str, Any] = field(default_factory=dict)
     wrong_examples: list[str] = field(default_factory=list)
 
-    def count_reads(self, reads: Sequence[dict], model: StorageModel) -> list[str]:
-        """Judge and count `reads`; the reasons of the wrong ones."""
+    def count_reads(self, reads: Sequence[dict], model: StorageModel, learnt: Learnt | None = None) -> list[str]:
+        """Judge and count `reads` (with `learnt`: against what the reader knew, see `Learnt`); the reasons of
+        the wrong ones."""
         wrong = []
         for read in reads:
             self.reads += 1
+            raced = model.raced(read, learnt)
+            self.raced_reads += raced
             if "error" in read:
-                self.read_errors += 1
                 text = read.get("text", "")
-                if any(word in text for word in INCONSISTENT) and "restarts" not in text:
+                inconsistent = any(word in text for word in INCONSISTENT) and "restarts" not in text
+                if inconsistent and raced:
+                    continue  # mixed versions while the news was on its way: in `raced_reads` only
+                self.read_errors += 1
+                if inconsistent:
                     self.inconsistent_reads += 1
                     wrong.append(f"{int(read['ph']):#x}: refused by the client: {text}")
                 continue
             if all(read["switch"]):
                 self.switch_reads += 1
-            verdict = model.judge(read)
+            verdict = model.judge(read, learnt)
             if not verdict.right:
                 self.wrong_reads += 1
                 wrong.append(verdict.why)

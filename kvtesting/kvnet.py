@@ -27,6 +27,7 @@ from controller.codes import PortRole
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
+from kvtesting import expect
 from softswitch.target import DigestMessage, Exact, Lpm, Replica, TableEntry, Target
 
 P4_MAIN = pathlib.Path(os.environ.get("KVSWITCH_P4_MAIN")
@@ -130,46 +131,48 @@ class KvNet:
         self.target.table_set_default("MyIngress.sketch_config", "MyIngress.set_sketch_config",
                                       {"hot_threshold": hot_threshold, "epoch": epoch + self.epoch_offset})
 
-    # -- hosts
-    def send(self, port: int, frame: Ether | bytes) -> list[tuple[int, bytes]]:
-        return self.target.process(port, bytes(frame))
+    # -- hosts (`frames`: how many frames a correct switch sends for this one; a switch process is waited on
+    #    until they came, never judged by a quiet gap: `kvtesting.expect`)
+    def send(self, port: int, frame: Ether | bytes, frames: int | None = None) -> list[tuple[int, bytes]]:
+        return expect.process(self.target, port, bytes(frame), frames)
 
-    def get(self, key: ChunkKey, req_id: int = 1, flags: int = 0, version: int = 0) -> list[tuple[int, bytes]]:
+    def get(self, key: ChunkKey, req_id: int = 1, flags: int = 0, version: int = 0,
+            frames: int | None = None) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, req_id=req_id, flags=flags, version=version)
-        return self.send(CLIENT_PORT, kvp_frame(kvp))
+        return self.send(CLIENT_PORT, kvp_frame(kvp), frames)
 
     def server_reply(self, key: ChunkKey, value: bytes, version: int, *, csum: int | None = None,
                      flags: int | None = None, req_id: int = 1, port: int = STORAGE_PORT,
-                     status: int = Status.HIT_SERVER) -> list[tuple[int, bytes]]:
+                     status: int = Status.HIT_SERVER, frames: int | None = None) -> list[tuple[int, bytes]]:
         """A GET_REPLY with a value, as the storage node sends it (or a host forging one, `port` = CLIENT_PORT)."""
         kvp = KVP(opcode=Opcode.GET_REPLY, status=status, tenant=key.tenant,
                   prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx, chunk_count=4, req_id=req_id,
                   version=version, value_csum=csum, flags=flags) / KVPValue.from_bytes(value)
-        return self.send(port, kvp_frame(kvp, to_storage=False))
+        return self.send(port, kvp_frame(kvp, to_storage=False), frames)
 
-    def put(self, key: ChunkKey, value: bytes, version: int) -> list[tuple[int, bytes]]:
+    def put(self, key: ChunkKey, value: bytes, version: int, frames: int | None = None) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=Opcode.PUT, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, version=version) / KVPValue.from_bytes(value)
-        return self.send(CLIENT_PORT, kvp_frame(kvp))
+        return self.send(CLIENT_PORT, kvp_frame(kvp), frames)
 
     def put_ack(self, key: ChunkKey, version: int, *, status: int = Status.OK,
-                port: int = STORAGE_PORT) -> list[tuple[int, bytes]]:
+                port: int = STORAGE_PORT, frames: int | None = None) -> list[tuple[int, bytes]]:
         """The storage node's answer to a PUT (from `port`: CLIENT_PORT for a host forging one)."""
         kvp = KVP(opcode=Opcode.PUT_ACK, status=status, tenant=key.tenant, prefix_hash=key.prefix_hash,
                   chunk_idx=key.chunk_idx, chunk_count=4, version=version)
-        return self.send(port, kvp_frame(kvp, to_storage=False))
+        return self.send(port, kvp_frame(kvp, to_storage=False), frames)
 
     def invalidate(self, key: ChunkKey, version: int, *, hops: int,
-                   port: int = FABRIC_PORTS[0]) -> list[tuple[int, bytes]]:
+                   port: int = FABRIC_PORTS[0], frames: int | None = None) -> list[tuple[int, bytes]]:
         """Another switch's INVALIDATE (`hops` = relays it may still take), arriving on `port`."""
         kvp = KVP(opcode=INVALIDATE, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, version=version, aux=hops)
-        return self.send(port, kvp_frame(kvp, to_storage=False))
+        return self.send(port, kvp_frame(kvp, to_storage=False), frames)
 
     # -- controller through the CPU port
-    def packet_out(self, egress_port: int, frame: Ether | bytes) -> list[tuple[int, bytes]]:
-        return self.target.process(CPU_PORT, struct.pack("!HH", egress_port, 0) + bytes(frame))
+    def packet_out(self, egress_port: int, frame: Ether | bytes, frames: int | None = None) -> list[tuple[int, bytes]]:
+        return self.send(CPU_PORT, struct.pack("!HH", egress_port, 0) + bytes(frame), frames)
 
     def slot_write(self, key: ChunkKey, slot: int, value: bytes, version: int,
                    csum: int | None = None, chunk_count: int = 4, value_len: int | None = None) -> KVP:
@@ -182,7 +185,7 @@ class KvNet:
         return self._slot_op(KVP(opcode=Opcode.SLOT_READ, aux=slot, req_id=99))
 
     def _slot_op(self, kvp: KVP) -> KVP:
-        out = self.packet_out(0, kvp_frame(kvp))
+        out = self.packet_out(0, kvp_frame(kvp), frames=1)
         assert [p for p, _ in out] == [CPU_PORT], out
         data = out[0][1]
         assert struct.unpack("!HBB", data[:4]) == (CPU_PORT, self.enums["punt_reason_t"]["SLOT_REPLY"], 0)
@@ -190,18 +193,22 @@ class KvNet:
         assert frame[IP].len == len(frame[IP]) and frame[UDP].len == len(frame[UDP])
         return frame[KVP]
 
-    # -- observations
-    def drops(self, reason: str) -> int:
-        return self.target.counter_read("MyIngress.drop_reason", self.enums["drop_reason_t"][reason])[0]
+    # -- observations (`until`, `count`: what a correct switch reaches; a switch process is read again until it
+    #    did, so a packet it counts after the harness stopped waiting for output still counts: `kvtesting.expect`)
+    def drops(self, reason: str, until: int | None = None) -> int:
+        return self._packets("MyIngress.drop_reason", self.enums["drop_reason_t"][reason], until)
 
-    def events(self, event: str) -> int:
-        return self.target.counter_read("MyIngress.kvp_events", self.enums["kvp_event_t"][event])[0]
+    def events(self, event: str, until: int | None = None) -> int:
+        return self._packets("MyIngress.kvp_events", self.enums["kvp_event_t"][event], until)
 
-    def slot_hits(self, slot: int) -> int:
-        return self.target.counter_read("MyIngress.slot_hits", slot)[0]
+    def slot_hits(self, slot: int, until: int | None = None) -> int:
+        return self._packets("MyIngress.slot_hits", slot, until)
 
-    def digests(self) -> list[DigestMessage]:
-        return self.target.drain_digests()
+    def _packets(self, counter: str, index: int, until: int | None) -> int:
+        return expect.settled(self.target, lambda: self.target.counter_read(counter, index)[0], until)
+
+    def digests(self, count: int | None = None) -> list[DigestMessage]:
+        return expect.digests(self.target, count)
 
 
 def _key_match(key: ChunkKey) -> dict[str, Exact]:

@@ -6,7 +6,7 @@
     with open_switch("inproc", "fwd.p4") as sw:          # or "softswitch", "bmv2"
         sw.target.table_insert(TableEntry("MyIngress.fwd", {"std.ingress_port": Exact(1)},
                                           "MyIngress.to_port", {"port": 2}))
-        sw.send(1, frame)                                 # bytes or a scapy packet
+        sw.send(1, frame, frames=1)                       # bytes or a scapy packet; 1 output to wait for
         sw.expect(2, frame)                               # the next output: on port 2, these bytes
         sw.expect_nothing()                               # and nothing else came out
 
@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvtesting import expect
 from softswitch.target import Target
 
 KINDS = ("inproc", "softswitch", "bmv2")
@@ -59,9 +60,11 @@ class PacketSwitch:
     pending: deque[tuple[int, bytes]] = field(default_factory=deque)
     """Outputs not yet expected: (egress port, bytes)."""
 
-    def send(self, port: int, packet: bytes | Any) -> list[tuple[int, bytes]]:
-        """Inject `packet` on switch port `port`; returns (and queues) every output it caused."""
-        outputs = self.target.process(port, _bytes(packet))
+    def send(self, port: int, packet: bytes | Any, frames: int | None = None) -> list[tuple[int, bytes]]:
+        """Inject `packet` on switch port `port`; returns (and queues) every output it caused. `frames`: how many
+        a correct switch sends, waited for on a switch process (which has no "done" signal; without it, its
+        outputs are collected until it is quiet for a moment, which a busy machine can cut short)."""
+        outputs = expect.process(self.target, port, _bytes(packet), frames)
         self.pending.extend(outputs)
         return outputs
 

@@ -7,7 +7,6 @@ port 2 is a real storage node object (kvpool.server.StorageNode). Slow: compiles
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -20,6 +19,7 @@ from kvpool.constants import Opcode, Status, Tier, tiers_of
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP
 from kvtesting.inprocess import CLIENT, STORAGE, InProcessSwitch, compile_program
+from tests.controller.test_p4runtime import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -50,15 +50,6 @@ def testbed(program, tmp_path):
     for controller in controllers:
         controller.stop()
     switch.stop()
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_hot_key_is_admitted_filled_and_then_served_by_the_switch(testbed):

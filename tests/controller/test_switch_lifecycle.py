@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from pathlib import Path
 
 import grpc
@@ -18,6 +17,7 @@ from p4rt.connection import SwitchConnection, SwitchOptions
 from p4rt.errors import P4RuntimeError
 from p4rt.p4info import P4Info
 from tests.controller.fake_p4rt import FakeServer
+from tests.controller.test_p4runtime import wait_for
 
 P4INFO_PATH = Path(__file__).parent / "data" / "kvswitch_min.p4info.txtpb"
 LOGGER = "p4rt.connection"
@@ -34,15 +34,6 @@ def fake():
     address = server.start()
     yield server, address
     server.stop()
-
-
-def wait_for(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return False
 
 
 class RecordingQueue:
@@ -100,15 +91,19 @@ def test_concurrent_stream_drops_end_the_stream_and_close_the_channel_once(p4inf
         except BaseException as exc:  # the test reports what the other thread raised
             errors.append(exc)
 
+    competitors: list[threading.Thread] = []
+
     def race() -> None:
         competitor = threading.Thread(target=supervisor_drop)
+        competitors.append(competitor)
         competitor.start()
         competitor.join(0.2)  # done at once without a lock; blocked until we release it with one
 
     connection.race = race
     connection.close()  # close() drops the stream while the supervisor does the same
-    wait_for(lambda: requests.items and channel.closes, timeout=2)
-    time.sleep(0.05)  # let a blocked competitor finish before counting
+    wait_for(lambda: requests.items and channel.closes)
+    for competitor in competitors:  # a competitor blocked until close() released it: count after it finished
+        competitor.join(10)
     assert errors == []
     assert requests.items == [None]
     assert channel.closes == 1

@@ -12,11 +12,16 @@ kvswitch_reset.py: tables deleted, counters zeroed, touched slots scrubbed, a ne
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from kvtesting.kvnet import CPU_PORT, P4_MAIN, KvNet
 from softswitch.target import Target
 from tests.targets.kinds import INPROC, SharedSwitches, kind_of, target_params
+
+HERE = pathlib.Path(__file__).resolve().parent
+SHARED_SWITCHES = pytest.StashKey[SharedSwitches]()
 
 # ---- fixtures -------------------------------------------------------------------------------------------
 
@@ -41,11 +46,26 @@ def enums(program) -> dict[str, dict[str, int]]:
 
 
 @pytest.fixture(scope="session")
-def dataplane_switches(tmp_path_factory):
-    """The switch processes shared by this directory's tests (started on first use)."""
+def dataplane_switches(tmp_path_factory, request):
+    """The switch processes shared by this directory's tests (started on first use, stopped after its last
+    test: `pytest_runtest_teardown`)."""
     switches = SharedSwitches(tmp_path_factory.mktemp("dataplane-switches"), "dp")
+    request.session.stash[SHARED_SWITCHES] = switches
     yield switches
     switches.close()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the shared switch processes once the next test is not one of this directory's (they start again
+    if one comes later). Kept to the end of the session, their P4Runtime streams kept a thread inside gRPC,
+    and a later test's fork() then aborted its child (grpc skips its fork handlers while another thread is in
+    a call: tests/evaluation/test_evaluation_parallel.py died of SIGABRT beside two CPU hogs)."""
+    if nextitem is not None and HERE in nextitem.path.parents:
+        return
+    switches = item.session.stash.get(SHARED_SWITCHES, None)
+    if switches is not None:
+        switches.close()
 
 
 @pytest.fixture(params=target_params())

@@ -35,6 +35,7 @@ from controller.coalescing import (
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
+from kvtesting import expect
 from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
@@ -134,34 +135,47 @@ class CoalesceNet:
         self.target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config",
                                       options.config_params())
 
-    def get(self, reader: Reader, req_id: int, key: ChunkKey = KEY, **fields: int) -> list[tuple[int, bytes]]:
+    def get(self, reader: Reader, req_id: int, key: ChunkKey = KEY, *, frames: int | None = None,
+            parks: bool = False, **fields: int) -> list[tuple[int, bytes]]:
+        """`reader`'s GET; `frames`: what a correct switch sends for it, `parks`: it parks the GET (sends nothing).
+
+        A parked GET gives no frame to wait for: on a switch process the test waits until COALESCED counted it,
+        so the reply sent next never overtakes it however busy the machine is."""
         kvp = KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, req_id=req_id, **fields)
         frame = (Ether(dst=SWITCH_MAC, src=reader.mac) / IP(src=reader.ip, dst=STORAGE_IP)
                  / UDP(sport=reader.udp_port, dport=KVP_UDP_PORT) / kvp)
-        return self.target.process(reader.port, bytes(frame))
+        coalesced = self.event("COALESCED") if parks and expect.waits(self.target) else 0
+        out = expect.process(self.target, reader.port, bytes(frame), frames)
+        if parks:
+            self.event("COALESCED", until=coalesced + 1)
+        return out
 
     def reply(self, reader: Reader, req_id: int, key: ChunkKey = KEY, *, seed: int = 1, version: int = 3,
               port: int = STORAGE_PORT, opcode: int = Opcode.GET_REPLY,
-              status: int = Status.HIT_SERVER) -> list[tuple[int, bytes]]:
-        """The storage node's answer to `reader`'s GET `req_id` (from `port`: the storage node's by default)."""
+              status: int = Status.HIT_SERVER, frames: int | None = None) -> list[tuple[int, bytes]]:
+        """The storage node's answer to `reader`'s GET `req_id` (from `port`: the storage node's by default);
+        `frames`: how many a correct switch sends (one per reader it serves)."""
         kvp = KVP(opcode=opcode, status=status, tenant=key.tenant, prefix_hash=key.prefix_hash,
                   chunk_idx=key.chunk_idx, chunk_count=4, req_id=req_id, version=version)
         if opcode == Opcode.GET_REPLY:
             kvp = kvp / KVPValue.from_bytes(value_chunk(seed))
         frame = (Ether(dst=SWITCH_MAC, src=STORAGE_MAC) / IP(src=STORAGE_IP, dst=reader.ip)
                  / UDP(sport=KVP_UDP_PORT, dport=reader.udp_port) / kvp)
-        return self.target.process(port, bytes(frame))
+        return expect.process(self.target, port, bytes(frame), frames)
 
-    def put(self, reader: Reader, key: ChunkKey = KEY, version: int = 4) -> list[tuple[int, bytes]]:
+    def put(self, reader: Reader, key: ChunkKey = KEY, version: int = 4,
+            frames: int | None = None) -> list[tuple[int, bytes]]:
         kvp = KVP(opcode=Opcode.PUT, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, version=version) / KVPValue.from_bytes(value_chunk(9))
         frame = (Ether(dst=SWITCH_MAC, src=reader.mac) / IP(src=reader.ip, dst=STORAGE_IP)
                  / UDP(sport=reader.udp_port, dport=KVP_UDP_PORT) / kvp)
-        return self.target.process(reader.port, bytes(frame))
+        return expect.process(self.target, reader.port, bytes(frame), frames)
 
-    def event(self, name: str) -> int:
-        return self.target.counter_read(EVENTS, self.net.enums["coalesce_event_t"][name])[0]
+    def event(self, name: str, until: int | None = None) -> int:
+        """The coalesce_event_t counter; `until`: the value a correct switch reaches (`kvtesting.expect.settled`)."""
+        index = self.net.enums["coalesce_event_t"][name]
+        return expect.settled(self.target, lambda: self.target.counter_read(EVENTS, index)[0], until)
 
     def replicated(self) -> int:
         return self.target.counter_read(REPLICATED, 0)[0]
@@ -232,16 +246,17 @@ GROUPS = {
 def test_readers_of_a_pending_chunk_share_one_get(coal: CoalesceNet, readers: tuple[Reader, ...]) -> None:
     coal.configure()
     req_ids = {r: 100 + i for i, r in enumerate(readers)}
-    forwarded = [coal.get(r, req_ids[r]) for r in readers]
+    forwarded = [coal.get(readers[0], req_ids[readers[0]], frames=1)]
+    forwarded += [coal.get(r, req_ids[r], parks=True) for r in readers[1:]]
     assert gets_to_storage(forwarded[0]) == 1
     assert all(out == [] for out in forwarded[1:]), "a waiter's GET left the switch"
-    out = coal.reply(readers[0], req_ids[readers[0]])
+    out = coal.reply(readers[0], req_ids[readers[0]], frames=len(req_ids))
     assert_each_reader_served_once(out, req_ids)
     assert (coal.event("PENDING"), coal.event("COALESCED"), coal.event("REPLIED")) == (1, len(readers) - 1, 1)
     assert coal.replicated() == len(readers) - 1
     # the entry is free again: the next GET is forwarded and its reply goes to its reader only
-    assert gets_to_storage(coal.get(C, 900)) == 1
-    assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
+    assert gets_to_storage(coal.get(C, 900, frames=1)) == 1
+    assert_each_reader_served_once(coal.reply(C, 900, seed=2, frames=1), {C: 900}, seed=2)
 
 
 def _break_group(coal: CoalesceNet, group: int) -> None:
@@ -261,18 +276,18 @@ def test_a_batch_uses_the_group_sized_to_it(coal: CoalesceNet) -> None:
         if group != base + sized_group(3, A.port):
             _break_group(coal, group)
     one_port = {A: 1, A2: 2, B: 3, Reader("A3", A.ip, A.mac, A.port, 40099): 4}
-    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
     for r, req in list(one_port.items())[1:]:
-        assert coal.get(r, req) == []
-    assert_each_reader_served_once(coal.reply(A, 1), one_port)
+        assert coal.get(r, req, parks=True) == []
+    assert_each_reader_served_once(coal.reply(A, 1, frames=len(one_port)), one_port)
     # readers on ports 1, 3, 4: only group (2 waiters, all ports) is needed
     coal.configure()
     for group in group_layouts(options, PORTS):
         if group != base + sized_group(2, ALL_PORTS):
             _break_group(coal, group)
-    assert gets_to_storage(coal.get(A, 11)) == 1
-    assert coal.get(C, 12) == [] and coal.get(D, 13) == []
-    assert_each_reader_served_once(coal.reply(A, 11), {A: 11, C: 12, D: 13})
+    assert gets_to_storage(coal.get(A, 11, frames=1)) == 1
+    assert coal.get(C, 12, parks=True) == [] and coal.get(D, 13, parks=True) == []
+    assert_each_reader_served_once(coal.reply(A, 11, frames=3), {A: 11, C: 12, D: 13})
 
 
 def test_full_batches_carry_on_through_the_full_sized_groups(coal: CoalesceNet) -> None:
@@ -285,10 +300,10 @@ def test_full_batches_carry_on_through_the_full_sized_groups(coal: CoalesceNet) 
             _break_group(coal, group)
     readers = [Reader(f"A{i}", A.ip, A.mac, A.port, 42000 + i) for i in range(2 * BATCH + 2)]
     req_ids = {r: 600 + i for i, r in enumerate(readers)}
-    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]], frames=1)) == 1
     for r in readers[1:]:
-        assert coal.get(r, req_ids[r]) == []
-    assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]]), req_ids)
+        assert coal.get(r, req_ids[r], parks=True) == []
+    assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]], frames=len(req_ids)), req_ids)
     assert coal.event("CARRIED") == 2
 
 
@@ -296,23 +311,23 @@ def test_without_port_groups_every_batch_uses_the_all_ports_group(coal: Coalesce
     coal.configure(port_groups=False)
     readers = [A, A2, B, C, D] + [Reader(f"A{i}", A.ip, A.mac, A.port, 42000 + i) for i in range(BATCH)]
     req_ids = {r: 800 + i for i, r in enumerate(readers)}
-    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]], frames=1)) == 1
     for r in readers[1:]:
-        assert coal.get(r, req_ids[r]) == []
-    assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]]), req_ids)
+        assert coal.get(r, req_ids[r], parks=True) == []
+    assert_each_reader_served_once(coal.reply(readers[0], req_ids[readers[0]], frames=len(req_ids)), req_ids)
 
 
 def test_coalescing_is_off_until_configured(coal: CoalesceNet) -> None:
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert gets_to_storage(coal.get(C, 2)) == 1
-    assert_each_reader_served_once(coal.reply(A, 1), {A: 1})
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert gets_to_storage(coal.get(C, 2, frames=1)) == 1
+    assert_each_reader_served_once(coal.reply(A, 1, frames=1), {A: 1})
     assert coal.event("PENDING") == 0
 
 
 def test_lone_reader_gets_the_reply_unchanged(coal: CoalesceNet) -> None:
     coal.configure()
-    assert gets_to_storage(coal.get(C, 5)) == 1
-    out = coal.reply(C, 5)
+    assert gets_to_storage(coal.get(C, 5, frames=1)) == 1
+    out = coal.reply(C, 5, frames=1)
     assert_each_reader_served_once(out, {C: 5})
     assert Ether(out[0][1])[UDP].chksum != 0, "the unreplicated reply keeps its UDP checksum"
     assert coal.replicated() == 0
@@ -321,13 +336,13 @@ def test_lone_reader_gets_the_reply_unchanged(coal: CoalesceNet) -> None:
 def test_expired_entry_lets_the_next_get_through(coal: CoalesceNet) -> None:
     timeout_s = entry_lifetime_s(coal.target)
     coal.configure(timeout_us=int(timeout_s * 1e6))
-    assert gets_to_storage(coal.get(A, 1)) == 1
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
     let_entries_expire(coal.target, timeout_s)  # the reply to A is lost
-    assert gets_to_storage(coal.get(C, 2)) == 1, "a reader stayed blocked behind a lost reply"
+    assert gets_to_storage(coal.get(C, 2, frames=1)) == 1, "a reader stayed blocked behind a lost reply"
     assert coal.event("EXPIRED") == 1
     # A's late reply reaches A only; C's entry (opened by C's GET) replicates nothing for it
-    assert_each_reader_served_once(coal.reply(A, 1), {A: 1})
-    assert_each_reader_served_once(coal.reply(C, 2), {C: 2})
+    assert_each_reader_served_once(coal.reply(A, 1, frames=1), {A: 1})
+    assert_each_reader_served_once(coal.reply(C, 2, frames=1), {C: 2})
     assert coal.replicated() == 0
 
 
@@ -343,18 +358,18 @@ def test_more_readers_than_one_batch_share_one_get(coal: CoalesceNet, n: int) ->
     coal.configure()
     readers = many_readers(n)
     req_ids = {r: 300 + 7 * i for i, r in enumerate(readers)}
-    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]], frames=1)) == 1
     for r in readers[1:]:
-        assert coal.get(r, req_ids[r]) == [], f"{r.name}'s GET left the switch"
-    out = coal.reply(readers[0], req_ids[readers[0]])
+        assert coal.get(r, req_ids[r], parks=True) == [], f"{r.name}'s GET left the switch"
+    out = coal.reply(readers[0], req_ids[readers[0]], frames=len(req_ids))
     assert_each_reader_served_once(out, req_ids)
     batches = -(-(n - 1) // BATCH)
     assert (coal.event("PENDING"), coal.event("COALESCED"), coal.event("REPLIED")) == (1, n - 1, 1)
     assert (coal.event("CARRIED"), coal.event("STALE"), coal.event("OVERFLOW")) == (batches - 1, 0, 0)
     assert coal.replicated() == n - 1
     # the entry is free again, and no carried state lingers: the next reply goes to its reader only
-    assert gets_to_storage(coal.get(C, 900)) == 1
-    assert_each_reader_served_once(coal.reply(C, 900, seed=2), {C: 900}, seed=2)
+    assert gets_to_storage(coal.get(C, 900, frames=1)) == 1
+    assert_each_reader_served_once(coal.reply(C, 900, seed=2, frames=1), {C: 900}, seed=2)
 
 
 def test_a_late_reply_still_serves_the_waiters_of_an_entry_nobody_reopened(coal: CoalesceNet) -> None:
@@ -362,10 +377,10 @@ def test_a_late_reply_still_serves_the_waiters_of_an_entry_nobody_reopened(coal:
     that entry's waiters (they asked exactly this), counted EXPIRED."""
     timeout_s = entry_lifetime_s(coal.target)
     coal.configure(timeout_us=int(timeout_s * 1e6))
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert coal.get(C, 2) == [] and coal.get(D, 3) == []
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert coal.get(C, 2, parks=True) == [] and coal.get(D, 3, parks=True) == []
     let_entries_expire(coal.target, timeout_s)
-    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
+    assert_each_reader_served_once(coal.reply(A, 1, frames=3), {A: 1, C: 2, D: 3})
     assert (coal.event("EXPIRED"), coal.event("REPLIED")) == (1, 0)
     assert coal.replicated() == 2
 
@@ -375,33 +390,33 @@ def test_full_entry_forwards_further_gets(coal: CoalesceNet) -> None:
     readers = many_readers(WAITERS + 2)
     req_ids = {r: 200 + i for i, r in enumerate(readers)}
     origin, waiters, late = readers[0], readers[1: WAITERS + 1], readers[WAITERS + 1]
-    assert gets_to_storage(coal.get(origin, req_ids[origin])) == 1
+    assert gets_to_storage(coal.get(origin, req_ids[origin], frames=1)) == 1
     for r in waiters:
-        assert coal.get(r, req_ids[r]) == []
-    assert gets_to_storage(coal.get(late, req_ids[late])) == 1, "a GET beyond the waiter slots was not forwarded"
+        assert coal.get(r, req_ids[r], parks=True) == []
+    assert gets_to_storage(coal.get(late, req_ids[late], frames=1)) == 1, "a GET beyond the waiter slots was not forwarded"
     assert coal.event("OVERFLOW") == 1
-    out = coal.reply(origin, req_ids[origin])
+    out = coal.reply(origin, req_ids[origin], frames=1 + len(waiters))
     assert_each_reader_served_once(out, {r: req_ids[r] for r in [origin, *waiters]})
     assert coal.replicated() == WAITERS
     assert coal.event("CARRIED") == WAITERS // BATCH - 1
-    assert_each_reader_served_once(coal.reply(late, req_ids[late]), {late: req_ids[late]})
+    assert_each_reader_served_once(coal.reply(late, req_ids[late], frames=1), {late: req_ids[late]})
 
 
 def test_hash_collision_forwards(coal: CoalesceNet) -> None:
     coal.configure()
     other = next(k for k in (chunk_key(KEY.tenant, KEY.prefix_hash + n, KEY.chunk_idx) for n in range(1, 1 << 16))
                  if coalesce_index(k) == coalesce_index(KEY))
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert gets_to_storage(coal.get(C, 2, key=other)) == 1, "a GET of another key in the same cell was held"
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert gets_to_storage(coal.get(C, 2, key=other, frames=1)) == 1, "a GET of another key in the same cell was held"
     assert coal.event("COLLISION") == 1
-    assert_each_reader_served_once(coal.reply(A, 1), {A: 1})
-    assert_each_reader_served_once(coal.reply(C, 2, key=other), {C: 2})
+    assert_each_reader_served_once(coal.reply(A, 1, frames=1), {A: 1})
+    assert_each_reader_served_once(coal.reply(C, 2, key=other, frames=1), {C: 2})
 
 
 def test_different_version_or_storage_node_is_not_joined(coal: CoalesceNet) -> None:
     coal.configure()
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert gets_to_storage(coal.get(C, 2, version=5)) == 1
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert gets_to_storage(coal.get(C, 2, version=5, frames=1)) == 1
     assert coal.event("COLLISION") == 1
 
 
@@ -411,31 +426,31 @@ def test_write_releases_the_pending_entry(coal: CoalesceNet, write: str) -> None
     the write may have been acknowledged at another switch: its INVALIDATE releases the entry too (a reader
     told of the write must not join a GET sent before it; fails without that)."""
     coal.configure()
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert coal.get(C, 2) == []
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert coal.get(C, 2, parks=True) == []
     if write == "put":
-        assert [p for p, _ in coal.put(D)] == [STORAGE_PORT]
+        assert [p for p, _ in coal.put(D, frames=1)] == [STORAGE_PORT]
     elif write == "invalidate":
         assert coal.net.invalidate(KEY, version=4, hops=0, port=STORAGE_PORT) == []
     else:
-        assert [p for p, _ in coal.reply(D, 77, opcode=Opcode.PUT_ACK, status=Status.OK, version=4)] == [D.port]
-    assert coal.event("RELEASED") == 1
-    assert_each_reader_served_once(coal.reply(A, 1), {A: 1})  # A's own reply, as without coalescing
+        assert [p for p, _ in coal.reply(D, 77, opcode=Opcode.PUT_ACK, status=Status.OK, version=4, frames=1)] == [D.port]
+    assert coal.event("RELEASED", until=1) == 1
+    assert_each_reader_served_once(coal.reply(A, 1, frames=1), {A: 1})  # A's own reply, as without coalescing
     assert coal.replicated() == 0
-    assert gets_to_storage(coal.get(C, 3)) == 1, "the retry of the released waiter was held"
-    assert_each_reader_served_once(coal.reply(C, 3, version=4), {C: 3}, version=4)
+    assert gets_to_storage(coal.get(C, 3, frames=1)) == 1, "the retry of the released waiter was held"
+    assert_each_reader_served_once(coal.reply(C, 3, version=4, frames=1), {C: 3}, version=4)
 
 
 def test_reply_from_a_host_port_is_not_replicated(coal: CoalesceNet) -> None:
     """A host cannot answer other readers: only a reply arriving where the GET left (port 2) replicates."""
     coal.configure()
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert coal.get(C, 2) == []
-    forged = coal.reply(A, 1, seed=66, port=D.port)
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert coal.get(C, 2, parks=True) == []
+    forged = coal.reply(A, 1, seed=66, port=D.port, frames=1)
     assert [p for p, _ in forged] == [A.port]  # forwarded to its addressee as without coalescing
     assert coal.event("FOREIGN_REPLY") == 1
     assert coal.replicated() == 0
-    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2})
+    assert_each_reader_served_once(coal.reply(A, 1, frames=2), {A: 1, C: 2})
 
 
 def test_a_waiters_retransmission_is_forwarded(coal: CoalesceNet) -> None:
@@ -443,14 +458,14 @@ def test_a_waiters_retransmission_is_forwarded(coal: CoalesceNet) -> None:
     the reply it waits for is not coming through this entry (lost, or one that cannot replicate), so its retry
     goes on to the storage node instead of parking behind itself again until the entry expires."""
     coal.configure()
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert coal.get(C, 2) == []
-    assert gets_to_storage(coal.get(C, 2)) == 1, "a waiter's retransmission was parked behind itself"
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert coal.get(C, 2, parks=True) == []
+    assert gets_to_storage(coal.get(C, 2, frames=1)) == 1, "a waiter's retransmission was parked behind itself"
     assert coal.event("RETRY") == 1
     assert (coal.event("PENDING"), coal.event("COALESCED")) == (1, 1)
     # another reader still joins, and the reply reaches every waiter once
-    assert coal.get(D, 3) == []
-    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: 3})
+    assert coal.get(D, 3, parks=True) == []
+    assert_each_reader_served_once(coal.reply(A, 1, frames=3), {A: 1, C: 2, D: 3})
     assert coal.replicated() == 2
 
 
@@ -459,11 +474,11 @@ def test_a_waiter_sharing_a_parked_cell_with_another_is_not_a_retry(coal: Coales
     taken for the first one's retransmission."""
     coal.configure()
     other = next(r for r in range(1, 1 << 20) if parked_cell(D, r) == parked_cell(C, 2))
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert coal.get(C, 2) == []
-    assert coal.get(D, other) == [], "a waiter sharing a parked cell was forwarded as a retry"
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert coal.get(C, 2, parks=True) == []
+    assert coal.get(D, other, parks=True) == [], "a waiter sharing a parked cell was forwarded as a retry"
     assert coal.event("RETRY") == 0
-    assert_each_reader_served_once(coal.reply(A, 1), {A: 1, C: 2, D: other})
+    assert_each_reader_served_once(coal.reply(A, 1, frames=3), {A: 1, C: 2, D: other})
 
 
 def test_a_retransmission_of_a_waiter_in_a_later_batch_is_forwarded(coal: CoalesceNet) -> None:
@@ -472,15 +487,15 @@ def test_a_retransmission_of_a_waiter_in_a_later_batch_is_forwarded(coal: Coales
     coal.configure()
     readers = many_readers(2 * BATCH + 3)
     req_ids = {r: 500 + i for i, r in enumerate(readers)}
-    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]])) == 1
+    assert gets_to_storage(coal.get(readers[0], req_ids[readers[0]], frames=1)) == 1
     for r in readers[1:]:
-        assert coal.get(r, req_ids[r]) == []
+        assert coal.get(r, req_ids[r], parks=True) == []
     last = readers[-1]
-    assert gets_to_storage(coal.get(last, req_ids[last])) == 1, "a late-batch waiter's retry was parked again"
+    assert gets_to_storage(coal.get(last, req_ids[last], frames=1)) == 1, "a late-batch waiter's retry was parked again"
     assert coal.event("RETRY") == 1
     again = Reader("again", last.ip, last.mac, last.port, last.udp_port)
-    assert coal.get(again, 999) == [], "the same reader's next request was taken for a retry"
-    out = coal.reply(readers[0], req_ids[readers[0]])
+    assert coal.get(again, 999, parks=True) == [], "the same reader's next request was taken for a retry"
+    out = coal.reply(readers[0], req_ids[readers[0]], frames=len(readers) + 1)
     # every waiter once; the retried waiter's copy still comes (a stray duplicate of the forwarded retry's)
     served = [(Ether(d)[UDP].dport, Ether(d)[KVP].req_id) for _, d in out]
     assert sorted(served) == sorted([(r.udp_port, req_ids[r]) for r in readers] + [(last.udp_port, 999)])
@@ -488,8 +503,8 @@ def test_a_retransmission_of_a_waiter_in_a_later_batch_is_forwarded(coal: Coales
 
 def test_bypass_get_is_never_held(coal: CoalesceNet) -> None:
     coal.configure()
-    assert gets_to_storage(coal.get(A, 1)) == 1
-    assert gets_to_storage(coal.get(C, 2, flags=0x02)) == 1
+    assert gets_to_storage(coal.get(A, 1, frames=1)) == 1
+    assert gets_to_storage(coal.get(C, 2, flags=0x02, frames=1)) == 1
     assert coal.event("COALESCED") == 0
 
 

@@ -86,7 +86,7 @@ def is_bmv2(request) -> bool:
 
 
 def test_a_lone_reply_is_not_marked(net: KvNet) -> None:
-    out = net.send(STORAGE_PORT, reply(0))
+    out = net.send(STORAGE_PORT, reply(0), frames=1)
     assert [p for p, _ in out] == [CLIENT_PORT]
     assert not marked(out[0][1])
 
@@ -106,7 +106,7 @@ def test_replies_behind_a_full_queue_are_marked_and_the_first_are_not(net: KvNet
 
 def test_the_controller_may_lower_the_threshold(net: KvNet, target, request) -> None:
     target.table_set_default(CONFIG, SET_THRESHOLD, {"qdepth": 1})
-    out = net.send(STORAGE_PORT, reply(0))
+    out = net.send(STORAGE_PORT, reply(0), frames=1)
     assert not marked(out[0][1]), "an empty queue is under any threshold above 0"
     n = 24
     out = burst(target, request, STORAGE_PORT, [reply(i) for i in range(n)])

@@ -28,7 +28,7 @@ def test_insert_and_lookup_meta_are_punted_with_ingress_port(net: KvNet, enums) 
     for opcode in (Opcode.INSERT, Opcode.LOOKUP_META):
         frame = kvp_frame(KVP(opcode=opcode, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash, chunk_idx=1,
                               chunk_count=2, aux=(3 << 16) | 512))
-        out = net.send(CLIENT_PORT, frame)
+        out = net.send(CLIENT_PORT, frame, frames=1)
         header = struct.pack("!HBB", CLIENT_PORT, enums["punt_reason_t"]["CLIENT_OP"], 0)
         assert out == [(CPU_PORT, header + bytes(frame))]
     assert net.events("PUNT") == 2
@@ -36,7 +36,7 @@ def test_insert_and_lookup_meta_are_punted_with_ingress_port(net: KvNet, enums) 
 
 def test_packet_out_leaves_unchanged_through_its_port(net: KvNet) -> None:
     reply = kvp_frame(KVP(opcode=Opcode.INSERT_ACK, tenant=KEY.tenant, aux=0b10), to_storage=False)
-    assert net.packet_out(CLIENT_PORT, reply) == [(CLIENT_PORT, bytes(reply))]
+    assert net.packet_out(CLIENT_PORT, reply, frames=1) == [(CLIENT_PORT, bytes(reply))]
     assert net.events("PACKET_OUT") == 1
 
 
@@ -57,7 +57,7 @@ def test_slot_write_then_read_returns_key_version_and_value(net: KvNet) -> None:
 def test_slot_written_by_controller_answers_gets(net: KvNet) -> None:
     net.index(KEY, 17)
     net.slot_write(KEY, slot=17, value=value_chunk(4), version=2)
-    out = net.get(KEY)
+    out = net.get(KEY, frames=1)
     assert [p for p, _ in out] == [CLIENT_PORT]
     reply = Ether(out[0][1])
     assert reply[KVP].status == Status.HIT_SWITCH and reply[KVPValue].value_bytes == value_chunk(4)
@@ -80,9 +80,9 @@ def test_slot_write_with_bad_checksum_is_refused(net: KvNet) -> None:
 def test_slot_write_older_than_last_acknowledged_put_is_refused(net: KvNet) -> None:
     """Since coherence (docs/dataplane.md, "Coherence"): a PUT alone no longer bounds the slot (it may be refused); its PUT_ACK OK does."""
     net.index(KEY, 4)
-    net.put(KEY, value_chunk(1), version=8)
+    net.put(KEY, value_chunk(1), version=8, frames=1)
     assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=7).status == Status.OK
-    net.put_ack(KEY, version=8)
+    net.put_ack(KEY, version=8, frames=1)
     assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=7).status == Status.ERR_STALE
     assert net.slot_write(KEY, slot=4, value=value_chunk(1), version=8).status == Status.OK
 
@@ -114,11 +114,11 @@ def test_slot_write_keeps_the_blocks_chunk_count_and_value_len(net: KvNet) -> No
         net.index(key, 30 + i)
         ack = net.slot_write(key, slot=30 + i, value=chunks[i], version=3, chunk_count=3, value_len=lens[i])
         assert ack.status == Status.OK
-    first = Ether(net.get(keys[0])[0][1])[KVP]
+    first = Ether(net.get(keys[0], frames=1)[0][1])[KVP]
     assert (first.status, first.chunk_count, first.version) == (Status.HIT_SWITCH, 3, 3)
     read = b""
     for i in range(first.chunk_count):
-        reply = Ether(net.get(keys[i], req_id=i)[0][1])
+        reply = Ether(net.get(keys[i], req_id=i, frames=1)[0][1])
         assert reply[KVP].status == Status.HIT_SWITCH
         read += reply[KVPValue].value_bytes[: reply[KVP].value_len]
     assert read == chunks[0] + chunks[1] + chunks[2][:44]
@@ -135,6 +135,6 @@ def test_slot_ops_from_hosts_are_dropped(net: KvNet) -> None:
     frame = kvp_frame(KVP(opcode=Opcode.SLOT_WRITE, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash,
                           chunk_idx=1, chunk_count=2, aux=4) / KVPValue.from_bytes(value_chunk(1)))
     assert net.send(CLIENT_PORT, frame) == []
-    assert net.drops("SLOT_OP_NOT_FROM_CPU") == 1
+    assert net.drops("SLOT_OP_NOT_FROM_CPU", until=1) == 1
     assert net.slot_read(4).status == Status.MISS
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT]

@@ -55,41 +55,41 @@ def switch_reply(key: ChunkKey, value: bytes, version: int, value_len: int, req_
 
 
 def fill(net: KvNet, key: ChunkKey, value: bytes, version: int, **kw) -> None:
-    out = net.server_reply(key, value, version, **kw)
+    out = net.server_reply(key, value, version, **kw, frames=1)
     assert [p for p, _ in out] == [CLIENT_PORT], "a storage node's reply always reaches the client"
 
 
 def test_plain_ipv4_is_routed_with_ttl_decremented(net: KvNet) -> None:
     frame = Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP, ttl=9) / UDP(dport=53) / b"x"
-    assert net.send(CLIENT_PORT, frame) == [(STORAGE_PORT, forwarded(frame, STORAGE_MAC))]
+    assert net.send(CLIENT_PORT, frame, frames=1) == [(STORAGE_PORT, forwarded(frame, STORAGE_MAC))]
 
 
 def test_unrouted_packet_is_dropped_and_counted(net: KvNet) -> None:
     frame = Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst="192.0.2.9") / UDP(dport=53)
     assert net.send(CLIENT_PORT, frame) == []
-    assert net.drops("NO_ROUTE") == 1
+    assert net.drops("NO_ROUTE", until=1) == 1
 
 
 def test_packet_with_expiring_ttl_is_dropped_and_counted(net: KvNet) -> None:
     frame = Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP, ttl=1) / UDP(dport=53)
     assert net.send(CLIENT_PORT, frame) == []
-    assert net.drops("TTL_EXPIRED") == 1
+    assert net.drops("TTL_EXPIRED", until=1) == 1
 
 
 def test_get_miss_goes_to_storage_node_unchanged(net: KvNet) -> None:
     get = kvp_frame(KVP(opcode=Opcode.GET, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash, chunk_count=4, req_id=1))
-    assert net.get(KEY) == [(STORAGE_PORT, forwarded(get, STORAGE_MAC))]
+    assert net.get(KEY, frames=1) == [(STORAGE_PORT, forwarded(get, STORAGE_MAC))]
     assert net.events("GET_MISS") == 1
 
 
 def test_reply_fills_indexed_slot_and_next_get_is_answered_by_switch(net: KvNet) -> None:
     value = value_chunk(1)
     net.index(KEY, SLOT)
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT]
     fill(net, KEY, value, version=3, csum=None)
     assert net.events("FILL") == 1
 
-    out = net.get(KEY, req_id=42)
+    out = net.get(KEY, req_id=42, frames=1)
     assert out == [(CLIENT_PORT, switch_reply(KEY, value, version=3, value_len=128, req_id=42))]
     assert net.events("GET_HIT") == 1
 
@@ -99,8 +99,8 @@ def test_switch_reply_keeps_value_len_of_the_filled_chunk(net: KvNet) -> None:
     net.index(KEY, SLOT)
     net.send(STORAGE_PORT, kvp_frame(
         KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash,
-            chunk_count=4, version=1, value_len=100) / KVPValue.from_bytes(value), to_storage=False))
-    assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, value, version=1, value_len=100))]
+            chunk_count=4, version=1, value_len=100) / KVPValue.from_bytes(value), to_storage=False), frames=1)
+    assert net.get(KEY, frames=1) == [(CLIENT_PORT, switch_reply(KEY, value, version=1, value_len=100))]
 
 
 @pytest.mark.parametrize(("status", "fills"), [
@@ -114,9 +114,9 @@ def test_reply_fills_only_when_it_is_a_hit_from_a_server_or_an_upstream_switch(
     net.index(KEY, SLOT)
     net.send(STORAGE_PORT, kvp_frame(
         KVP(opcode=Opcode.GET_REPLY, status=status, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash,
-            chunk_count=4, version=2) / KVPValue.from_bytes(value), to_storage=False))
+            chunk_count=4, version=2) / KVPValue.from_bytes(value), to_storage=False), frames=1)
     assert net.events("FILL") == int(fills)
-    out = net.get(KEY, req_id=9)
+    out = net.get(KEY, req_id=9, frames=1)
     if fills:
         assert out == [(CLIENT_PORT, switch_reply(KEY, value, version=2, value_len=128, req_id=9))]
     else:
@@ -126,7 +126,7 @@ def test_reply_fills_only_when_it_is_a_hit_from_a_server_or_an_upstream_switch(
 def test_unindexed_reply_fills_nothing(net: KvNet) -> None:
     fill(net, KEY, value_chunk(1), version=1)
     assert net.events("FILL") == 0
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT]
 
 
 def test_per_slot_hit_counter_counts_answered_gets(net: KvNet) -> None:
@@ -134,8 +134,8 @@ def test_per_slot_hit_counter_counts_answered_gets(net: KvNet) -> None:
     net.index(OTHER, SLOT + 1)
     fill(net, KEY, value_chunk(1), version=1)
     for i in range(3):
-        assert [p for p, _ in net.get(KEY, req_id=i)] == [CLIENT_PORT]
-    net.get(OTHER)  # a miss: counts nowhere
+        assert [p for p, _ in net.get(KEY, req_id=i, frames=1)] == [CLIENT_PORT]
+    net.get(OTHER, frames=1)  # a miss: counts nowhere
     assert (net.slot_hits(SLOT), net.slot_hits(SLOT + 1)) == (3, 0)
 
 
@@ -145,14 +145,15 @@ def test_raised_min_version_retires_a_valid_copy_and_the_next_reply_replaces_it(
     old, new = value_chunk(1), value_chunk(2)
     net.index(KEY, SLOT)
     fill(net, KEY, old, version=3)
-    assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, old, version=3, value_len=128))]
+    assert net.get(KEY, frames=1) == [(CLIENT_PORT, switch_reply(KEY, old, version=3, value_len=128))]
 
     net.reindex(KEY, SLOT, min_version=4)
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT], "the outdated copy is a miss"
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT], "the outdated copy is a miss"
     fill(net, KEY, old, version=3)  # an old reply still in flight: refused
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT]
     fill(net, KEY, new, version=4)
-    assert net.get(KEY, req_id=7) == [(CLIENT_PORT, switch_reply(KEY, new, version=4, value_len=128, req_id=7))]
+    assert net.get(KEY, req_id=7, frames=1) == [
+        (CLIENT_PORT, switch_reply(KEY, new, version=4, value_len=128, req_id=7))]
 
 
 def test_put_invalidates_slot_but_does_not_bound_it(net: KvNet) -> None:
@@ -160,48 +161,48 @@ def test_put_invalidates_slot_but_does_not_bound_it(net: KvNet) -> None:
     current version may fill again until a PUT_ACK says the new version is committed."""
     net.index(KEY, SLOT)
     fill(net, KEY, value_chunk(1), version=3)
-    assert [p for p, _ in net.get(KEY)] == [CLIENT_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [CLIENT_PORT]
 
-    assert [p for p, _ in net.put(KEY, value_chunk(2), version=4)] == [STORAGE_PORT]
+    assert [p for p, _ in net.put(KEY, value_chunk(2), version=4, frames=1)] == [STORAGE_PORT]
     assert net.events("PUT_INVALIDATE") == 1
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT], "invalidated: the storage node answers"
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT], "invalidated: the storage node answers"
 
     fill(net, KEY, value_chunk(1), version=3)  # v4 is not acknowledged: v3 is still the committed value
-    assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(1), version=3, value_len=128))]
+    assert net.get(KEY, frames=1) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(1), version=3, value_len=128))]
 
 
 def test_acknowledged_put_bounds_the_slot_and_older_value_never_comes_back(net: KvNet) -> None:
     net.index(KEY, SLOT)
     fill(net, KEY, value_chunk(1), version=3)
-    net.put(KEY, value_chunk(2), version=4)
-    assert [p for p, _ in net.put_ack(KEY, version=4)] == [CLIENT_PORT], "the ack reaches the writer"
+    net.put(KEY, value_chunk(2), version=4, frames=1)
+    assert [p for p, _ in net.put_ack(KEY, version=4, frames=1)] == [CLIENT_PORT], "the ack reaches the writer"
     assert net.events("PUT_ACK_BOUND") == 1
 
     fill(net, KEY, value_chunk(1), version=3)  # a reply that was in flight before the PUT
     assert net.drops("STALE_FILL") == 1
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT]
 
     fill(net, KEY, value_chunk(2), version=4)
-    assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(2), version=4, value_len=128))]
+    assert net.get(KEY, frames=1) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(2), version=4, value_len=128))]
 
 
 def test_acknowledged_put_retires_an_older_valid_copy(net: KvNet) -> None:
     """A PUT that went around this switch but whose ack passes through it: the old copy stops being served."""
     net.index(KEY, SLOT)
     fill(net, KEY, value_chunk(1), version=3)
-    net.put_ack(KEY, version=4)
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    net.put_ack(KEY, version=4, frames=1)
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT]
     fill(net, KEY, value_chunk(2), version=4)
-    assert net.get(KEY) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(2), version=4, value_len=128))]
+    assert net.get(KEY, frames=1) == [(CLIENT_PORT, switch_reply(KEY, value_chunk(2), version=4, value_len=128))]
 
 
 def test_index_min_version_bounds_fills(net: KvNet) -> None:
     net.index(KEY, SLOT, min_version=5)
     fill(net, KEY, value_chunk(1), version=4)
     assert net.drops("STALE_FILL") == 1
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT]
     fill(net, KEY, value_chunk(1), version=5)
-    assert [p for p, _ in net.get(KEY)] == [CLIENT_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [CLIENT_PORT]
 
 
 def test_fill_with_bad_checksum_is_refused(net: KvNet) -> None:
@@ -209,7 +210,7 @@ def test_fill_with_bad_checksum_is_refused(net: KvNet) -> None:
     fill(net, KEY, value_chunk(1), version=1, csum=crc(value_chunk(1)) ^ 1)
     assert net.drops("BAD_CHECKSUM") == 1
     assert net.events("FILL") == 0
-    assert [p for p, _ in net.get(KEY)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [STORAGE_PORT]
 
 
 @pytest.mark.parametrize("other", [
@@ -221,8 +222,8 @@ def test_slot_never_serves_another_keys_value(net: KvNet, other: ChunkKey) -> No
     net.index(KEY, SLOT)
     net.index(other, SLOT)  # a stale or conflicting index entry pointing at the same slot
     fill(net, KEY, value_chunk(1), version=1)
-    assert [p for p, _ in net.get(other)] == [STORAGE_PORT]
-    assert [p for p, _ in net.get(KEY)] == [CLIENT_PORT]
+    assert [p for p, _ in net.get(other, frames=1)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, frames=1)] == [CLIENT_PORT]
 
 
 def test_bypass_get_is_not_answered_and_bypass_reply_does_not_fill(net: KvNet) -> None:
@@ -230,12 +231,12 @@ def test_bypass_get_is_not_answered_and_bypass_reply_does_not_fill(net: KvNet) -
     fill(net, KEY, value_chunk(1), version=1, flags=int(Flag.VALUE | Flag.BYPASS))
     assert net.events("FILL") == 0
     fill(net, KEY, value_chunk(1), version=1)
-    assert [p for p, _ in net.get(KEY, flags=int(Flag.BYPASS))] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, flags=int(Flag.BYPASS), frames=1)] == [STORAGE_PORT]
     assert net.slot_hits(SLOT) == 0
 
 
 def test_get_asking_for_newer_version_than_cached_misses(net: KvNet) -> None:
     net.index(KEY, SLOT)
     fill(net, KEY, value_chunk(1), version=2)
-    assert [p for p, _ in net.get(KEY, version=3)] == [STORAGE_PORT]
-    assert [p for p, _ in net.get(KEY, version=2)] == [CLIENT_PORT]
+    assert [p for p, _ in net.get(KEY, version=3, frames=1)] == [STORAGE_PORT]
+    assert [p for p, _ in net.get(KEY, version=2, frames=1)] == [CLIENT_PORT]

@@ -8,8 +8,9 @@ HOT = chunk_key(tenant=3, prefix_hash=0xAAAA_BBBB_CCCC_DDDD, chunk_idx=2)
 COLD = chunk_key(tenant=3, prefix_hash=0x1111_2222_3333_4444, chunk_idx=0)
 
 
-def digest_fields(net: KvNet) -> list[dict[str, int]]:
-    msgs = net.digests()
+def digest_fields(net: KvNet, count: int | None = None) -> list[dict[str, int]]:
+    """The digests that came; `count`: how many a correct switch sends (a switch process is waited on)."""
+    msgs = net.digests(count)
     assert {m.name for m in msgs} <= {"hot_key_digest_t"}
     return [dict(m.fields) for m in msgs]
 
@@ -17,8 +18,8 @@ def digest_fields(net: KvNet) -> list[dict[str, int]]:
 def test_hot_key_triggers_one_digest(net: KvNet) -> None:
     net.sketch(hot_threshold=3, epoch=1)
     for i in range(8):
-        assert [p for p, _ in net.get(HOT, req_id=i)] == [STORAGE_PORT], "detection never changes forwarding"
-    assert digest_fields(net) == [
+        assert [p for p, _ in net.get(HOT, req_id=i, frames=1)] == [STORAGE_PORT], "detection never changes forwarding"
+    assert digest_fields(net, count=1) == [
         {"tenant": HOT.tenant, "prefix_hash": HOT.prefix_hash, "chunk_idx": HOT.chunk_idx, "estimate": 3}
     ]
     assert net.events("HOT_DIGEST") == 1
@@ -26,42 +27,42 @@ def test_hot_key_triggers_one_digest(net: KvNet) -> None:
 
 def test_key_below_threshold_is_not_reported(net: KvNet) -> None:
     net.sketch(hot_threshold=3, epoch=1)
-    net.get(COLD)
-    net.get(COLD)
-    net.get(HOT)
+    net.get(COLD, frames=1)
+    net.get(COLD, frames=1)
+    net.get(HOT, frames=1)
     assert digest_fields(net) == []
 
 
 def test_sketch_off_by_default_sends_no_digest(net: KvNet) -> None:
     for _ in range(5):
-        net.get(HOT)
+        net.get(HOT, frames=1)
     assert digest_fields(net) == []
 
 
 def test_new_epoch_resets_counts_and_reports_again(net: KvNet) -> None:
     net.sketch(hot_threshold=2, epoch=1)
-    net.get(HOT)
-    net.get(COLD)
-    net.get(HOT)
-    assert [d["prefix_hash"] for d in digest_fields(net)] == [HOT.prefix_hash]
+    net.get(HOT, frames=1)
+    net.get(COLD, frames=1)
+    net.get(HOT, frames=1)
+    assert [d["prefix_hash"] for d in digest_fields(net, count=1)] == [HOT.prefix_hash]
 
     net.sketch(hot_threshold=2, epoch=2)
-    net.get(COLD)  # COLD's single miss of epoch 1 no longer counts
+    net.get(COLD, frames=1)  # COLD's single miss of epoch 1 no longer counts
     assert digest_fields(net) == []
-    net.get(HOT)
+    net.get(HOT, frames=1)
     assert digest_fields(net) == []
-    net.get(HOT)
-    assert digest_fields(net) == [
+    net.get(HOT, frames=1)
+    assert digest_fields(net, count=1) == [
         {"tenant": HOT.tenant, "prefix_hash": HOT.prefix_hash, "chunk_idx": HOT.chunk_idx, "estimate": 2}
     ]
 
 
 def test_hits_do_not_count_towards_hotness(net: KvNet) -> None:
     net.index(HOT, 9)
-    net.server_reply(HOT, value_chunk(3), version=1)
+    net.server_reply(HOT, value_chunk(3), version=1, frames=1)
     net.sketch(hot_threshold=1, epoch=1)
     for _ in range(4):
-        assert [p for p, _ in net.get(HOT)] == [CLIENT_PORT]
+        assert [p for p, _ in net.get(HOT, frames=1)] == [CLIENT_PORT]
     assert digest_fields(net) == []
 
 
@@ -71,8 +72,8 @@ def test_many_keys_each_reported_once(net: KvNet) -> None:
             for i in range(12)]
     for _round in range(3):
         for k in keys:
-            net.get(k)
-    reported = sorted((d["prefix_hash"], d["chunk_idx"]) for d in digest_fields(net))
+            net.get(k, frames=1)
+    reported = sorted((d["prefix_hash"], d["chunk_idx"]) for d in digest_fields(net, count=len(keys)))
     assert reported == sorted((k.prefix_hash, k.chunk_idx) for k in keys)
 
 
@@ -87,8 +88,8 @@ def test_misses_of_chunks_larger_than_a_slot_are_not_counted(net: KvNet) -> None
     for i in range(4):
         kvp = KVP(opcode=Opcode.GET, tenant=HOT.tenant, prefix_hash=HOT.prefix_hash, chunk_idx=HOT.chunk_idx,
                   chunk_count=4, chunk_shift=13, req_id=i)
-        assert [p for p, _ in net.send(CLIENT_PORT, kvp_frame(kvp))] == [STORAGE_PORT]
+        assert [p for p, _ in net.send(CLIENT_PORT, kvp_frame(kvp), frames=1)] == [STORAGE_PORT]
     assert digest_fields(net) == []
-    net.get(HOT)
-    net.get(HOT)  # the same key's slot-sized chunks still count, from zero
-    assert [d["estimate"] for d in digest_fields(net)] == [2]
+    net.get(HOT, frames=1)
+    net.get(HOT, frames=1)  # the same key's slot-sized chunks still count, from zero
+    assert [d["estimate"] for d in digest_fields(net, count=1)] == [2]

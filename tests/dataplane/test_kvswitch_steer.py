@@ -30,6 +30,7 @@ from controller.steering import (
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
+from kvtesting import expect
 from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
@@ -112,27 +113,30 @@ class PoolNet:
         self.steering.check(self.writer)
 
     def request(self, opcode: int, key: ChunkKey, *, dst: str = POOL_IP, port: int = CLIENT_PORT,
-                value: bytes | None = None, req_id: int = 5, version: int = 0, sport: int = CLIENT_UDP_PORT
-                ) -> list[tuple[int, bytes]]:
+                value: bytes | None = None, req_id: int = 5, version: int = 0, sport: int = CLIENT_UDP_PORT,
+                frames: int | None = None) -> list[tuple[int, bytes]]:
+        """A client's request; `frames`: how many a correct switch sends for it (`kvtesting.expect`)."""
         kvp = KVP(opcode=opcode, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
                   chunk_count=4, req_id=req_id, version=version)
         if value is not None:
             kvp = kvp / KVPValue.from_bytes(value)
         frame = (Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=dst)
                  / UDP(sport=sport, dport=KVP_UDP_PORT) / kvp)
-        return self.target.process(port, bytes(frame))
+        return expect.process(self.target, port, bytes(frame), frames)
 
     def reply(self, node_id: int, opcode: int, key: ChunkKey, *, status: int = Status.OK,
               value: bytes | None = None, version: int = 1, req_id: int = 5, port: int | None = None,
-              sport_ip: str | None = None, dport: int = CLIENT_UDP_PORT) -> list[tuple[int, bytes]]:
-        """Node `node_id`'s reply to the client (from its port unless `port` says otherwise)."""
+              sport_ip: str | None = None, dport: int = CLIENT_UDP_PORT,
+              frames: int | None = None) -> list[tuple[int, bytes]]:
+        """Node `node_id`'s reply to the client (from its port unless `port` says otherwise); `frames`: how many
+        a correct switch sends for it."""
         kvp = KVP(opcode=opcode, status=status, tenant=key.tenant, prefix_hash=key.prefix_hash,
                   chunk_idx=key.chunk_idx, chunk_count=4, req_id=req_id, version=version)
         if value is not None:
             kvp = kvp / KVPValue.from_bytes(value)
         frame = (Ether(dst=SWITCH_MAC, src=MAC_OF[node_id]) / IP(src=sport_ip or ADDRESS_OF[node_id], dst=CLIENT_IP)
                  / UDP(sport=KVP_UDP_PORT, dport=dport) / kvp)
-        return self.target.process(PORT_OF[node_id] if port is None else port, bytes(frame))
+        return expect.process(self.target, PORT_OF[node_id] if port is None else port, bytes(frame), frames)
 
     def event(self, name: str) -> int:
         return self.target.counter_read("MyIngress.steer_events", self.net.enums["steer_event_t"][name])[0]
@@ -154,7 +158,7 @@ def only(out: list[tuple[int, bytes]], port: int) -> Ether:
 def test_requests_to_the_pool_address_go_to_the_node_of_their_bucket(pool: PoolNet, opcode: int) -> None:
     for node_id, key in ((1, KEY1), (2, KEY2)):
         value = value_chunk(node_id) if opcode == Opcode.PUT else None
-        frame = only(pool.request(opcode, key, value=value), PORT_OF[node_id])
+        frame = only(pool.request(opcode, key, value=value, frames=1), PORT_OF[node_id])
         assert (frame[IP].dst, frame[Ether].dst) == (ADDRESS_OF[node_id], MAC_OF[node_id])
         assert (frame[IP].src, frame[UDP].sport, frame[UDP].chksum) == (CLIENT_IP, CLIENT_UDP_PORT, 0)
         assert frame[IP].ttl == 63 and frame[KVP].opcode == opcode and frame[KVP].req_id == 5
@@ -164,13 +168,13 @@ def test_requests_to_the_pool_address_go_to_the_node_of_their_bucket(pool: PoolN
 
 
 def test_every_chunk_of_a_block_goes_to_one_node(pool: PoolNet) -> None:
-    ports = {only(pool.request(Opcode.GET, chunk_key(KEY2.tenant, KEY2.prefix_hash, idx)), NODE2_PORT)[IP].dst
+    ports = {only(pool.request(Opcode.GET, chunk_key(KEY2.tenant, KEY2.prefix_hash, idx), frames=1), NODE2_PORT)[IP].dst
              for idx in range(4)}
     assert ports == {NODE2_IP}
 
 
 def test_other_addresses_are_routed_as_before(pool: PoolNet) -> None:
-    frame = only(pool.request(Opcode.GET, KEY1, dst=NODE2_IP), NODE2_PORT)
+    frame = only(pool.request(Opcode.GET, KEY1, dst=NODE2_IP, frames=1), NODE2_PORT)
     assert frame[IP].dst == NODE2_IP and pool.event("STEERED") == 0
 
 
@@ -181,7 +185,7 @@ def test_a_members_reply_from_its_storage_port_leaves_in_the_pool_name(pool: Poo
     value = value_chunk(7) if opcode == Opcode.GET_REPLY else None
     status = Status.HIT_SERVER if opcode == Opcode.GET_REPLY else Status.OK
     for node_id in (1, 2):
-        frame = only(pool.reply(node_id, opcode, KEY1, status=status, value=value), CLIENT_PORT)
+        frame = only(pool.reply(node_id, opcode, KEY1, status=status, value=value, frames=1), CLIENT_PORT)
         assert (frame[IP].src, frame[IP].dst, frame[UDP].sport) == (POOL_IP, CLIENT_IP, KVP_UDP_PORT)
         assert frame[UDP].chksum == 0 and frame[KVP].status == status
         assert not int(frame[KVP].flags) & Flag.BYPASS
@@ -192,7 +196,7 @@ def test_a_reply_from_a_host_port_is_not_renamed_into_the_pool(pool: PoolNet) ->
     """A host forging a member's reply (its source address) cannot speak in the pool's name; it is delivered
     as before the pool existed: marked F_BYPASS, never stored."""
     frame = only(pool.reply(1, Opcode.GET_REPLY, KEY1, status=Status.HIT_SERVER, value=value_chunk(6),
-                            port=CLIENT_PORT), CLIENT_PORT)
+                            port=CLIENT_PORT, frames=1), CLIENT_PORT)
     assert frame[IP].src == STORAGE_IP
     assert int(frame[KVP].flags) & Flag.BYPASS
     assert pool.event("REPLY_REWRITTEN") == 0
@@ -200,7 +204,7 @@ def test_a_reply_from_a_host_port_is_not_renamed_into_the_pool(pool: PoolNet) ->
 
 def test_a_reply_of_an_address_outside_the_pool_is_not_renamed(pool: PoolNet) -> None:
     frame = only(pool.reply(1, Opcode.GET_REPLY, KEY1, status=Status.HIT_SERVER, value=value_chunk(6),
-                            sport_ip="10.0.0.77"), CLIENT_PORT)
+                            sport_ip="10.0.0.77", frames=1), CLIENT_PORT)
     assert frame[IP].src == "10.0.0.77"
 
 
@@ -208,9 +212,9 @@ def test_a_reply_of_an_address_outside_the_pool_is_not_renamed(pool: PoolNet) ->
 
 def test_the_switch_store_serves_pool_gets_in_the_pool_name(pool: PoolNet) -> None:
     pool.net.index(KEY2, 9)
-    only(pool.reply(2, Opcode.GET_REPLY, KEY2, status=Status.HIT_SERVER, value=value_chunk(2), version=3),
+    only(pool.reply(2, Opcode.GET_REPLY, KEY2, status=Status.HIT_SERVER, value=value_chunk(2), version=3, frames=1),
          CLIENT_PORT)
-    frame = only(pool.request(Opcode.GET, KEY2), CLIENT_PORT)
+    frame = only(pool.request(Opcode.GET, KEY2, frames=1), CLIENT_PORT)
     assert (frame[KVP].status, frame[KVP].version, frame[IP].src) == (Status.HIT_SWITCH, 3, POOL_IP)
     assert frame[KVPValue].value_bytes == value_chunk(2)
 
@@ -221,53 +225,53 @@ def test_a_down_nodes_buckets_are_answered_miss_and_writes_refused(pool: PoolNet
     pool.fail(2)
     for opcode, status in ((Opcode.GET, Status.MISS), (Opcode.STAT, Status.MISS), (Opcode.PUT, Status.ERR_FULL)):
         value = value_chunk(1) if opcode == Opcode.PUT else None
-        frame = only(pool.request(opcode, KEY2, value=value, req_id=31), CLIENT_PORT)
+        frame = only(pool.request(opcode, KEY2, value=value, req_id=31, frames=1), CLIENT_PORT)
         assert (frame[KVP].opcode, frame[KVP].status, frame[KVP].req_id) == (opcode + 1, status, 31)
         assert (frame[IP].src, frame[IP].dst, frame[UDP].sport, frame[UDP].dport) == \
             (POOL_IP, CLIENT_IP, KVP_UDP_PORT, CLIENT_UDP_PORT)
         assert KVPValue not in frame and frame[IP].len == len(frame[IP]) and frame[UDP].len == len(frame[UDP])
     assert pool.event("UNAVAILABLE") == 3
-    assert only(pool.request(Opcode.GET, KEY1), STORAGE_PORT)[IP].dst == STORAGE_IP, "node 1 still serves"
+    assert only(pool.request(Opcode.GET, KEY1, frames=1), STORAGE_PORT)[IP].dst == STORAGE_IP, "node 1 still serves"
     pool.fail(2, live=True)
-    assert only(pool.request(Opcode.GET, KEY2), NODE2_PORT)[IP].dst == NODE2_IP
+    assert only(pool.request(Opcode.GET, KEY2, frames=1), NODE2_PORT)[IP].dst == NODE2_IP
 
 
 def test_a_switch_hit_is_served_while_its_node_is_down(pool: PoolNet) -> None:
     pool.net.index(KEY2, 4)
-    only(pool.reply(2, Opcode.GET_REPLY, KEY2, status=Status.HIT_SERVER, value=value_chunk(8), version=2),
+    only(pool.reply(2, Opcode.GET_REPLY, KEY2, status=Status.HIT_SERVER, value=value_chunk(8), version=2, frames=1),
          CLIENT_PORT)
     pool.fail(2)
-    frame = only(pool.request(Opcode.GET, KEY2), CLIENT_PORT)
+    frame = only(pool.request(Opcode.GET, KEY2, frames=1), CLIENT_PORT)
     assert (frame[KVP].status, frame[KVPValue].value_bytes) == (Status.HIT_SWITCH, value_chunk(8))
 
 
 def test_with_a_shared_store_a_down_nodes_buckets_go_to_a_live_node(net: KvNet, target: Target) -> None:
     pool = PoolNet(net, target, shared_store=True)
     pool.fail(2)
-    assert only(pool.request(Opcode.GET, KEY2), STORAGE_PORT)[IP].dst == STORAGE_IP
+    assert only(pool.request(Opcode.GET, KEY2, frames=1), STORAGE_PORT)[IP].dst == STORAGE_IP
     pool.fail(2, live=True)
-    assert only(pool.request(Opcode.GET, KEY2), NODE2_PORT)[IP].dst == NODE2_IP
+    assert only(pool.request(Opcode.GET, KEY2, frames=1), NODE2_PORT)[IP].dst == NODE2_IP
 
 
 # ---- LOOKUP_META in the data plane ------------------------------------------------------------------------
 
 def test_lookup_meta_of_an_indexed_key_is_answered_by_the_switch(pool: PoolNet) -> None:
     pool.net.index(KEY2, 12, min_version=4)
-    frame = only(pool.request(Opcode.LOOKUP_META, KEY2, req_id=77), CLIENT_PORT)
+    frame = only(pool.request(Opcode.LOOKUP_META, KEY2, req_id=77, frames=1), CLIENT_PORT)
     assert (frame[KVP].opcode, frame[KVP].status, frame[KVP].req_id) == (Opcode.LOOKUP_META_REPLY, Status.OK, 77)
     assert (frame[IP].src, frame[IP].dst, frame[UDP].dport) == (POOL_IP, CLIENT_IP, CLIENT_UDP_PORT)
     assert node_of_meta_aux(frame[KVP].aux) == 2 and frame[KVP].aux & 0xFF == 0, "not in the switch yet"
     assert frame[KVP].version == 4, "the entry's min_version: the newest the controller knows"
 
-    only(pool.reply(2, Opcode.GET_REPLY, KEY2, status=Status.HIT_SERVER, value=value_chunk(3), version=6),
+    only(pool.reply(2, Opcode.GET_REPLY, KEY2, status=Status.HIT_SERVER, value=value_chunk(3), version=6, frames=1),
          CLIENT_PORT)
-    frame = only(pool.request(Opcode.LOOKUP_META, KEY2), CLIENT_PORT)
+    frame = only(pool.request(Opcode.LOOKUP_META, KEY2, frames=1), CLIENT_PORT)
     assert frame[KVP].aux == (2 << 24) | (1 << 1) and frame[KVP].version == 6, "SWITCH tier, slot's version"
     assert pool.event("META_ANSWERED") == 2 and pool.net.events("PUNT") == 0
 
 
 def test_lookup_meta_of_an_unknown_key_is_punted_to_the_controller(pool: PoolNet) -> None:
-    out = pool.request(Opcode.LOOKUP_META, KEY1)
+    out = pool.request(Opcode.LOOKUP_META, KEY1, frames=1)
     assert [p for p, _ in out] == [CPU_PORT]
     assert pool.net.events("PUNT") == 1 and pool.event("META_ANSWERED") == 0
 
@@ -275,11 +279,11 @@ def test_lookup_meta_of_an_unknown_key_is_punted_to_the_controller(pool: PoolNet
 def test_lookup_meta_is_answered_without_a_pool_too(net: KvNet) -> None:
     """Metadata in the data plane does not need steering: node id 0 ("not said")."""
     net.index(KEY1, 3)
-    net.server_reply(KEY1, value_chunk(1), version=2)
+    net.server_reply(KEY1, value_chunk(1), version=2, frames=1)
     frame = only(net.send(CLIENT_PORT, Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP)
                           / UDP(sport=CLIENT_UDP_PORT, dport=KVP_UDP_PORT)
                           / KVP(opcode=Opcode.LOOKUP_META, tenant=KEY1.tenant, prefix_hash=KEY1.prefix_hash,
-                                chunk_count=4)), CLIENT_PORT)
+                                chunk_count=4), frames=1), CLIENT_PORT)
     assert (frame[KVP].aux, frame[KVP].version, frame[IP].src) == (1 << 1, 2, STORAGE_IP)
 
 
@@ -294,11 +298,19 @@ def test_coalescing_keys_pool_gets_by_the_pool_not_the_node(pool: PoolNet, targe
     for group, layout in group_layouts(options, (1, 2, 3, 4)).items():
         target.mcast_group_set(group, list(_replicas(layout)))
     target.table_set_default("MyIngress.coalesce_config", "MyIngress.set_coalesce_config", options.config_params())
-    first = only(pool.request(Opcode.GET, KEY2, req_id=1, sport=40001), NODE2_PORT)
+    first = only(pool.request(Opcode.GET, KEY2, req_id=1, sport=40001, frames=1), NODE2_PORT)
     assert first[IP].dst == NODE2_IP
+    coalesced = pool.net.enums["coalesce_event_t"]["COALESCED"]
+
+    def parked() -> int:
+        return target.counter_read("MyIngress.coalesce_events", coalesced)[0]
+
+    before = parked()
     assert pool.request(Opcode.GET, KEY2, req_id=2, sport=40002) == [], "the second reader waits"
+    # nothing to wait for but the count: the reply below must not overtake the parked GET on a busy machine
+    assert expect.settled(target, parked, before + 1) == before + 1
     out = pool.reply(2, Opcode.GET_REPLY, KEY2, status=Status.HIT_SERVER, value=value_chunk(4), req_id=1,
-                     dport=40001)
+                     dport=40001, frames=2)
     got = sorted((Ether(d)[UDP].dport, Ether(d)[KVP].req_id, Ether(d)[IP].src, p) for p, d in out)
     assert got == [(40001, 1, POOL_IP, CLIENT_PORT), (40002, 2, POOL_IP, CLIENT_PORT)]
 

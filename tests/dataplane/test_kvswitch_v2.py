@@ -17,6 +17,7 @@ from scapy.packet import Raw
 from kvpool.constants import KVP_UDP_PORT, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
+from kvtesting import expect
 from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
@@ -67,10 +68,10 @@ def slot_reply(key: ChunkKey, value: bytes, version: int) -> Ether:
 
 def test_a_v1_get_is_counted_bad_version_and_forwarded_untouched(net: KvNet) -> None:
     net.index(chunk_key(), SLOT)
-    net.server_reply(chunk_key(), value_chunk(1), version=1)  # the key is in the pool: a v2 GET would hit
+    net.server_reply(chunk_key(), value_chunk(1), version=1, frames=1)  # the key is in the pool: a v2 GET would hit
     frame = (Ether(dst=SWITCH_MAC, src=CLIENT_MAC) / IP(src=CLIENT_IP, dst=STORAGE_IP)
              / UDP(sport=40001, dport=KVP_UDP_PORT) / Raw(V1_GET))
-    out = net.send(CLIENT_PORT, frame)
+    out = net.send(CLIENT_PORT, frame, frames=1)
     assert [p for p, _ in out] == [STORAGE_PORT], "never answered from the pool, never dropped"
     assert Ether(out[0][1])[UDP].load == V1_GET
     assert net.drops("BAD_VERSION") == 1 and net.events("GET_HIT") == 0
@@ -78,34 +79,34 @@ def test_a_v1_get_is_counted_bad_version_and_forwarded_untouched(net: KvNet) -> 
 
 def test_a_1_kib_chunk_is_forwarded_whole_but_never_stored(net: KvNet) -> None:
     net.index(WIDE, SLOT)
-    assert [p for p, _ in net.send(CLIENT_PORT, get(WIDE))] == [STORAGE_PORT]
-    out = net.send(STORAGE_PORT, large_reply(WIDE, KIB, shift=10))
+    assert [p for p, _ in net.send(CLIENT_PORT, get(WIDE), frames=1)] == [STORAGE_PORT]
+    out = net.send(STORAGE_PORT, large_reply(WIDE, KIB, shift=10), frames=1)
     assert [p for p, _ in out] == [CLIENT_PORT]
     reply = Ether(out[0][1])[KVP]
     assert (reply.chunk_shift, reply.chunk_idx, reply.value) == (10, WIDE.chunk_idx, KIB)
     assert net.events("FILL") == 0 and net.drops("NO_VALUE") == 0
-    assert [p for p, _ in net.send(CLIENT_PORT, get(WIDE, 2))] == [STORAGE_PORT], "a 1 KiB chunk was stored"
+    assert [p for p, _ in net.send(CLIENT_PORT, get(WIDE, 2), frames=1)] == [STORAGE_PORT], "a 1 KiB chunk was stored"
 
 
 def test_an_8_kib_put_passes_and_still_invalidates(net: KvNet) -> None:
     key = chunk_key(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=300)
     net.index(key, SLOT)
-    net.send(STORAGE_PORT, slot_reply(key, value_chunk(1), version=1))
-    assert [p for p, _ in net.send(CLIENT_PORT, get(key))] == [CLIENT_PORT], "filled and served"
+    net.send(STORAGE_PORT, slot_reply(key, value_chunk(1), version=1), frames=1)
+    assert [p for p, _ in net.send(CLIENT_PORT, get(key), frames=1)] == [CLIENT_PORT], "filled and served"
     put = KVP(opcode=Opcode.PUT, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
               chunk_count=COUNT, chunk_shift=13, version=2) / Raw(bytes(8192))
-    out = net.send(CLIENT_PORT, kvp_frame(put))
+    out = net.send(CLIENT_PORT, kvp_frame(put), frames=1)
     assert [p for p, _ in out] == [STORAGE_PORT] and len(Ether(out[0][1])[KVP].payload) == 8192
     assert net.events("PUT_INVALIDATE") == 1
-    assert [p for p, _ in net.send(CLIENT_PORT, get(key, 2))] == [STORAGE_PORT]
+    assert [p for p, _ in net.send(CLIENT_PORT, get(key, 2), frames=1)] == [STORAGE_PORT]
 
 
 def test_a_128_byte_chunk_beyond_index_255_is_stored_and_served(net: KvNet) -> None:
     key = chunk_key(tenant=7, prefix_hash=0x0123456789ABCDEF, chunk_idx=70_000)
     net.index(key, SLOT)
-    net.send(STORAGE_PORT, slot_reply(key, value_chunk(5), version=3))
+    net.send(STORAGE_PORT, slot_reply(key, value_chunk(5), version=3), frames=1)
     assert net.events("FILL") == 1
-    out = net.send(CLIENT_PORT, get(key, req_id=77))
+    out = net.send(CLIENT_PORT, get(key, req_id=77), frames=1)
     assert [p for p, _ in out] == [CLIENT_PORT]
     reply = Ether(out[0][1])[KVP]
     assert (reply.status, reply.chunk_idx, reply.chunk_shift, reply.req_id) == (Status.HIT_SWITCH, 70_000, 7, 77)
@@ -116,17 +117,17 @@ def test_a_128_byte_chunk_beyond_index_255_is_stored_and_served(net: KvNet) -> N
 def test_chunk_idx_beyond_255_does_not_alias_its_low_byte(net: KvNet) -> None:
     low, high = chunk_key(chunk_idx=4), chunk_key(chunk_idx=4 + 256)
     net.index(low, SLOT)
-    net.send(STORAGE_PORT, slot_reply(low, value_chunk(1), version=1))
-    assert [p for p, _ in net.send(CLIENT_PORT, get(low))] == [CLIENT_PORT]
-    assert [p for p, _ in net.send(CLIENT_PORT, get(high))] == [STORAGE_PORT], "chunk 260 got chunk 4's slot"
+    net.send(STORAGE_PORT, slot_reply(low, value_chunk(1), version=1), frames=1)
+    assert [p for p, _ in net.send(CLIENT_PORT, get(low), frames=1)] == [CLIENT_PORT]
+    assert [p for p, _ in net.send(CLIENT_PORT, get(high), frames=1)] == [STORAGE_PORT], "chunk 260 got chunk 4's slot"
     assert net.drops("BAD_CHUNK") == 0
 
 
 def test_a_hot_key_digest_carries_the_32_bit_chunk_idx(net: KvNet) -> None:
     net.sketch(hot_threshold=2, epoch=1)
     for i in range(2):
-        net.send(CLIENT_PORT, get(WIDE, 10 + i))
-    fields = [dict(m.fields) for m in net.digests()]
+        net.send(CLIENT_PORT, get(WIDE, 10 + i), frames=1)
+    fields = [dict(m.fields) for m in net.digests(count=1)]
     assert [f["chunk_idx"] for f in fields] == [WIDE.chunk_idx]
 
 
@@ -134,7 +135,7 @@ def test_a_slot_write_of_a_chunk_larger_than_a_slot_is_malformed(net: KvNet) -> 
     net.index(WIDE, SLOT)
     write = KVP(opcode=Opcode.SLOT_WRITE, tenant=WIDE.tenant, prefix_hash=WIDE.prefix_hash,
                 chunk_idx=WIDE.chunk_idx, chunk_count=COUNT, chunk_shift=10, version=1, aux=SLOT) / Raw(KIB)
-    out = net.packet_out(0, kvp_frame(write))
+    out = net.packet_out(0, kvp_frame(write), frames=1)
     assert [p for p, _ in out] == [CPU_PORT]
     assert struct.unpack("!H", out[0][1][:2]) == (CPU_PORT,)
     assert kvp_of(out[0][1], packet_in=True)[KVP].status == Status.ERR_MALFORMED
@@ -143,13 +144,13 @@ def test_a_slot_write_of_a_chunk_larger_than_a_slot_is_malformed(net: KvNet) -> 
 
 def test_readers_of_a_pending_1_kib_chunk_share_one_get_and_each_gets_the_whole_payload(coal: CoalesceNet) -> None:
     coal.configure()
-    assert gets_to_storage(coal.get(A, 100)) == 1
-    assert coal.get(C, 200) == [], "the second reader's GET left the switch"
+    assert gets_to_storage(coal.get(A, 100, frames=1)) == 1
+    assert coal.get(C, 200, parks=True) == [], "the second reader's GET left the switch"
     kvp = KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=KEY.tenant, prefix_hash=KEY.prefix_hash,
               chunk_idx=KEY.chunk_idx, chunk_count=4, chunk_shift=10, req_id=100, version=3) / Raw(KIB)
     frame = (Ether(dst="00:00:00:00:00:fe", src="00:00:00:00:00:02") / IP(src="10.0.0.2", dst=A.ip)
              / UDP(sport=7420, dport=A.udp_port) / kvp)
-    out = coal.target.process(STORAGE_PORT, bytes(frame))
+    out = expect.process(coal.target, STORAGE_PORT, bytes(frame), frames=2)
     got = {(Ether(d)[IP].dst, Ether(d)[UDP].dport): (p, Ether(d)[KVP]) for p, d in out}
     assert set(got) == {(A.ip, A.udp_port), (C.ip, C.udp_port)}
     for reader, req_id in ((A, 100), (C, 200)):

@@ -42,7 +42,7 @@ def sw(switch):
 
 
 def test_a_frame_sent_on_a_mapped_port_comes_out_on_its_egress_port(sw):
-    sw.send(1, FRAME)
+    sw.send(1, FRAME, frames=1)
     assert sw.expect(2, FRAME) == bytes(FRAME)
     sw.expect_nothing()
 
@@ -52,17 +52,17 @@ def test_a_frame_on_an_unmapped_port_is_dropped(sw):
 
 
 def test_expect_names_the_port_it_got_and_the_first_differing_byte(sw):
-    sw.send(1, FRAME)
+    sw.send(1, FRAME, frames=1)
     with pytest.raises(PacketMismatch, match="expected a packet on port 3, got one on port 2"):
         sw.expect(3, FRAME)
-    sw.send(1, FRAME)
+    sw.send(1, FRAME, frames=1)
     with pytest.raises(PacketMismatch, match="differs from byte 14 on"):
         sw.expect(2, Ether(bytes(FRAME)[:14]) / b"HELLO")
 
 
 def test_expect_takes_a_predicate_and_reports_leftovers(sw):
-    sw.send(1, FRAME)
-    sw.send(1, FRAME)
+    sw.send(1, FRAME, frames=1)
+    sw.send(1, FRAME, frames=1)
     sw.expect(2, lambda data: data.endswith(b"hello"))
     with pytest.raises(PacketMismatch, match="1 unexpected output"):
         sw.expect_nothing()

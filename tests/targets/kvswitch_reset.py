@@ -58,11 +58,18 @@ class SlotTracker:
         self._target.clone_session_set(session_id, replicas, truncate)
 
     def process(self, ingress_port: int, data: bytes) -> list[tuple[int, bytes]]:
+        self._note_packet(ingress_port, data)
+        return self._target.process(ingress_port, data)
+
+    def process_expecting(self, ingress_port: int, data: bytes, frames: int) -> list[tuple[int, bytes]]:
+        self._note_packet(ingress_port, data)
+        return self._target.process_expecting(ingress_port, data, frames)
+
+    def _note_packet(self, ingress_port: int, data: bytes) -> None:
         if ingress_port == self._target.cpu_port:
             frame = Ether(data[4:])
             if KVP in frame and frame[KVP].opcode == Opcode.SLOT_WRITE:
                 self.dirty_slots.add(int(frame[KVP].aux))
-        return self._target.process(ingress_port, data)
 
     def _note_entry(self, entry: TableEntry) -> None:
         if entry.table == INDEX and "slot" in entry.params:
@@ -99,10 +106,10 @@ def _scrub_slots(target: RemoteTarget, slots: list[int]) -> None:
                                        {"slot": slot, "min_version": 0, "generation": 0}))
         write = KVP(opcode=Opcode.SLOT_WRITE, chunk_count=1, version=0, aux=slot, value_len=0,
                     value_csum=zlib.crc32(zero)) / KVPValue.from_bytes(zero)
-        out = target.process(target.cpu_port, struct.pack("!HH", 0, 0) + bytes(kvp_frame(write)))
+        out = target.process_expecting(target.cpu_port, struct.pack("!HH", 0, 0) + bytes(kvp_frame(write)), 1)
         assert len(out) == 1 and Ether(out[0][1][4:])[KVP].status == Status.OK, f"scrub of slot {slot}: {out}"
         put = KVP(opcode=Opcode.PUT, chunk_count=1, version=0) / KVPValue.from_bytes(zero)
-        out = target.process(CLIENT_PORT, bytes(kvp_frame(put)))
+        out = target.process_expecting(CLIENT_PORT, bytes(kvp_frame(put)), 1)
         assert [p for p, _ in out] == [STORAGE_PORT], f"scrub of slot {slot}: the PUT was not forwarded: {out}"
         target.table_delete(INDEX, SCRUB_KEY)
 

@@ -22,7 +22,6 @@ import json
 import pathlib
 import struct
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +32,7 @@ from scapy.packet import Raw
 from kvpool.constants import KVP_UDP_PORT, Flag, Opcode, Status
 from kvpool.keys import ChunkKey
 from kvpool.protocol import KVP, KVPValue
+from kvtesting import expect
 from kvtesting.kvnet import (
     CLIENT_IP,
     CLIENT_MAC,
@@ -311,11 +311,6 @@ def _match(spec: dict[str, list]) -> dict[str, Match]:
     return out
 
 
-COUNTER_SETTLE_S = 30.0
-"""A switch process's counters are read until they equal the recorded ones, for up to this long: a packet the
-switch drops gives no output to wait for, and a busy machine may count it after the harness stopped waiting."""
-
-
 def run_step(target: Target, step: Step) -> Any:
     """Do one step; returns its result in the JSON form the golden file stores (None for control steps).
 
@@ -351,12 +346,8 @@ def _replay_step_on_process(target: Any, step: Step) -> Any:
         return sorted([port, data.hex()] for port, data in out)
     if op == "digests":
         return [[m.name, [list(f) for f in m.fields]] for m in target.drain_digests_expecting(len(step["out"]))]
-    if op == "counter":
-        deadline = time.monotonic() + COUNTER_SETTLE_S
-        while (got := list(target.counter_read(step["name"], step["index"]))) != step["out"] \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return got
+    if op == "counter":  # a dropped packet gives no output to wait for: read until it was counted
+        return expect.settled(target, lambda: list(target.counter_read(step["name"], step["index"])), step["out"])
     raise ValueError(f"unknown recorded step {op!r}")
 
 

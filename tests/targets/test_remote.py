@@ -182,7 +182,7 @@ def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> Non
     net.set_port_roles()
     net.index(chunk_key(), 40)
     assert net.slot_write(chunk_key(), 40, value_chunk(3), version=9).status == Status.OK
-    assert [p for p, _ in net.get(chunk_key())] == [CLIENT_PORT]
+    assert [p for p, _ in net.get(chunk_key(), frames=1)] == [CLIENT_PORT]
 
     net = KvNet(switches.for_test(kind), enums)  # what the next test gets
     assert net.target.table_entries("MyIngress.kv_index") == []
@@ -193,6 +193,6 @@ def test_reset_between_tests_scrubs_written_slots(switches, enums, param) -> Non
     net.install_routes()
     net.set_port_roles()
     net.index(chunk_key(), 40)
-    assert [p for p, _ in net.get(chunk_key())] == [STORAGE_PORT], "nothing of the old value is served"
-    net.server_reply(chunk_key(), value_chunk(4), version=1)  # older than the scrubbed key's 9: still fills
-    assert [p for p, _ in net.get(chunk_key())] == [CLIENT_PORT]
+    assert [p for p, _ in net.get(chunk_key(), frames=1)] == [STORAGE_PORT], "nothing of the old value is served"
+    net.server_reply(chunk_key(), value_chunk(4), version=1, frames=1)  # older than the scrubbed key's 9: still fills
+    assert [p for p, _ in net.get(chunk_key(), frames=1)] == [CLIENT_PORT]

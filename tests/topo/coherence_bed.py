@@ -12,7 +12,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -53,6 +53,11 @@ class Block:
 
     def chunk_key(self, i: int = 0) -> str:
         return f"{self.key}:{i}"
+
+    @property
+    def news(self) -> str:
+        """What a writer of this version tells readers once it is acknowledged (`Pool.put` with `notify`)."""
+        return f"{self.key} v{self.version} acknowledged"
 
 
 class Pool:
@@ -105,8 +110,12 @@ class Pool:
 
     # ---- writes and reads through the agents --------------------------------------------------------------
 
-    def put(self, host: str, block: Block, tally: Tally | None = None, expect_ok: bool = True) -> dict:
-        answer = self.agents[host].call("put", ph=block.prefix_hash, data=block.data.hex(), version=block.version)
+    def put(self, host: str, block: Block, tally: Tally | None = None, expect_ok: bool = True,
+            notify: Sequence[tuple[str, int]] = ()) -> dict:
+        """`host` writes `block`; once acknowledged, it sends `block.news` to the hosts at `notify` (ip, UDP port)
+        through the network (`kvtesting.coherence.tell`)."""
+        answer = self.agents[host].call("put", ph=block.prefix_hash, data=block.data.hex(), version=block.version,
+                                        notify=[list(address) for address in notify], news=block.news)
         ok = self.model.record(block.prefix_hash, block.version, block.data, answer)
         if tally is not None:
             tally.writes += 1

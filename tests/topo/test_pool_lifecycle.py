@@ -208,19 +208,22 @@ def test_hot_block_is_admitted_after_its_digest_and_then_served_by_the_switch(be
         rows = resident(bed)
         return all(key in rows and rows[key]["slot"] is not None for key in hot_block.keys)
 
-    for _ in range(3):  # a sketch epoch (10 s) beginning mid-round resets the count: then another round of misses
-        if within(admitted, 3.0):
-            break
+    # a sketch epoch (10 s) beginning mid-round resets the count: then another round of misses, as long as a
+    # loaded machine needs (the controller's admission can take seconds), within a bound no load reaches
+    deadline = time.monotonic() + 2 * WAIT
+    while not within(admitted, 3.0):
+        if time.monotonic() > deadline:
+            pytest.fail(f"the hot block was not admitted after its digest: {ctl_json(bed, 'log')}")
         get(bed, hot_block, HOSTS)
-    else:
-        pytest.fail(f"the hot block was not admitted after its digest: {ctl_json(bed, 'log')}")
     admissions = {d["key"]: d["reason"] for d in ctl_json(bed, "log", "--limit", "200") if d["action"] == "admit"}
     assert all("hot digest" in admissions.get(key, "") for key in hot_block.keys), admissions
     assert ctl_json(bed, "stats")["digests"] >= 1
     make_hot(bed, hot_block)  # the first read after admission may still fill the slot from the storage reply
 
     before = stat(bed, hot_block)
-    assert all(n >= len(HOSTS) for n in before), before
+    # every chunk's misses reached the storage node; how many GETs that took depends on timing: concurrent misses
+    # of one chunk share one GET when they overlap (request coalescing), which a loaded machine makes likelier
+    assert all(n >= 1 for n in before), before
     for _ in range(2):
         assert all(r.from_switch for r in get(bed, hot_block, HOSTS))
     assert stat(bed, hot_block) == before  # six block reads later, the storage node saw none of them
