@@ -105,17 +105,19 @@ def test_replies_behind_a_full_queue_are_marked_and_the_first_are_not(net: KvNet
 
 
 def test_the_controller_may_lower_the_threshold(net: KvNet, target, request) -> None:
+    target.table_set_default(CONFIG, SET_THRESHOLD, {"qdepth": 0})
+    out = net.send(STORAGE_PORT, reply(0), frames=1)
+    assert marked(out[0][1]), "every queue, an empty one too, is at a threshold of 0"
     target.table_set_default(CONFIG, SET_THRESHOLD, {"qdepth": 1})
     out = net.send(STORAGE_PORT, reply(0), frames=1)
     assert not marked(out[0][1]), "an empty queue is under any threshold above 0"
+    if is_bmv2(request):
+        # BMv2's egress threads drain while its ingress thread queues, on an idle machine fast enough that no
+        # reply of a burst need find another ahead of it: nothing to assert about a burst there
+        return
     n = 24
     out = burst(target, request, STORAGE_PORT, [reply(i) for i in range(n)])
-    marks = by_req_id(out)
-    if is_bmv2(request):
-        # BMv2 may lose frames at its input and drains while it queues: some, not which
-        assert any(marks.values()), marks
-    else:
-        assert marks == {i: i >= 1 for i in range(n)}
+    assert by_req_id(out) == {i: i >= 1 for i in range(n)}
 
 
 def test_requests_are_never_marked_however_long_the_queue(net: KvNet, target, request) -> None:
