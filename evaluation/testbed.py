@@ -25,6 +25,7 @@ completion, with the error of each.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -161,12 +162,18 @@ def incast_rows(result: dict, sharing: Sharing) -> list[dict]:
     return rows
 
 
+IMMEDIATE_PATCHES = ", immediate patches"
+"""How `bench incast`'s spread table names a kvswitch row whose readers patch at once (no patch pass)."""
+
+
 def _system_sharing(system: str, built: Sharing) -> Sharing | None:
-    """The mechanism of a spread-table system: stream join where the row had it, coalescing alone, or none."""
+    """The mechanism of a spread-table system: stream join where the row had it (with its patch pass unless the
+    readers patched at once), coalescing alone, or none."""
     if not system.startswith("kvswitch"):
         return None  # no switch function; Mooncake reads one replica
     if "stream" in system:
-        return built if built.mechanism == "stream-join" else Sharing("stream-join", built.round_trip_s)
+        join = built if built.mechanism == "stream-join" else Sharing("stream-join", built.round_trip_s)
+        return replace(join, patch_pass=not system.endswith(IMMEDIATE_PATCHES))
     return Sharing("round-trip", built.round_trip_s)
 
 
@@ -191,7 +198,8 @@ def spread_rows(spread: dict, built: Sharing) -> list[dict]:
     for r in rows_in:
         if r["readers"] < 2:
             continue
-        lone_s = lone.get(f"{r['system']}, MTU {r.get('mtu')}", lone.get(r["system"]))
+        system = r["system"].removesuffix(IMMEDIATE_PATCHES)  # the same bed and switch: the same lone reader
+        lone_s = lone.get(f"{system}, MTU {r.get('mtu')}", lone.get(system))
         if lone_s is None:
             lone_s = next((v for k, v in lone.items() if k.startswith("no switch function")), None)
         if not lone_s:

@@ -105,3 +105,23 @@ def test_compare_reads_the_incast_spread_table(tmp_path: Path) -> None:
     # Coalescing alone, readers 100 ms apart: a block each; the lone time falls back to the pool's.
     assert rows[2]["busiest_predicted"] == 1.0
     assert rows[3]["fitted"] and rows[3]["p99_error"] == pytest.approx(0.0)
+
+
+def test_spread_rows_price_the_immediate_patch_rows_without_the_patch_pass() -> None:
+    from evaluation.testbed import spread_rows
+
+    def row(system: str, busiest: float) -> dict:
+        return {"system": system, "mtu": 9000, "readers": 8, "spread_s": 0.1, "spread_label": "100 ms",
+                "busiest_blocks_per_read": busiest, "p99_s": 0.5}
+
+    spread = {"lone_block_time_s": {"kvswitch (coalescing + stream join), MTU 9000": 0.1},
+              "rows": [row("kvswitch (coalescing + stream join)", 0.2),
+                       row("kvswitch (coalescing + stream join), immediate patches", 0.5)]}
+    built, immediate = spread_rows(spread, Sharing("stream-join", round_trip_s=0.0))
+    # the same readers, spread over one lone block time: the patch pass sends the last joiner's missed part once,
+    # immediate patches pay every joiner's own
+    assert built["busiest_predicted"] == pytest.approx(predict(8, 0.1, 0.1, Sharing("stream-join", round_trip_s=0.0))
+                                                       ["busiest_blocks_per_read"])
+    assert immediate["busiest_predicted"] == pytest.approx(
+        predict(8, 0.1, 0.1, Sharing("stream-join", round_trip_s=0.0, patch_pass=False))["busiest_blocks_per_read"])
+    assert built["busiest_predicted"] < immediate["busiest_predicted"]
