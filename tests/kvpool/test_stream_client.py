@@ -298,7 +298,7 @@ def test_a_duplicate_push_is_counted_and_ignored():
         got = client.get_block(PH, n)
     assert got.data == data
     assert client.pushed == n - k
-    assert client.pushed_duplicates == n - k - 1, "every second copy but the last (it came after the read ended)"
+    assert client.pushed_duplicates == n - k, "every second copy (the read patches after the last one came)"
     assert sorted(path.gets) == list(range(k))
 
 
@@ -483,31 +483,134 @@ def test_cancel_withdraw_and_wake_at():
     assert window.strays == 1, "the cancelled request's late reply"
 
 
-def test_with_late_patch_the_missed_chunks_are_asked_for_only_once_the_stream_ended():
+class TimedPath:
+    """When each of the reader's GETs left (simulated time), beside `StreamPath.gets`."""
+
+    def __init__(self, path: StreamPath, clock: SimClock) -> None:
+        self.asked_at: list[float] = []
+        send = path.send
+
+        def timed_send(data: bytes) -> None:
+            self.asked_at.append(clock.now)
+            send(data)
+
+        path.send = timed_send  # type: ignore[method-assign]
+
+
+def test_by_default_the_missed_chunks_are_asked_for_only_once_the_first_pass_ended():
     n, k = 200, 120
     data = block(n, seed=18)
     node = stored(data)
-    client, path, clock = reader(node, late_patch=True)
+    client, path, clock = reader(node)
     schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
     last_push = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005
-    asked_at: list[float] = []
-    send = path.send
-
-    def timed_send(data: bytes) -> None:
-        asked_at.append(clock.now)
-        send(data)
-
-    path.send = timed_send  # type: ignore[method-assign]
+    timed = TimedPath(path, clock)
     with client:
         got = client.get_block(PH, n)
     assert got.data == data and got.pushed == n - k
     assert sorted(path.gets) == list(range(k)), "the same chunks as at once, no more"
     first_push = last_push - (n - 1 - k) * 0.0005
-    before = [i for t, i in zip(asked_at, path.gets, strict=True) if t < first_push]
-    after = [t for t in asked_at if t >= first_push]
+    before = [i for t, i in zip(timed.asked_at, path.gets, strict=True) if t < first_push]
+    after = [(t, i) for t, i in zip(timed.asked_at, path.gets, strict=True) if t >= first_push]
     assert len(before) < 40, "without a push, the read went on in order"
-    assert after and min(after) >= last_push, "once it joined, it waited for the stream's end to patch"
+    assert after and min(t for t, _ in after) >= last_push, "once it joined, it waited for the first pass's end"
+    assert [i for _, i in after] == sorted(i for _, i in after), "then lowest first"
     assert client.stream_quiet == 0, "the last chunk's push ends the wait: nothing more can come"
+
+
+def test_with_immediate_patch_the_missed_chunks_are_asked_for_at_once():
+    """The behaviour before the patch pass (`immediate_patch`): the chunks before the join are asked for while
+    the pushes come, and the read ends about with the stream."""
+    n, k = 200, 120
+    data = block(n, seed=18)
+    node = stored(data)
+    client, path, clock = reader(node, immediate_patch=True)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    last_push = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005
+    timed = TimedPath(path, clock)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.pushed == n - k
+    assert sorted(path.gets) == list(range(k))
+    assert max(timed.asked_at) < last_push, "every missed chunk asked for before the stream's last push"
+
+
+OWN_BEFORE_JOIN = 15
+"""Chunks a reader of `patch_pass_read` gets with its own GETs before the first push (chunk k) reaches it."""
+
+
+def patch_pass_read(n: int, k: int, seed: int, patch_pushes: list[int], every: float = 0.00005, **options):
+    """A reader that joins at chunk k of a stream whose first pass pushes chunks k..n-1 (one per 0.5 ms), then,
+    0.1 ms after the last of them (well before the reader's own patch GETs can come back), a patch pass led by
+    another late member (on a shorter path) pushes `patch_pushes` in order, one per `every` seconds. (the
+    result, the client, the path, the time of the patch pass's first push, the reader's GET times)."""
+    data = block(n, seed=seed)
+    node = stored(data)
+    client, path, clock = reader(node, **options)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    first_patch = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005 + 0.0001
+    for m, idx in enumerate(patch_pushes):
+        path.push(first_patch + m * every, idx, n)
+    timed = TimedPath(path, clock)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    return got, client, path, first_patch, timed.asked_at
+
+
+def test_in_the_patch_pass_a_reader_follows_the_member_ahead_of_it():
+    """The patch pass's pushes run ahead of the reader's own patch GETs: it takes them, asks for nothing beyond
+    the newest one, and fetches only what its first patch GETs (sent before the first patch push came) brought."""
+    n, k = 300, 200
+    got, client, path, first_patch, asked_at = patch_pass_read(n, k, 41, list(range(k)))
+    first_new = first_patch + OWN_BEFORE_JOIN * 0.00005  # the first patch push of a chunk the reader lacks
+    patch_gets = [i for t, i in zip(asked_at, path.gets, strict=True) if first_patch - RTT < t < first_new]
+    assert patch_gets == list(range(OWN_BEFORE_JOIN, OWN_BEFORE_JOIN + len(patch_gets))), "lowest first"
+    assert [i for t, i in zip(asked_at, path.gets, strict=True) if t >= first_new] == [], \
+        "nothing asked once the patch pass's pushes came"
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+    assert got.pushed >= n - len(path.gets) and len(patch_gets) <= 2 * 32
+    assert client.stream_quiet == 0 and client.stream_holes == 0
+
+
+def test_in_the_patch_pass_a_lost_push_is_asked_for_as_a_hole():
+    n, k, lost = 300, 200, 150
+    _, client, path, _, _ = patch_pass_read(n, k, 42, [i for i in range(k) if i != lost])
+    assert lost in path.gets and path.gets.count(lost) == 1
+    assert client.stream_holes == 1 and client.stream_quiet == 0
+    assert len(path.gets) < 2 * 32 + 8
+
+
+def test_when_the_patch_pass_goes_quiet_the_reader_asks_for_everything_left():
+    """The member leading the patch pass stops halfway (it had all it missed, or died): after the quiet spell
+    the reader fetches the rest, in order, each chunk once."""
+    n, k, m = 300, 200, 120
+    _, client, path, first_patch, asked_at = patch_pass_read(n, k, 43, list(range(m)))
+    assert set(range(m, k)) <= set(path.gets), "the chunks the patch pass did not bring"
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+    late = [i for t, i in zip(asked_at, path.gets, strict=True) if t > first_patch + m * 0.00005]
+    assert late == list(range(m, k)), "after the quiet spell: the rest, lowest first"
+    assert client.stream_quiet == 1
+
+
+def test_a_first_pass_that_goes_quiet_ends_it_and_the_read_patches_lowest_first():
+    """The first pass stops before the last chunk (its leader died): after the quiet spell the read asks for what
+    it misses, lowest first: the chunks before its join, then the rest (no patch pass comes)."""
+    n, k, m = 300, 100, 180
+    data = block(n, seed=44)
+    node = stored(data)
+    client, path, clock = reader(node)
+    schedule_pushes(path, clock, k, m, n, start=RTT + 0.0001, every=0.0005)
+    last_push = clock.now + RTT + 0.0001 + (m - k) * 0.0005
+    timed = TimedPath(path, clock)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.pushed == m - k + 1
+    early = [i for t, i in zip(timed.asked_at, path.gets, strict=True) if t <= last_push]
+    late = [i for t, i in zip(timed.asked_at, path.gets, strict=True) if t > last_push]
+    assert max(early) < k, "nothing beyond the join while the first pass went on"
+    assert late == sorted(late) and set(late) == (set(range(k)) - set(early)) | set(range(m + 1, n))
+    assert client.stream_quiet == 1
 
 
 def test_taken_pushes_keep_a_read_from_the_silence_bound_duplicates_do_not():
