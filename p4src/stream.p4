@@ -36,8 +36,10 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
      * moves past it), below the patch front it is a PATCH (not pushed),
      * and the stream ends once the patch front reaches the join point max.
      * So the late members, which ask for their missed chunks only once the
-     * first pass ended, share them as they shared the rest.  A stream in
-     * its patch pass takes no new subscribers (PATCHING: forwarded).
+     * first pass ended, share them as they shared the rest.  A reader that
+     * joins during the patch pass joins at the first pass's front (the
+     * block's chunk count): the patch pass then covers the whole block, a
+     * second pass it shares with the late members.
      *
      * Replication is a chain of egress-to-egress clones, one egress pass per
      * member: the reply clones itself to clone session
@@ -90,10 +92,14 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     /* Subscribers so far, <= STREAM_SUBSCRIBERS (the origin not counted). */
     @name(".MyEgress.stream_subscriber_count")
     register<bit<8>>(STREAM_ENTRIES) stream_subscriber_count;
-    /* The front of the pass under way: one past the highest chunk pushed  */
-    /* so far in it (0 at opening, and again when the patch pass begins).  */
+    /* The front: one past the highest chunk pushed so far in the first   */
+    /* pass (0 at opening; the chunk count once the patch pass began).     */
     @name(".MyEgress.stream_front")
     register<bit<32>>(STREAM_ENTRIES) stream_front;
+    /* The patch front: one past the highest chunk pushed so far in the   */
+    /* patch pass (0 when it begins).                                      */
+    @name(".MyEgress.stream_patch_front")
+    register<bit<32>>(STREAM_ENTRIES) stream_patch_front;
     /* The join point max: the highest front any subscriber joined at (0  */
     /* at opening).  The patch pass covers the chunks below it.            */
     @name(".MyEgress.stream_join_max")
@@ -218,7 +224,6 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<8> subscribers;
         bit<32> front;
         bit<32> join_max;
-        bit<8> pass;
         stream_epoch.read(epoch, st.index);
         stream_last.read(last, st.index);
         stream_tenant.read(tenant, st.index);
@@ -232,7 +237,6 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         stream_subscriber_count.read(subscribers, st.index);
         stream_front.read(front, st.index);
         stream_join_max.read(join_max, st.index);
-        stream_pass.read(pass, st.index);
         bit<32> last_gen;
         stream_last_gen.read(last_gen, 0);
         bit<32> member;
@@ -297,9 +301,6 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
             /* a subscriber's own GET for a chunk it missed: forwarded */
         } else if (member_gen == gen) {
             count_stream(stream_event_t.MEMBER_COLLISION);
-        } else if (pass == STREAM_PATCH_PASS) {
-            /* the first pass is over: a newcomer would miss all of it */
-            count_stream(stream_event_t.PATCHING);
         } else if ((bit<32>)subscribers >= STREAM_SUBSCRIBERS) {
             count_stream(stream_event_t.FULL);
         } else {
@@ -314,6 +315,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
             stream_subscriber_count.write(st.index, subscribers + 1);
             if (front > join_max) {
                 /* its join point: it missed the chunks below the front */
+                /* (in the patch pass: all of them, the count)          */
                 stream_join_max.write(st.index, front);
             }
             count_stream(stream_event_t.JOINED);
@@ -381,6 +383,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<16> origin_udp_port;
         bit<8> subscribers;
         bit<32> front;
+        bit<32> patch_front;
         bit<32> join_max;
         bit<8> pass;
         stream_epoch.read(epoch, st.index);
@@ -394,6 +397,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         stream_origin_udp_port.read(origin_udp_port, st.index);
         stream_subscriber_count.read(subscribers, st.index);
         stream_front.read(front, st.index);
+        stream_patch_front.read(patch_front, st.index);
         stream_join_max.read(join_max, st.index);
         stream_pass.read(pass, st.index);
         stream_gen.read(st.gen, st.index);
@@ -426,7 +430,10 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
                         && hdr.kvp.chunk_idx < hdr.kvp.chunk_count;
         bit<32> chunk = (bit<32>)hdr.kvp.chunk_idx;
         bool patching = pass == STREAM_PATCH_PASS;
-        bool beyond = chunk >= front && (!patching || chunk < join_max);
+        bool beyond = chunk >= front;
+        if (patching) {
+            beyond = chunk >= patch_front && chunk < join_max;
+        }
         if (!answers || !pushable) {
             /* not a member's reply, or nothing to push: forwarded as usual */
         } else if (now - last >= st.idle) {
@@ -438,24 +445,27 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         } else {
             stream_last.write(st.index, now);
             if (patching) {
-                stream_front.write(st.index, chunk + 1);
+                stream_patch_front.write(st.index, chunk + 1);
                 count_stream(stream_event_t.PATCH_PUSHED);
                 if (chunk + 1 == join_max) {
                     stream_epoch.write(st.index, 0);
                     count_stream(stream_event_t.ENDED_PATCHED);
                 }
-            } else if (hdr.kvp.chunk_idx == hdr.kvp.chunk_count - 1) {
-                if (join_max == 0) {
-                    stream_epoch.write(st.index, 0);
-                    count_stream(stream_event_t.ENDED_LAST);
-                } else {
-                    /* the first pass is over: the patch pass, from chunk 0 */
-                    stream_pass.write(st.index, STREAM_PATCH_PASS);
-                    stream_front.write(st.index, 0);
-                    count_stream(stream_event_t.PATCH_PASS);
+            } else {
+                if (beyond) {
+                    stream_front.write(st.index, chunk + 1);
                 }
-            } else if (beyond) {
-                stream_front.write(st.index, chunk + 1);
+                if (hdr.kvp.chunk_idx == hdr.kvp.chunk_count - 1) {
+                    if (join_max == 0) {
+                        stream_epoch.write(st.index, 0);
+                        count_stream(stream_event_t.ENDED_LAST);
+                    } else {
+                        /* the first pass is over: the patch pass, from 0 */
+                        stream_pass.write(st.index, STREAM_PATCH_PASS);
+                        stream_patch_front.write(st.index, 0);
+                        count_stream(stream_event_t.PATCH_PASS);
+                    }
+                }
             }
             if (subscribers != 0) {
                 /* the first member but the addressee; each copy clones on */

@@ -382,7 +382,7 @@ const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE = 2;
 const bit<8> STREAM_MAIN_PASS = 0;
 const bit<8> STREAM_PATCH_PASS = 1;
 /* Size of the stream_events counter (>= largest code + 1).            */
-const bit<32> STREAM_EVENT_COUNT = 32;
+const bit<32> STREAM_EVENT_COUNT = 16;
 
 /* Index of MyEgress.stream_events: what the stream join did.          */
 enum bit<8> stream_event_t {
@@ -415,10 +415,8 @@ enum bit<8> stream_event_t {
                          /* max above 0: the patch pass began           */
     PATCH_PUSHED   = 14, /* a member's reply pushed in the patch pass    */
                          /* (once per reply; PUSHED counts the copies)  */
-    ENDED_PATCHED  = 15, /* the patch front reached the join point max:  */
+    ENDED_PATCHED  = 15  /* the patch front reached the join point max:  */
                          /* the stream ended                            */
-    PATCHING       = 16  /* a GET forwarded plainly: its stream is in    */
-                         /* its patch pass (it takes no new members)    */
 }
 
 /* ==================================================================== *

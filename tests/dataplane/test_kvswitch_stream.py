@@ -602,16 +602,19 @@ def test_the_patch_pass_pushes_a_late_members_patch_at_or_beyond_its_front_until
     assert sn.event("PUSHED") == 9
 
 
-def test_a_stream_in_its_patch_pass_takes_no_new_member(sn: StreamNet) -> None:
-    """A reader arriving in the patch pass missed the whole first pass: its GET is forwarded plainly (PATCHING),
-    the members' patches are not pushed to it, and the stream's members' own GETs are forwarded as before."""
+def test_a_reader_joining_in_the_patch_pass_makes_it_cover_the_whole_block(sn: StreamNet) -> None:
+    """A reader arriving in the patch pass missed the whole first pass: it joins at the first pass's front (the
+    chunk count), so the patch pass goes on to the block's end, a second pass it shares with the late members."""
     sn.configure()
     enter_patch_pass(sn)
     assert len(to_storage(sn.get(B, 0, 40))) == 1
-    assert len(to_storage(sn.get(D, 0, 33))) == 1
-    assert (sn.event("PATCHING"), sn.event("JOINED")) == (1, 2)
-    assert_pushed(sn.reply(D, 0, 33), D, 33, [A, C], chunk=0)
-    assert_not_pushed(sn.reply(B, 0, 40), B)
+    assert sn.event("JOINED") == 3
+    assert_pushed(sn.reply(D, 0, 33), D, 33, [A, B, C], chunk=0)  # patch front 1
+    assert_pushed(sn.reply(C, 2, 22), C, 22, [A, B, D], chunk=2)  # past the late members' join point max: pushed
+    assert_not_pushed(sn.reply(B, 1, 41), B)  # below the patch front (3): B's own
+    assert sn.event("ENDED_PATCHED") == 0
+    assert_pushed(sn.reply(B, 3, 42), B, 42, [A, C, D], chunk=CHUNKS - 1)  # patch front 4: the block's end
+    assert (sn.event("PATCH_PUSHED"), sn.event("ENDED_PATCHED")) == (3, 1)
 
 
 def test_a_write_ends_the_patch_pass(sn: StreamNet) -> None:
