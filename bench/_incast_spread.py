@@ -100,7 +100,9 @@ def _reader(server: str) -> int:
         answer["end"] = time.time()
         answer.update(sent=client.sent, resent=client.resent, busy=client.busy,
                       pushed=getattr(client, "pushed", None),  # a client without stream join has no such counter
-                      pushed_duplicates=getattr(client, "pushed_duplicates", None))
+                      pushed_duplicates=getattr(client, "pushed_duplicates", None),
+                      stream_quiet=getattr(client, "stream_quiet", None), stream_holes=getattr(client, "stream_holes", None),
+                      rto_s=client.path.rto.rto, srtt_s=client.path.rto.smoothed)
         client.close()
         print(json.dumps(answer), flush=True)
     return 0
@@ -166,7 +168,10 @@ class PoolRows:
                 "pushed_duplicates": sum(g.get("pushed_duplicates") or 0 for g in got),
                 "coalesce_events": _delta(events, after_events), "stream_events": _delta(streams, after_streams),
                 "controller_cpu_s": None if cpu is None or cpu_after is None else cpu_after - cpu,
-                "wall_s": wall}
+                "wall_s": wall,
+                "per_reader": [{"start_s": g["start"] - t0, "time_s": g["end"] - g["start"],
+                                **{k: g.get(k) for k in ("sent", "resent", "pushed", "pushed_duplicates",
+                                                         "stream_quiet", "stream_holes", "rto_s", "srtt_s")}} for g in got]}
 
     def lone_block_time(self, chunk: int, repeats: int = 3) -> float:
         """Median time one reader alone takes to read a fresh block."""

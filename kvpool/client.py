@@ -20,7 +20,8 @@ Reads verify every chunk (CRC, version, count, chunk size) and never stitch two 
 commits during a read, the read starts again at the newer version; chunks go straight into one buffer allocated
 once per block. A read of more than one chunk sets F_STREAM on its GETs: a switch may then push it the replies
 of the block's other readers that are ahead of it, and while one is, the read asks only for the chunks the stream
-does not bring (`kvpool.stream`; docs/protocol.md, *Pushed chunks*). Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
+does not bring (`kvpool.stream`; docs/protocol.md, *Pushed chunks*); the chunks it missed before joining it asks
+for once the stream's first pass ended, sharing them with the other late readers in the stream's patch pass. Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
 PUT_ACK STAGED (progress, the window moves on) and the block's chunks with OK once it committed the whole
 block; the write reports success exactly then (OK of any chunk means the whole block committed: commits are
 atomic). A resend after a lost ack is acknowledged OK by the node, so a stored write never looks failed.
@@ -64,6 +65,7 @@ from kvpool.constants import (
     tiers_of,
 )
 from kvpool.errors import BlockNotFound, KVPError, KVPTimeout
+from kvpool.rto import K as RTO_K
 from kvpool.rto import RtoBounds
 from kvpool.stream import StreamPatience, StreamPosition
 from kvpool.transport import Transport, UdpTransport
@@ -590,11 +592,21 @@ class _BlockRead:
         wait anyway. Once the last chunk came pushed, nothing more will: this read asks for all it misses."""
         return self.own_top < newest < (self.chunks or 1) - 1
 
+    def _stream_rto(self) -> float:
+        """The RTO the stream's patience counts in: the path's, without the floor that spurious timeouts raised. A
+        reply of its own that came late says the path was slow once, not that the member ahead stopped; in the
+        patch pass the members ahead stop one after the other (each once it has what it missed), and each of those
+        handovers waits this out. A push merely late costs a few GETs the stream would have brought."""
+        estimate = self.client.path.rto
+        if estimate.srtt is None:
+            return estimate.rto
+        return min(estimate.rto, max(estimate.bounds.minimum, estimate.srtt + RTO_K * estimate.rttvar))
+
     def _top_up_streamed(self) -> None:
         stream, window = self.stream, self.window
         assert stream is not None
         now = self.client.clock()
-        rto = self.client.path.rto.rto
+        rto = self._stream_rto()
         room = self.queued - len(window)
         asked, has = self.asked, self.assembly.has
 
