@@ -53,10 +53,10 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
      * INVALIDATE of any chunk of its block, once a reply for the block's
      * last chunk (chunk_count - 1) is pushed and no subscriber joined past
      * chunk 0, once its patch pass reaches the join point max, or when
-     * idle for its lifetime (stream_config); a GET whose cell streams another block,
-     * whose stream is full, or whose membership cell another subscriber
-     * holds is forwarded as without streams (counted), as is everything
-     * when stream_config is off.  F_BYPASS GETs never open or join.
+     * idle for its lifetime (stream_config); a GET whose cell streams
+     * another block, whose stream is full, or whose membership cell
+     * another subscriber holds is forwarded as without streams (counted),
+     * as is everything when stream_config is off.  F_BYPASS GETs never open or join.
      *
      * Every operation on the registers is ONE action, so BMv2 locks them
      * all for the whole check-then-write.
