@@ -820,6 +820,50 @@ def test_a_reader_joins_a_stream_of_the_kvswitch_program_and_the_node_serves_the
     assert len(path.node_gets) < n + k + 8, "the node served the block once plus what the reader missed"
 
 
+@pytest.mark.slow  # loading the program takes seconds; the read itself runs on the simulated clock
+def test_a_late_reader_patches_in_the_kvswitch_programs_patch_pass_each_missed_chunk_once(kvswitch_program):
+    """With the real program: the reader joins at chunk k, takes the first pass's pushes, and asks for the chunks
+    before its join only once the first pass ended (the switch's patch pass began); its patches at or beyond the
+    patch front are pushed to the origin (which has them), and the patch pass ends at the join point."""
+    from controller.streaming import EVENTS
+
+    n, k = 64, 24
+    data = random.Random(22).randbytes(n * CHUNK)
+    node = stored(data)
+    clock = SimClock()
+    target = streaming_switch(kvswitch_program)
+    path = SwitchedPath(target, node, clock, reader_port=40002, origin_port=40001)
+    for idx in range(n):
+        path.origin_get(clock.now - k * 0.001 + idx * 0.001, idx, n, PH)
+    path.recv(0.0)
+    origin_done = clock.now + (n - k) * 0.001
+    asked_at: list[tuple[float, int]] = []
+    cross = path._cross
+
+    def timed_cross(port: int, frame: bytes) -> None:
+        src, _, payload = _udp_of(frame)
+        if port == 1 and src == path.reader and Header.unpack(payload).opcode == Opcode.GET:
+            asked_at.append((clock.now, Header.unpack(payload).chunk_idx))
+        cross(port, frame)
+
+    path._cross = timed_cross  # type: ignore[method-assign]
+    with KVPClient(ClientOptions(timeout=0.05), path, clock=clock) as client:
+        got = client.get_block(PH, None)
+    assert got.data == data
+    reader_gets = sorted(c for port, c in path.node_gets if port == 40002)
+    assert reader_gets == sorted({c for c in range(n) if not got.chunks[c].pushed}), "the rest, each once"
+    first_push = min(c for c in range(n) if got.chunks[c].pushed)
+    patches = [(t, c) for t, c in asked_at if c < first_push and t > asked_at[0][0] + 2 * RTT]
+    assert patches and min(t for t, _ in patches) >= origin_done, "the missed chunks once the first pass ended"
+    enums = kvswitch_program.type("stream_event_t")
+
+    def event(name: str) -> int:
+        return target.counter_read(EVENTS, enums.value_of(name))[0]
+
+    assert (event("PATCH_PASS"), event("ENDED_LAST")) == (1, 0)
+    assert event("PATCH_PUSHED") > 0 and event("ENDED_PATCHED") == 1, "the patch front reached the join point"
+
+
 # ---- two members feeding each other (the frontier: whichever reads ahead leads) ---------------------------------
 
 
