@@ -870,8 +870,11 @@ def test_a_late_reader_patches_in_the_kvswitch_programs_patch_pass_each_missed_c
 class FrontierSwitch:
     """Two (or more) real readers on one simulated clock, behind a switch that runs the stream join's frontier
     rule (docs/dataplane.md, *Stream join*): every reader is a member of the block's stream (the first one its
-    origin); a member's reply is pushed to the other members when its chunk is at or beyond the front (then the
-    front moves past it) or it is the origin's; the last chunk pushed ends the stream.
+    origin; a reader that starts late from its first GET on, its join point the front then); a member's reply
+    is pushed to the other members when its chunk is at or beyond the front (then the front moves past it) or it
+    is the origin's; the last chunk pushed ends the stream, or, when a reader joined past chunk 0, begins the
+    patch pass: a member's reply at or beyond the patch front and below the highest join point is pushed, and
+    the patch front reaching that join point ends the stream.
 
     Each reader runs `get_block` in its own thread; the clock moves only when every reader still reading waits
     for a datagram (a discrete-event simulation: no verdict depends on how fast the threads run). A reader's
@@ -893,24 +896,44 @@ class FrontierSwitch:
         self.front = 0
         self.ended = False
         self.gets: dict[str, list[int]] = {}
+        self.join_points: dict[str, int] = {}
+        self.patch_front: int | None = None
+        """None: the first pass; else the patch pass's front."""
 
-    def endpoint(self, name: str, address: tuple[str, int]) -> FrontierSwitch.Endpoint:
+    def endpoint(self, name: str, address: tuple[str, int], late: bool = False) -> FrontierSwitch.Endpoint:
+        """A reader; `late`: a member only from its first GET on (else from the start, in creation order)."""
         self.inboxes[name] = []
         self.gets[name] = []
-        self.members.append((name, address))
+        if not late:
+            self.members.append((name, address))
         self.reading.add(name)
         return FrontierSwitch.Endpoint(self, name, address)
+
+    def _join(self, name: str, address: tuple[str, int]) -> None:
+        if all(member != name for member, _ in self.members) and not self.ended:
+            self.members.append((name, address))
+            self.join_points[name] = self.front
 
     def _reply_passes(self, name: str, data: bytes) -> None:
         h = Header.unpack(data)
         self.inboxes[name].append(data)
-        if self.ended or h.status not in (Status.HIT_SERVER, Status.HIT_SWITCH) or not h.flags & Flag.VALUE:
+        if (self.ended or h.status not in (Status.HIT_SERVER, Status.HIT_SWITCH) or not h.flags & Flag.VALUE
+                or all(member != name for member, _ in self.members)):
             return
-        beyond = h.chunk_idx >= self.front
-        if not beyond and name != self.members[0][0]:
-            return  # a patch
-        self.front = max(self.front, h.chunk_idx + 1)
-        self.ended = h.chunk_idx == h.chunk_count - 1
+        join_max = max(self.join_points.values(), default=0)
+        if self.patch_front is not None:
+            if not self.patch_front <= h.chunk_idx < join_max:
+                return  # a patch
+            self.patch_front = h.chunk_idx + 1
+            self.ended = self.patch_front == join_max
+        else:
+            beyond = h.chunk_idx >= self.front
+            if not beyond and name != self.members[0][0]:
+                return  # a patch
+            self.front = max(self.front, h.chunk_idx + 1)
+            if h.chunk_idx == h.chunk_count - 1:
+                self.ended = join_max == 0
+                self.patch_front = None if self.ended else 0
         pushed = h.replace(flags=h.flags | Flag.PUSHED, req_id=0).pack() + data[len(h.pack()):]
         for other, _ in self.members:
             if other != name:
@@ -944,6 +967,7 @@ class FrontierSwitch:
                 h = Header.unpack(data)
                 if h.opcode == Opcode.GET:
                     sw.gets[self.name].append(h.chunk_idx)
+                    sw._join(self.name, self.address)
                 for out in sw.node.receive(data, self.address):
                     reply = b"".join(out.parts)
                     sw.seq += 1
@@ -964,6 +988,18 @@ class FrontierSwitch:
                     sw.waiting.pop(self.name, None)
                 return inbox.pop(0) if inbox else None
 
+        def sleep_until(self, t: float) -> None:
+            """Wait until simulated time `t` (the clock moves when every reader still reading waits)."""
+            sw = self.switch
+            with sw.lock:
+                while sw.clock.now < t:
+                    sw.waiting[self.name] = t
+                    if sw.all_blocked():
+                        sw._step()
+                    else:
+                        sw.lock.wait(1.0)
+                    sw.waiting.pop(self.name, None)
+
         def done(self) -> None:
             sw = self.switch
             with sw.lock:
@@ -974,8 +1010,11 @@ class FrontierSwitch:
             pass
 
 
-def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, int]]], n: int):
-    """Each reader's `get_block` in its own thread, all started at once; (their results, their clients)."""
+def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, int]]], n: int,
+                  starts: dict[str, float] | None = None, **options):
+    """Each reader's `get_block` in its own thread, all started at once (or a reader in `starts` that many
+    simulated seconds later); (their results, their clients)."""
+    starts = starts or {}
     import threading
 
     results: dict[str, object] = {}
@@ -983,6 +1022,7 @@ def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, in
 
     def run_one(name: str, endpoint: FrontierSwitch.Endpoint) -> None:
         try:
+            endpoint.sleep_until(switch.clock.now + starts.get(name, 0.0))
             with clients[name]:
                 results[name] = clients[name].get_block(PH, n)
         except Exception as exc:  # reported by the test
@@ -992,8 +1032,8 @@ def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, in
 
     threads = []
     for name, address in readers:
-        endpoint = switch.endpoint(name, address)
-        clients[name] = KVPClient(ClientOptions(timeout=0.05), endpoint, clock=switch.clock)
+        endpoint = switch.endpoint(name, address, late=name in starts)
+        clients[name] = KVPClient(ClientOptions(timeout=0.05, **options), endpoint, clock=switch.clock)
         threads.append(threading.Thread(target=run_one, args=(name, endpoint), daemon=True))
     for thread in threads:
         thread.start()
@@ -1050,3 +1090,31 @@ def test_a_follower_is_fed_by_the_leader_and_asks_only_what_it_missed():
     assert len(switch.gets["A"]) == n, "the leader read every chunk once"
     assert len(switch.gets["B"]) < 100, "the follower only what it got itself before the leader passed it"
     assert clients["B"].stream_quiet == 0
+
+
+def test_late_readers_share_their_missed_chunks_in_the_patch_pass():
+    """A reads alone from 0; B starts 15 ms later, C 30 ms later (each joins at the front then). By default B and
+    C ask for what they missed once the first pass ended and share it in the patch pass: the node serves the block
+    once plus about C's missed prefix (B's lies inside it), against both prefixes with immediate patches."""
+    n = 1000
+    data = block(n, seed=33)
+    served, joins = {}, {}
+    for immediate in (False, True):
+        node = stored(data)
+        switch = FrontierSwitch(node, lambda name, now, chunk: 0.002)
+        results, clients = read_together(switch, [("A", ORIGIN), ("B", READER), ("C", ("10.0.0.3", 40003))], n,
+                                         starts={"B": 0.015, "C": 0.030}, immediate_patch=immediate)
+        for name in ("A", "B", "C"):
+            got = results[name]
+            assert not isinstance(got, Exception), got
+            assert got.data == data, (immediate, name)
+        served[immediate] = sum(len(g) for g in switch.gets.values())
+        joins[immediate] = switch.join_points
+        assert 0 < joins[immediate]["B"] < joins[immediate]["C"] < n, joins
+        if not immediate:
+            assert switch.patch_front == joins[immediate]["C"] and switch.ended, "the patch pass reached C's join"
+            assert max(clients[name].stream_quiet for name in "BC") <= 1
+    early = 2 * 2 * 32  # what B and C each read of the block's start before their first push, at most
+    assert served[False] <= n + joins[False]["C"] + early, (served, joins)
+    assert served[True] >= n + joins[True]["B"] + joins[True]["C"] - early, (served, joins)
+    assert served[False] < served[True]
