@@ -433,8 +433,9 @@ class _BlockRead:
     first pushed chunk on, while pushes keep coming and another member of the stream is ahead (`_led`), it asks
     only for the chunks the stream will not bring (the ones before the join and the holes,
     `kvpool.stream.StreamPosition`); while it leads, and when the stream goes quiet, for everything left, in
-    order. The chunks before the join wait (unless `immediate_patch`) until the stream's first pass ended: then
-    the read begins its patch pass, a read of what it misses, lowest first, that follows the stream's patch pass
+    order. The chunks before the join wait (unless `immediate_patch`) until the stream's first pass ended (the last
+    chunk is here; when pushes stop before, this read leads the rest of the first pass): then the read begins its
+    patch pass, a read of what it misses, lowest first, that follows the stream's patch pass
     (its pushes) exactly as the first pass."""
 
     def __init__(self, client: KVPClient, window: Window, prefix_hash: int, chunks: int | None,
@@ -564,12 +565,14 @@ class _BlockRead:
         """Whether the chunks before the join are asked for at once: with `immediate_patch`, or in the patch pass."""
         return self.client.options.immediate_patch or self.joined_at is not None
 
-    def _first_pass_ended(self, stream: StreamPosition, live: bool) -> bool:
-        """Whether to begin the patch pass: chunks before the join are missing and the first pass is over (its last
-        chunk is here, or pushes stopped while another member led)."""
+    def _first_pass_ended(self, stream: StreamPosition) -> bool:
+        """Whether to begin the patch pass: chunks before the join are missing and the first pass is over: its last
+        chunk is here. When pushes stop before (the member ahead stalled or died), this read leads the rest of the
+        first pass (below, `rest` from the join on): its replies beyond the front feed the others, and it patches
+        once it has the last chunk, as they do; a stall under load then costs no patch the others cannot share."""
         if self._patches_now or stream.first == 0:
             return False
-        return self.assembly.has((self.chunks or 1) - 1) or (not live and self.own_top < stream.newest)
+        return self.assembly.has((self.chunks or 1) - 1)
 
     def _begin_patch_pass(self, stream: StreamPosition) -> None:
         """Read what is missing as a read without pushes does, lowest first (requests under way stay), until the
@@ -614,8 +617,7 @@ class _BlockRead:
             return not has(i) and i not in asked
 
         live = stream.live(now, rto)
-        if self._first_pass_ended(stream, live):
-            self.client.stream_quiet += not live
+        if self._first_pass_ended(stream):
             self._begin_patch_pass(stream)
             return
         if live and self._led(stream.newest):
