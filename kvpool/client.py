@@ -21,7 +21,8 @@ commits during a read, the read starts again at the newer version; chunks go str
 once per block. A read of more than one chunk sets F_STREAM on its GETs: a switch may then push it the replies
 of the block's other readers that are ahead of it, and while one is, the read asks only for the chunks the stream
 does not bring (`kvpool.stream`; docs/protocol.md, *Pushed chunks*); the chunks it missed before joining it asks
-for once the stream's first pass ended, sharing them with the other late readers in the stream's patch pass. Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
+for once the stream's first pass ended, sharing them with the other late readers in the stream's patch pass.
+Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
 PUT_ACK STAGED (progress, the window moves on) and the block's chunks with OK once it committed the whole
 block; the write reports success exactly then (OK of any chunk means the whole block committed: commits are
 atomic). A resend after a lost ack is acknowledged OK by the node, so a stored write never looks failed.
@@ -125,8 +126,9 @@ class ClientOptions:
     immediate_patch: bool = False
     """With a stream: ask for the chunks missed before joining at once, in parallel with the pushes (the
     behaviour before the patch pass: each late reader fetches its missed prefix alone). False (the default): ask
-    for them only once the stream's first pass ended (its last chunk came, or pushes stopped), lowest first,
-    following the stream's patch pass as the first pass (docs/protocol.md, *Pushed chunks*)."""
+    for them only once the stream's first pass ended (its last chunk came; when pushes stop before, the read
+    leads the rest of the first pass first), lowest first, following the stream's patch pass as the first pass
+    (docs/protocol.md, *Pushed chunks*)."""
 
     def __post_init__(self) -> None:
         if self.give_up <= 0 or self.initial_window < 1 or not 0 < self.min_rto <= self.max_rto:
