@@ -9,7 +9,9 @@ time (measured in the same run, per system)}, on four systems:
 * **no switch function**: the pool through the softswitch process, the controller with coalescing off
   (`--coalesce-timeout-ms 0`), plain forwarding;
 * **kvswitch**: the same bed, the controller's defaults: request coalescing, and stream join where the data plane
-  has it (docs/dataplane.md, "Stream join");
+  has it (docs/dataplane.md, "Stream join"); with the stream join, each of its rows is followed by the same row
+  with the readers asking for the chunks they missed at once (`ClientOptions.immediate_patch`, "immediate
+  patches": the client's behaviour before the patch pass) instead of in the stream's patch pass;
 * **Mooncake** and **Mooncake, dynamic replication**: `bench mooncake_fanout`'s bed and rows (Mooncake Store's own
   client over TCP, two storage segments), run in the same invocation after the pool's rows.
 
@@ -24,6 +26,7 @@ and the controller's CPU seconds during the row.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -59,6 +62,9 @@ class SpreadPlan:
     configured by the bed itself, with no controller and so no controller CPU)."""
     bed_tag: str = "isp"
     """Names of the pool's bed (`VethNetOptions.tag`): a test beside a benchmark run takes another."""
+    immediate_patch: bool = True
+    """With the stream join, each kvswitch row again with the readers' `ClientOptions.immediate_patch` (the
+    client before the patch pass), right after the row with the client's defaults."""
 
 
 SPREAD_FULL = SpreadPlan()
@@ -69,13 +75,17 @@ SPREAD_QUICK = SpreadPlan(readers=(4,), spreads_s=(0.0, 0.05), block_mib=1, lone
 
 def _reader(server: str) -> int:
     """`python -m bench._incast_spread _reader SERVER`: per input line `{"ph", "at", "sha256"}` read the block with
-    a fresh client of default options, starting at wall clock `at`; answer start, end, verified, counters."""
+    a fresh client of default options (`"immediate_patch": true` in the line: that option on), starting at wall
+    clock `at`; answer start, end, verified, counters."""
     from kvpool.client import ClientOptions, KVPClient
 
     print(json.dumps({"ready": server}), flush=True)
     for line in sys.stdin:
         order = json.loads(line)
-        client = KVPClient(ClientOptions(server=(server, 7420), tenant=0))  # the defaults, nothing tuned
+        options = ClientOptions(server=(server, 7420), tenant=0)  # the defaults, nothing tuned
+        if order.get("immediate_patch"):
+            options = dataclasses.replace(options, immediate_patch=True)
+        client = KVPClient(options)
         delay = order["at"] - time.time()
         if delay > 0:
             time.sleep(delay)
@@ -90,7 +100,9 @@ def _reader(server: str) -> int:
         answer["end"] = time.time()
         answer.update(sent=client.sent, resent=client.resent, busy=client.busy,
                       pushed=getattr(client, "pushed", None),  # a client without stream join has no such counter
-                      pushed_duplicates=getattr(client, "pushed_duplicates", None))
+                      pushed_duplicates=getattr(client, "pushed_duplicates", None),
+                      stream_quiet=getattr(client, "stream_quiet", None), stream_holes=getattr(client, "stream_holes", None),
+                      rto_s=client.path.rto.rto, srtt_s=client.path.rto.smoothed)
         client.close()
         print(json.dumps(answer), flush=True)
     return 0
@@ -122,7 +134,7 @@ class PoolRows:
                        "--seed", str(seed), "--chunk", str(chunk))
         return self.ph, hashlib.sha256(block_data(seed, self.block_bytes)).hexdigest()
 
-    def read(self, readers: int, spread_s: float, chunk: int) -> dict:
+    def read(self, readers: int, spread_s: float, chunk: int, immediate_patch: bool = False) -> dict:
         bed = self.bed
         storage = bed.net.options.storage
         ph, digest = self.fresh_block(chunk)
@@ -132,7 +144,7 @@ class PoolRows:
         t0 = time.time() + LEAD_S
         for i, agent in enumerate(self.agents[:readers]):
             agent.ask({"ph": ph, "at": t0 + (spread_s * i / (readers - 1) if readers > 1 else 0.0),
-                       "sha256": digest})
+                       "sha256": digest, "immediate_patch": immediate_patch})
         got = [agent.answer(READ_TIMEOUT_S) for agent in self.agents[:readers]]
         sent = bed.tx_bytes(storage) - sent
         cpu_after = bed.controller_cpu_s()
@@ -156,7 +168,10 @@ class PoolRows:
                 "pushed_duplicates": sum(g.get("pushed_duplicates") or 0 for g in got),
                 "coalesce_events": _delta(events, after_events), "stream_events": _delta(streams, after_streams),
                 "controller_cpu_s": None if cpu is None or cpu_after is None else cpu_after - cpu,
-                "wall_s": wall}
+                "wall_s": wall,
+                "per_reader": [{"start_s": g["start"] - t0, "time_s": g["end"] - g["start"],
+                                **{k: g.get(k) for k in ("sent", "resent", "pushed", "pushed_duplicates",
+                                                         "stream_quiet", "stream_holes", "rto_s", "srtt_s")}} for g in got]}
 
     def lone_block_time(self, chunk: int, repeats: int = 3) -> float:
         """Median time one reader alone takes to read a fresh block."""
@@ -203,13 +218,17 @@ def measure_pool(plan: SpreadPlan, workdir: Path, streams_available: bool) -> di
                         lone = pool.lone_block_time(chunk)
                         lone_s[f"{system}, MTU {mtu}"] = lone
                         spreads.append(lone)
+                    # with the stream join, the client before the patch pass too, row by row (the same load)
+                    clients = (False, True) if functions.streams and plan.immediate_patch else (False,)
                     for n in plan.readers:
                         for s, spread in enumerate(spreads):
-                            row = pool.read(n, spread, chunk)
-                            row.update(system=system, mtu=mtu, spread_label="lone block time"
-                                       if s == len(plan.spreads_s) else f"{1000 * spread:g} ms")
-                            rows.append(row)
-                            print(f"   {table_lines([row])[-1]}", flush=True)
+                            for immediate in clients:
+                                row = pool.read(n, spread, chunk, immediate_patch=immediate)
+                                row.update(system=system + (", immediate patches" if immediate else ""), mtu=mtu,
+                                           spread_label="lone block time" if s == len(plan.spreads_s)
+                                           else f"{1000 * spread:g} ms")
+                                rows.append(row)
+                                print(f"   {table_lines([row])[-1]}", flush=True)
         finally:
             pool.close()
     return {"rows": rows, "lone_block_time_s": lone_s, "controller_idle_share": idle}

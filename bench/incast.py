@@ -8,7 +8,9 @@ plus stream join where the data plane has it), Mooncake Store and Mooncake with 
 (`bench mooncake_fanout`'s bed). Per row: the busiest storage node's bytes for the N readers, p50 / p99, every
 reader's bytes verified, GETs per chunk, pushed chunks, the switch's coalescing and stream events, and the
 controller's CPU (`bench._incast_spread`). `--spread-only`, `--no-spread`, `--spread-ns`, `--spreads`,
-`--spread-mtus`, `--spread-mib`, `--no-mooncake`, `--no-stream-join` choose rows.
+`--spread-mtus`, `--spread-mib`, `--no-mooncake`, `--no-stream-join`, `--no-immediate-patch` choose rows (with the
+stream join, every kvswitch row is followed by the same row with the readers' `ClientOptions.immediate_patch`,
+the client before the stream's patch pass, unless `--no-immediate-patch`).
 
     sudo .venv/bin/python -m bench.incast --spread-only --out out/bench       (the spread table alone)
 
@@ -923,6 +925,9 @@ if __name__ == "__main__":
     parser.add_argument("--spread-mib", type=int, help="spread table: block size in MiB")
     parser.add_argument("--no-mooncake", action="store_true", help="spread table without Mooncake's rows")
     parser.add_argument("--no-stream-join", action="store_true", help="kvswitch rows with coalescing only")
+    parser.add_argument("--no-immediate-patch", action="store_true",
+                        help="spread table: no kvswitch rows with the readers' immediate patches (the client before "
+                             "the patch pass)")
     args = parser.parse_args()
     from bench._incast_spread import SPREAD_FULL, SPREAD_QUICK, SpreadPlan
 
@@ -932,7 +937,8 @@ if __name__ == "__main__":
         spreads_s=tuple(float(x) for x in args.spreads.split(",")) if args.spreads else sbase.spreads_s,
         block_mib=args.spread_mib or sbase.block_mib,
         mtus=tuple(int(x) for x in args.spread_mtus.split(",")) if args.spread_mtus else sbase.mtus,
-        lone=sbase.lone, mooncake=sbase.mooncake and not args.no_mooncake, stream_join=not args.no_stream_join)
+        lone=sbase.lone, mooncake=sbase.mooncake and not args.no_mooncake, stream_join=not args.no_stream_join,
+        immediate_patch=not args.no_immediate_patch)
     base = REALISTIC_QUICK if args.quick else REALISTIC_FULL
     plan = Realistic(
         mtus=tuple(int(x) for x in args.mtus.split(",")) if args.mtus else base.mtus,

@@ -20,7 +20,9 @@ Reads verify every chunk (CRC, version, count, chunk size) and never stitch two 
 commits during a read, the read starts again at the newer version; chunks go straight into one buffer allocated
 once per block. A read of more than one chunk sets F_STREAM on its GETs: a switch may then push it the replies
 of the block's other readers that are ahead of it, and while one is, the read asks only for the chunks the stream
-does not bring (`kvpool.stream`; docs/protocol.md, *Pushed chunks*). Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
+does not bring (`kvpool.stream`; docs/protocol.md, *Pushed chunks*); the chunks it missed before joining it asks
+for once the stream's first pass ended, sharing them with the other late readers in the stream's patch pass.
+Writes keep a window of chunks in flight too: the storage node answers each staged chunk with
 PUT_ACK STAGED (progress, the window moves on) and the block's chunks with OK once it committed the whole
 block; the write reports success exactly then (OK of any chunk means the whole block committed: commits are
 atomic). A resend after a lost ack is acknowledged OK by the node, so a stored write never looks failed.
@@ -64,6 +66,7 @@ from kvpool.constants import (
     tiers_of,
 )
 from kvpool.errors import BlockNotFound, KVPError, KVPTimeout
+from kvpool.rto import K as RTO_K
 from kvpool.rto import RtoBounds
 from kvpool.stream import StreamPatience, StreamPosition
 from kvpool.transport import Transport, UdpTransport
@@ -120,11 +123,12 @@ class ClientOptions:
     """Set F_STREAM on the GETs of a read of more than one chunk (or of unknown count) and take the chunks a
     switch pushes from the block's stream (docs/protocol.md, *Pushed chunks*); False: never (pushed copies are
     ignored)."""
-    late_patch: bool = False
-    """With a stream: ask for the chunks missed before joining only once the stream ends, instead of at once.
-    The readers that joined late then ask at about the same moment and share part of their patches as the next
-    stream: a little less for the storage node, a later finish for the readers (measured in docs/protocol.md,
-    *Pushed chunks*; off by default)."""
+    immediate_patch: bool = False
+    """With a stream: ask for the chunks missed before joining at once, in parallel with the pushes (the
+    behaviour before the patch pass: each late reader fetches its missed prefix alone). False (the default): ask
+    for them only once the stream's first pass ended (its last chunk came; when pushes stop before, the read
+    leads the rest of the first pass first), lowest first, following the stream's patch pass as the first pass
+    (docs/protocol.md, *Pushed chunks*)."""
 
     def __post_init__(self) -> None:
         if self.give_up <= 0 or self.initial_window < 1 or not 0 < self.min_rto <= self.max_rto:
@@ -297,7 +301,7 @@ class KVPClient:
                 else:
                     assert isinstance(event, Pushed)
                     read.pushed(event)
-                if read.stream is not None and read.assembly.complete:  # (without one, the window ends then)
+                if read.streamed and read.assembly.complete:  # (without a stream, the window ends then)
                     window.clear()
                     window.wake_at = None
                     break
@@ -431,7 +435,10 @@ class _BlockRead:
     first pushed chunk on, while pushes keep coming and another member of the stream is ahead (`_led`), it asks
     only for the chunks the stream will not bring (the ones before the join and the holes,
     `kvpool.stream.StreamPosition`); while it leads, and when the stream goes quiet, for everything left, in
-    order."""
+    order. The chunks before the join wait (unless `immediate_patch`) until the stream's first pass ended (the last
+    chunk is here; when pushes stop before, this read leads the rest of the first pass): then the read begins its
+    patch pass, a read of what it misses, lowest first, that follows the stream's patch pass
+    (its pushes) exactly as the first pass."""
 
     def __init__(self, client: KVPClient, window: Window, prefix_hash: int, chunks: int | None,
                  version: int) -> None:
@@ -458,9 +465,20 @@ class _BlockRead:
         """With a stream that went quiet, or that this read leads: every chunk in order, those missing are asked
         for."""
         self.own_top = -1
-        """The highest chunk this read got new from a reply to its own GET (-1: none yet): while the newest pushed
-        one is above it, another member of the stream is ahead and feeds this read."""
+        """The highest chunk this read got new from a reply to its own GET (-1: none yet; in the patch pass, from
+        its GETs of the patch pass): while the newest pushed one is above it, another member of the stream is
+        ahead and feeds this read."""
+        self.carried: set[int] = set()
+        """The requests of the first pass still under way when the patch pass began: their replies do not count
+        for `own_top` (they say nothing of where this read is in the patch pass)."""
+        self.joined_at: int | None = None
+        """The first pass's first pushed index, once the patch pass began (None: still in the first pass)."""
         self.top_up()
+
+    @property
+    def streamed(self) -> bool:
+        """Whether a stream has pushed to this read (in its first pass or in its patch pass)."""
+        return self.stream is not None or self.joined_at is not None
 
     def ask(self, idx: int) -> None:
         self.window.submit(idx, self.client._header(Opcode.GET, self.prefix_hash, idx, self.chunks or 1, self.flags,
@@ -486,7 +504,7 @@ class _BlockRead:
             if stream is not None:
                 self.asked.add(answer.tag)  # damaged on the way: asked again
             return
-        if new and answer.tag > self.own_top:
+        if new and answer.tag > self.own_top and answer.tag not in self.carried:
             self.own_top = answer.tag
         self.served[answer.tag] = ChunkReply(answer.tag, _STATUSES[answer.reply.status], answer.latency,
                                              answer.attempts)
@@ -536,13 +554,38 @@ class _BlockRead:
             self.top_up()
 
     def _join(self, idx: int, now: float) -> None:
-        """The first push: from now on the stream says what to ask for; queued GETs beyond it are taken back
-        (with `late_patch`, all of them: those below it wait for the stream's end)."""
+        """The first push (of a pass): from now on the stream says what to ask for; queued GETs beyond it are taken
+        back (in the first pass, unless `immediate_patch`, all of them: those below it wait for the pass's end)."""
         options = self.client.options
         self.stream = StreamPosition(idx, now, StreamPatience(lag=2 * options.window))
         self.asked = self.window.waiting()
-        late = options.late_patch
-        self.asked.difference_update(self.window.withdraw(lambda i: late or i > idx))
+        every = not self._patches_now
+        self.asked.difference_update(self.window.withdraw(lambda i: every or i > idx))
+
+    @property
+    def _patches_now(self) -> bool:
+        """Whether the chunks before the join are asked for at once: with `immediate_patch`, or in the patch pass."""
+        return self.client.options.immediate_patch or self.joined_at is not None
+
+    def _first_pass_ended(self, stream: StreamPosition) -> bool:
+        """Whether to begin the patch pass: chunks before the join are missing and the first pass is over: its last
+        chunk is here. When pushes stop before (the member ahead stalled or died), this read leads the rest of the
+        first pass (below, `rest` from the join on): its replies beyond the front feed the others, and it patches
+        once it has the last chunk, as they do; a stall under load then costs no patch the others cannot share."""
+        if self._patches_now or stream.first == 0:
+            return False
+        return self.assembly.has((self.chunks or 1) - 1)
+
+    def _begin_patch_pass(self, stream: StreamPosition) -> None:
+        """Read what is missing as a read without pushes does, lowest first (requests under way stay), until the
+        patch pass's first push: from then on it follows the stream as in the first pass."""
+        self.joined_at, self.own_top = stream.first, -1
+        self.stream, self.rest, self.asked = None, None, set()
+        waiting, has = self.window.waiting(), self.assembly.has
+        self.carried = waiting
+        self.todo = (i for i in range(self.chunks or 1) if not has(i) and i not in waiting)
+        self.window.wake_at = None
+        self.top_up()
 
     def _led(self, newest: int) -> bool:
         """Whether another member of the stream is ahead of this read: the newest pushed chunk is above every
@@ -554,11 +597,21 @@ class _BlockRead:
         wait anyway. Once the last chunk came pushed, nothing more will: this read asks for all it misses."""
         return self.own_top < newest < (self.chunks or 1) - 1
 
+    def _stream_rto(self) -> float:
+        """The RTO the stream's patience counts in: the path's, without the floor that spurious timeouts raised. A
+        reply of its own that came late says the path was slow once, not that the member ahead stopped; in the
+        patch pass the members ahead stop one after the other (each once it has what it missed), and each of those
+        handovers waits this out. A push merely late costs a few GETs the stream would have brought."""
+        estimate = self.client.path.rto
+        if estimate.srtt is None:
+            return estimate.rto
+        return min(estimate.rto, max(estimate.bounds.minimum, estimate.srtt + RTO_K * estimate.rttvar))
+
     def _top_up_streamed(self) -> None:
         stream, window = self.stream, self.window
         assert stream is not None
         now = self.client.clock()
-        rto = self.client.path.rto.rto
+        rto = self._stream_rto()
         room = self.queued - len(window)
         asked, has = self.asked, self.assembly.has
 
@@ -566,11 +619,14 @@ class _BlockRead:
             return not has(i) and i not in asked
 
         live = stream.live(now, rto)
+        if self._first_pass_ended(stream):
+            self._begin_patch_pass(stream)
+            return
         if live and self._led(stream.newest):
             if self.rest is not None:  # pushes came again after a quiet spell: stop asking beyond them
                 self.rest = None
                 asked.difference_update(window.withdraw(lambda i: i > stream.newest))
-            for i in stream.due(now, rto, missing, room, not self.client.options.late_patch):
+            for i in stream.due(now, rto, missing, room, self._patches_now):
                 self.ask(i)
                 asked.add(i)
                 self.client.stream_holes += i > stream.first
@@ -578,11 +634,12 @@ class _BlockRead:
             window.wake_at = hole_due if hole_due is not None and now < hole_due < wake else wake
             return
         # the stream ended, or this read leads it (its own replies reach as far as the pushes, or further): everything
-        # left, in order, as without one
+        # left, in order, as without one (in the first pass, unless it patches now, from the join: the chunks
+        # before it wait for the pass's end)
         window.wake_at = stream.quiet_at(rto) if live else None
         if self.rest is None:
             self.client.stream_quiet += not live
-            self.rest = iter(range(self.chunks or 1))
+            self.rest = iter(range(0 if self._patches_now else stream.first, self.chunks or 1))
         rest = self.rest
         while room > 0 and (left := next(rest, None)) is not None:
             if missing(left):

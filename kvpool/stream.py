@@ -10,7 +10,8 @@ the read (kvpool/client.py) follows it only while the newest push is above every
 * the newest pushed index H, where the leading member's read is: the chunks above it will come pushed while
   pushes keep coming, so a following reader does not ask for them;
 * the chunks it missed: those below the first pushed index (the stream had passed them before the reader
-  joined) are due at once; a hole in the pushed indices (a push lost, or the leader's request lost and resent)
+  joined) are due at once (when the caller asks for them: `due(before=True)`; kvpool/client.py does so only in
+  the stream's patch pass, unless `immediate_patch`); a hole in the pushed indices (a push lost, or the leader's request lost and resent)
   is due only once it is more than `lag` chunks behind H or an RTO old, since pushes arrive in the leader's order
   give or take its own resends;
 * whether pushes keep coming: `live` until none came for two RTOs (the stream ended: the members finished or

@@ -25,6 +25,22 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
      * missed: not pushed.  So whichever member reads ahead feeds the
      * others.  The members' own GETs are always forwarded.
      *
+     * The patch pass: a subscriber's JOIN POINT is the front when it
+     * joined (it missed the chunks below it); the stream keeps the highest
+     * (the join point max).  When the reply of the block's last chunk is
+     * pushed and the join point max is above 0, the stream does not end:
+     * it begins its PATCH PASS, a second pass over the chunks below the
+     * join point max with its front back at 0 (the patch front).  A
+     * member's reply of chunk c with patch front <= c < join point max is
+     * pushed to every other member as in the first pass (the patch front
+     * moves past it), below the patch front it is a PATCH (not pushed),
+     * and the stream ends once the patch front reaches the join point max.
+     * So the late members, which ask for their missed chunks only once the
+     * first pass ended, share them as they shared the rest.  A reader that
+     * joins during the patch pass joins at the first pass's front (the
+     * block's chunk count): the patch pass then covers the whole block, a
+     * second pass it shares with the late members.
+     *
      * Replication is a chain of egress-to-egress clones, one egress pass per
      * member: the reply clones itself to clone session
      * STREAM_SESSION_BASE + (first member's port) with the member in
@@ -35,11 +51,12 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
      *
      * Bounded and fail-safe: a stream ends at a PUT, an OK PUT_ACK or an
      * INVALIDATE of any chunk of its block, once a reply for the block's
-     * last chunk (chunk_count - 1) is pushed, or when idle for its
-     * lifetime (stream_config); a GET whose cell streams another block,
-     * whose stream is full, or whose membership cell another subscriber
-     * holds is forwarded as without streams (counted), as is everything
-     * when stream_config is off.  F_BYPASS GETs never open or join.
+     * last chunk (chunk_count - 1) is pushed and no subscriber joined past
+     * chunk 0, once its patch pass reaches the join point max, or when
+     * idle for its lifetime (stream_config); a GET whose cell streams
+     * another block, whose stream is full, or whose membership cell
+     * another subscriber holds is forwarded as without streams (counted),
+     * as is everything when stream_config is off.  F_BYPASS GETs never open or join.
      *
      * Every operation on the registers is ONE action, so BMv2 locks them
      * all for the whole check-then-write.
@@ -75,9 +92,22 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     /* Subscribers so far, <= STREAM_SUBSCRIBERS (the origin not counted). */
     @name(".MyEgress.stream_subscriber_count")
     register<bit<8>>(STREAM_ENTRIES) stream_subscriber_count;
-    /* The front: one past the highest chunk pushed so far (0 at opening).  */
+    /* The front: one past the highest chunk pushed so far in the first   */
+    /* pass (0 at opening; the chunk count once the patch pass began).     */
     @name(".MyEgress.stream_front")
     register<bit<32>>(STREAM_ENTRIES) stream_front;
+    /* The patch front: one past the highest chunk pushed so far in the   */
+    /* patch pass (0 when it begins).                                      */
+    @name(".MyEgress.stream_patch_front")
+    register<bit<32>>(STREAM_ENTRIES) stream_patch_front;
+    /* The join point max: the highest front any subscriber joined at (0  */
+    /* at opening).  The patch pass covers the chunks below it.            */
+    @name(".MyEgress.stream_join_max")
+    register<bit<32>>(STREAM_ENTRIES) stream_join_max;
+    /* The pass under way: STREAM_MAIN_PASS, or STREAM_PATCH_PASS once the */
+    /* block's last chunk was pushed with a join point max above 0.        */
+    @name(".MyEgress.stream_pass")
+    register<bit<8>>(STREAM_ENTRIES) stream_pass;
     /* A fresh number at every opening (from stream_last_gen), stamped on   */
     /* the stream's subscriber and membership cells, so neither a push      */
     /* chain under way nor a reader's membership is ever taken for a newer  */
@@ -192,6 +222,8 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<16> origin_udp_port;
         bit<32> gen;
         bit<8> subscribers;
+        bit<32> front;
+        bit<32> join_max;
         stream_epoch.read(epoch, st.index);
         stream_last.read(last, st.index);
         stream_tenant.read(tenant, st.index);
@@ -203,6 +235,8 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         stream_origin_udp_port.read(origin_udp_port, st.index);
         stream_gen.read(gen, st.index);
         stream_subscriber_count.read(subscribers, st.index);
+        stream_front.read(front, st.index);
+        stream_join_max.read(join_max, st.index);
         bit<32> last_gen;
         stream_last_gen.read(last_gen, 0);
         bit<32> member;
@@ -241,6 +275,8 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
             stream_origin_udp_port.write(st.index, hdr.udp.src_port);
             stream_subscriber_count.write(st.index, 0);
             stream_front.write(st.index, 0);
+            stream_join_max.write(st.index, 0);
+            stream_pass.write(st.index, STREAM_MAIN_PASS);
             bit<32> new_gen = last_gen + 1;
             if (new_gen == 0) {
                 new_gen = 1;  /* 0 stamps nothing */
@@ -277,6 +313,11 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
             stream_member_gen.write(member, gen);
             stream_member_who.write(member, who);
             stream_subscriber_count.write(st.index, subscribers + 1);
+            if (front > join_max) {
+                /* its join point: it missed the chunks below the front */
+                /* (in the patch pass: all of them, the count)          */
+                stream_join_max.write(st.index, front);
+            }
             count_stream(stream_event_t.JOINED);
         }
     }
@@ -324,8 +365,11 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     /* A GET_REPLY on its way to its reader: if it is a HIT with a value    */
     /* from the stream's node (in on the stream's port) to a member, push   */
     /* it to the other members when its chunk is at or beyond the front    */
-    /* (the front moves past it) or it is the origin's; a reply of the      */
-    /* block's last chunk pushed ends the stream.                           */
+    /* (the front moves past it) or, in the first pass, it is the origin's; */
+    /* in the patch pass only chunks below the join point max are pushed.  */
+    /* A reply of the block's last chunk pushed begins the patch pass (or   */
+    /* ends the stream when nobody joined past chunk 0); the patch front    */
+    /* reaching the join point max ends it.                                 */
     @name(".MyEgress.stream_reply")
     action stream_reply() {
         bit<32> epoch;
@@ -339,6 +383,9 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<16> origin_udp_port;
         bit<8> subscribers;
         bit<32> front;
+        bit<32> patch_front;
+        bit<32> join_max;
+        bit<8> pass;
         stream_epoch.read(epoch, st.index);
         stream_last.read(last, st.index);
         stream_tenant.read(tenant, st.index);
@@ -350,6 +397,9 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         stream_origin_udp_port.read(origin_udp_port, st.index);
         stream_subscriber_count.read(subscribers, st.index);
         stream_front.read(front, st.index);
+        stream_patch_front.read(patch_front, st.index);
+        stream_join_max.read(join_max, st.index);
+        stream_pass.read(pass, st.index);
         stream_gen.read(st.gen, st.index);
         bit<32> member;
         hash(member, HashAlgorithm.crc32, 32w0,
@@ -378,23 +428,44 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
                         && (hdr.kvp.flags & F_VALUE) != 0
                         && (hdr.kvp.flags & F_PUSHED) == 0
                         && hdr.kvp.chunk_idx < hdr.kvp.chunk_count;
-        bool beyond = (bit<32>)hdr.kvp.chunk_idx >= front;
+        bit<32> chunk = (bit<32>)hdr.kvp.chunk_idx;
+        bool patching = pass == STREAM_PATCH_PASS;
+        bool beyond = chunk >= front;
+        if (patching) {
+            beyond = chunk >= patch_front && chunk < join_max;
+        }
         if (!answers || !pushable) {
             /* not a member's reply, or nothing to push: forwarded as usual */
         } else if (now - last >= st.idle) {
             stream_epoch.write(st.index, 0);
             count_stream(stream_event_t.EXPIRED);
-        } else if (!beyond && !to_origin) {
+        } else if (!beyond && (patching || !to_origin)) {
             /* a member's patch of a chunk it missed: the others have it */
             count_stream(stream_event_t.PATCH);
         } else {
             stream_last.write(st.index, now);
-            if (beyond) {
-                stream_front.write(st.index, (bit<32>)hdr.kvp.chunk_idx + 1);
-            }
-            if (hdr.kvp.chunk_idx == hdr.kvp.chunk_count - 1) {
-                stream_epoch.write(st.index, 0);
-                count_stream(stream_event_t.ENDED_LAST);
+            if (patching) {
+                stream_patch_front.write(st.index, chunk + 1);
+                count_stream(stream_event_t.PATCH_PUSHED);
+                if (chunk + 1 == join_max) {
+                    stream_epoch.write(st.index, 0);
+                    count_stream(stream_event_t.ENDED_PATCHED);
+                }
+            } else {
+                if (beyond) {
+                    stream_front.write(st.index, chunk + 1);
+                }
+                if (hdr.kvp.chunk_idx == hdr.kvp.chunk_count - 1) {
+                    if (join_max == 0) {
+                        stream_epoch.write(st.index, 0);
+                        count_stream(stream_event_t.ENDED_LAST);
+                    } else {
+                        /* the first pass is over: the patch pass, from 0 */
+                        stream_pass.write(st.index, STREAM_PATCH_PASS);
+                        stream_patch_front.write(st.index, 0);
+                        count_stream(stream_event_t.PATCH_PASS);
+                    }
+                }
             }
             if (subscribers != 0) {
                 /* the first member but the addressee; each copy clones on */

@@ -377,6 +377,11 @@ const bit<8> STREAM_CHAIN_FIELDS = 3;
 /* egress-to-egress clone (BMv2 simple_switch's numbering).             */
 const bit<32> PKT_INSTANCE_TYPE_NORMAL = 0;
 const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE = 2;
+/* The pass a stream is in (MyEgress.stream_pass): its first pass over  */
+/* the block, or its patch pass over the chunks below the highest join  */
+/* point (docs/dataplane.md, "Stream join", "The patch pass").          */
+const bit<8> STREAM_MAIN_PASS = 0;
+const bit<8> STREAM_PATCH_PASS = 1;
 /* Size of the stream_events counter (>= largest code + 1).            */
 const bit<32> STREAM_EVENT_COUNT = 16;
 
@@ -403,9 +408,16 @@ enum bit<8> stream_event_t {
     WRONG_PORT     = 11, /* a chain copy came out of another port than   */
                          /* its member's (a misconfigured session):     */
                          /* dropped                                     */
-    PATCH          = 12  /* a member's reply for a chunk below the       */
-                         /* stream's front (a chunk it missed): not     */
-                         /* pushed                                      */
+    PATCH          = 12, /* a member's reply for a chunk below the       */
+                         /* stream's front (a chunk it missed), or in   */
+                         /* the patch pass at or above the join point   */
+                         /* max: not pushed                             */
+    PATCH_PASS     = 13, /* the last chunk was pushed with a join point  */
+                         /* max above 0: the patch pass began           */
+    PATCH_PUSHED   = 14, /* a member's reply pushed in the patch pass    */
+                         /* (once per reply; PUSHED counts the copies)  */
+    ENDED_PATCHED  = 15  /* the patch front reached the join point max:  */
+                         /* the stream ended                            */
 }
 
 /* ==================================================================== *

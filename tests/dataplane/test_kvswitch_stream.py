@@ -280,9 +280,9 @@ def test_a_reader_joining_mid_block_gets_every_later_reply_pushed(sn: StreamNet)
     assert len(to_storage(sn.get(A, 2, 12))) == 1
     assert_pushed(sn.reply(A, 2, 12), A, 12, [C], chunk=2)
     assert len(to_storage(sn.get(A, 3, 13))) == 1
-    assert_pushed(sn.reply(A, 3, 13), A, 13, [C], chunk=3)  # the last chunk is pushed too, and ends the stream
-    assert (sn.event("PUSHED"), sn.event("ENDED_LAST")) == (3, 1)
-    assert_not_pushed(sn.reply(A, 3, 13), A)  # a duplicate after the end
+    assert_pushed(sn.reply(A, 3, 13), A, 13, [C], chunk=3)  # the last chunk is pushed too; C joined at chunk 1:
+    assert (sn.event("PUSHED"), sn.event("PATCH_PASS"), sn.event("ENDED_LAST")) == (3, 1, 0)  # the patch pass
+    assert_not_pushed(sn.reply(A, 3, 13), A)  # a duplicate: at or above the join point max, not pushed in it
 
 
 def test_streams_are_off_until_configured(sn: StreamNet) -> None:
@@ -566,3 +566,74 @@ def test_the_chain_steps_over_a_subscriber_addressee_in_any_cell(sn: StreamNet) 
         assert_pushed(sn.reply(addressee, chunk, 200 + chunk), addressee, 200 + chunk, others, chunk=chunk)
     assert sn.event("PUSHED") == 3 * 5
 
+
+
+# ---- the patch pass: the late members share the chunks they missed -----------------------------------------
+
+def enter_patch_pass(sn: StreamNet) -> None:
+    """A opens the stream; C joins at front 1, D at front 2 (the join point max); A's replies of every chunk are
+    pushed, and the last one begins the patch pass over chunks 0 and 1."""
+    assert len(to_storage(sn.get(A, 0, 1))) == 1
+    assert_not_pushed(sn.reply(A, 0, 1), A)  # nobody joined yet: front 1
+    assert len(to_storage(sn.get(C, 0, 20))) == 1  # C joins at 1
+    assert_pushed(sn.reply(A, 1, 2), A, 2, [C], chunk=1)  # front 2
+    assert len(to_storage(sn.get(D, 0, 30))) == 1  # D joins at 2
+    assert sn.event("JOINED") == 2
+    assert_pushed(sn.reply(A, 2, 3), A, 3, [C, D], chunk=2)
+    assert_pushed(sn.reply(A, 3, 4), A, 4, [C, D], chunk=CHUNKS - 1)
+    assert (sn.event("PATCH_PASS"), sn.event("ENDED_LAST"), sn.event("PUSHED")) == (1, 0, 5)
+
+
+def test_the_patch_pass_pushes_a_late_members_patch_at_or_beyond_its_front_until_the_join_point_max(
+        sn: StreamNet) -> None:
+    """In the patch pass a member's reply of a chunk at or beyond the patch front and below the join point max
+    goes to every other member (the origin too); below the patch front, or at or above the join point max, it is
+    the member's own patch; the patch front reaching the join point max ends the stream."""
+    sn.configure()
+    enter_patch_pass(sn)
+    assert_pushed(sn.reply(D, 0, 31), D, 31, [A, C], chunk=0)  # patch front 0 → 1
+    assert_not_pushed(sn.reply(C, 0, 21), C)  # below the patch front: C's own
+    assert_not_pushed(sn.reply(C, 2, 22), C)  # at the join point max: nobody misses it
+    assert_not_pushed(sn.reply(A, 0, 5), A)  # the origin's reply is no exception in the patch pass
+    assert sn.event("PATCH") == 3
+    assert_pushed(sn.reply(C, 1, 23), C, 23, [A, D], chunk=1)  # patch front 2 = the join point max: the end
+    assert (sn.event("PATCH_PUSHED"), sn.event("ENDED_PATCHED"), sn.event("PUSHED")) == (2, 1, 9)
+    assert_not_pushed(sn.reply(D, 1, 32), D)  # the stream ended
+    assert sn.event("PUSHED") == 9
+
+
+def test_a_reader_joining_in_the_patch_pass_makes_it_cover_the_whole_block(sn: StreamNet) -> None:
+    """A reader arriving in the patch pass missed the whole first pass: it joins at the first pass's front (the
+    chunk count), so the patch pass goes on to the block's end, a second pass it shares with the late members."""
+    sn.configure()
+    enter_patch_pass(sn)
+    assert len(to_storage(sn.get(B, 0, 40))) == 1
+    assert sn.event("JOINED") == 3
+    assert_pushed(sn.reply(D, 0, 33), D, 33, [A, B, C], chunk=0)  # patch front 1
+    assert_pushed(sn.reply(C, 2, 22), C, 22, [A, B, D], chunk=2)  # past the late members' join point max: pushed
+    assert_not_pushed(sn.reply(B, 1, 41), B)  # below the patch front (3): B's own
+    assert sn.event("ENDED_PATCHED") == 0
+    assert_pushed(sn.reply(B, 3, 42), B, 42, [A, C, D], chunk=CHUNKS - 1)  # patch front 4: the block's end
+    assert (sn.event("PATCH_PUSHED"), sn.event("ENDED_PATCHED")) == (3, 1)
+
+
+def test_a_write_ends_the_patch_pass(sn: StreamNet) -> None:
+    sn.configure()
+    enter_patch_pass(sn)
+    assert [p for p, _ in sn.put(B, chunk=1)] == [STORAGE_PORT]
+    assert sn.event("ENDED_BY_WRITE") == 1
+    assert_not_pushed(sn.reply(D, 0, 31), D)
+    assert (sn.event("PATCH_PUSHED"), sn.event("PUSHED")) == (0, 5)
+
+
+def test_an_idle_patch_pass_ends(sn: StreamNet) -> None:
+    """Late members that never patch (they asked for their chunks at once, or died) leave the stream idle: it
+    ends at its lifetime, and a reply after that is its reader's only."""
+    idle_s = idle_lifetime_s(sn.target)
+    sn.configure(idle_us=int(idle_s * 1e6))
+    enter_patch_pass(sn)
+    let_streams_idle_out(sn.target, idle_s)
+    assert_not_pushed(sn.reply(D, 0, 31), D)
+    assert (sn.event("EXPIRED"), sn.event("PATCH_PUSHED")) == (1, 0)
+    assert len(to_storage(sn.get(B, 0, 40))) == 1  # the cell is free again: B opens a new stream
+    assert sn.event("OPENED") == 2

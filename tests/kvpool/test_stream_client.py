@@ -298,7 +298,7 @@ def test_a_duplicate_push_is_counted_and_ignored():
         got = client.get_block(PH, n)
     assert got.data == data
     assert client.pushed == n - k
-    assert client.pushed_duplicates == n - k - 1, "every second copy but the last (it came after the read ended)"
+    assert client.pushed_duplicates == n - k, "every second copy (the read patches after the last one came)"
     assert sorted(path.gets) == list(range(k))
 
 
@@ -483,31 +483,136 @@ def test_cancel_withdraw_and_wake_at():
     assert window.strays == 1, "the cancelled request's late reply"
 
 
-def test_with_late_patch_the_missed_chunks_are_asked_for_only_once_the_stream_ended():
+class TimedPath:
+    """When each of the reader's GETs left (simulated time), beside `StreamPath.gets`."""
+
+    def __init__(self, path: StreamPath, clock: SimClock) -> None:
+        self.asked_at: list[float] = []
+        send = path.send
+
+        def timed_send(data: bytes) -> None:
+            self.asked_at.append(clock.now)
+            send(data)
+
+        path.send = timed_send  # type: ignore[method-assign]
+
+
+def test_by_default_the_missed_chunks_are_asked_for_only_once_the_first_pass_ended():
     n, k = 200, 120
     data = block(n, seed=18)
     node = stored(data)
-    client, path, clock = reader(node, late_patch=True)
+    client, path, clock = reader(node)
     schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
     last_push = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005
-    asked_at: list[float] = []
-    send = path.send
-
-    def timed_send(data: bytes) -> None:
-        asked_at.append(clock.now)
-        send(data)
-
-    path.send = timed_send  # type: ignore[method-assign]
+    timed = TimedPath(path, clock)
     with client:
         got = client.get_block(PH, n)
     assert got.data == data and got.pushed == n - k
     assert sorted(path.gets) == list(range(k)), "the same chunks as at once, no more"
     first_push = last_push - (n - 1 - k) * 0.0005
-    before = [i for t, i in zip(asked_at, path.gets, strict=True) if t < first_push]
-    after = [t for t in asked_at if t >= first_push]
+    before = [i for t, i in zip(timed.asked_at, path.gets, strict=True) if t < first_push]
+    after = [(t, i) for t, i in zip(timed.asked_at, path.gets, strict=True) if t >= first_push]
     assert len(before) < 40, "without a push, the read went on in order"
-    assert after and min(after) >= last_push, "once it joined, it waited for the stream's end to patch"
+    assert after and min(t for t, _ in after) >= last_push, "once it joined, it waited for the first pass's end"
+    assert [i for _, i in after] == sorted(i for _, i in after), "then lowest first"
     assert client.stream_quiet == 0, "the last chunk's push ends the wait: nothing more can come"
+
+
+def test_with_immediate_patch_the_missed_chunks_are_asked_for_at_once():
+    """The behaviour before the patch pass (`immediate_patch`): the chunks before the join are asked for while
+    the pushes come, and the read ends about with the stream."""
+    n, k = 200, 120
+    data = block(n, seed=18)
+    node = stored(data)
+    client, path, clock = reader(node, immediate_patch=True)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    last_push = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005
+    timed = TimedPath(path, clock)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.pushed == n - k
+    assert sorted(path.gets) == list(range(k))
+    assert max(timed.asked_at) < last_push, "every missed chunk asked for before the stream's last push"
+
+
+OWN_BEFORE_JOIN = 15
+"""Chunks a reader of `patch_pass_read` gets with its own GETs before the first push (chunk k) reaches it."""
+
+
+def patch_pass_read(n: int, k: int, seed: int, patch_pushes: list[int], every: float = 0.00005, **options):
+    """A reader that joins at chunk k of a stream whose first pass pushes chunks k..n-1 (one per 0.5 ms), then,
+    0.1 ms after the last of them (well before the reader's own patch GETs can come back), a patch pass led by
+    another late member (on a shorter path) pushes `patch_pushes` in order, one per `every` seconds. (the
+    result, the client, the path, the time of the patch pass's first push, the reader's GET times)."""
+    data = block(n, seed=seed)
+    node = stored(data)
+    client, path, clock = reader(node, **options)
+    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    first_patch = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005 + 0.0001
+    for m, idx in enumerate(patch_pushes):
+        path.push(first_patch + m * every, idx, n)
+    timed = TimedPath(path, clock)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data
+    return got, client, path, first_patch, timed.asked_at
+
+
+def test_in_the_patch_pass_a_reader_follows_the_member_ahead_of_it():
+    """The patch pass's pushes run ahead of the reader's own patch GETs: it takes them, asks for nothing beyond
+    the newest one, and fetches only what its first patch GETs (sent before the first patch push came) brought."""
+    n, k = 300, 200
+    got, client, path, first_patch, asked_at = patch_pass_read(n, k, 41, list(range(k)))
+    first_new = first_patch + OWN_BEFORE_JOIN * 0.00005  # the first patch push of a chunk the reader lacks
+    patch_gets = [i for t, i in zip(asked_at, path.gets, strict=True) if first_patch - RTT < t < first_new]
+    assert patch_gets == list(range(OWN_BEFORE_JOIN, OWN_BEFORE_JOIN + len(patch_gets))), "lowest first"
+    assert [i for t, i in zip(asked_at, path.gets, strict=True) if t >= first_new] == [], \
+        "nothing asked once the patch pass's pushes came"
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+    assert got.pushed >= n - len(path.gets) and len(patch_gets) <= 2 * 32
+    assert client.stream_quiet == 0 and client.stream_holes == 0
+
+
+def test_in_the_patch_pass_a_lost_push_is_asked_for_as_a_hole():
+    n, k, lost = 300, 200, 150
+    _, client, path, _, _ = patch_pass_read(n, k, 42, [i for i in range(k) if i != lost])
+    assert lost in path.gets and path.gets.count(lost) == 1
+    assert client.stream_holes == 1 and client.stream_quiet == 0
+    assert len(path.gets) < 2 * 32 + 8
+
+
+def test_when_the_patch_pass_goes_quiet_the_reader_asks_for_everything_left():
+    """The member leading the patch pass stops halfway (it had all it missed, or died): after the quiet spell
+    the reader fetches the rest, in order, each chunk once."""
+    n, k, m = 300, 200, 120
+    _, client, path, first_patch, asked_at = patch_pass_read(n, k, 43, list(range(m)))
+    assert set(range(m, k)) <= set(path.gets), "the chunks the patch pass did not bring"
+    assert sorted(set(path.gets)) == sorted(path.gets), "no chunk asked twice"
+    late = [i for t, i in zip(asked_at, path.gets, strict=True) if t > first_patch + m * 0.00005]
+    assert late == list(range(m, k)), "after the quiet spell: the rest, lowest first"
+    assert client.stream_quiet == 1
+
+
+def test_a_first_pass_that_goes_quiet_is_led_on_by_the_reader_which_then_patches_lowest_first():
+    """The first pass stops before the last chunk (its leader stalled or died): after the quiet spell the read
+    leads the rest of the first pass (its replies beyond the front would feed the others), and once it has the
+    last chunk it asks for the chunks before its join, lowest first, as in any patch pass."""
+    n, k, m = 300, 100, 180
+    data = block(n, seed=44)
+    node = stored(data)
+    client, path, clock = reader(node)
+    schedule_pushes(path, clock, k, m, n, start=RTT + 0.0001, every=0.0005)
+    last_push = clock.now + RTT + 0.0001 + (m - k) * 0.0005
+    timed = TimedPath(path, clock)
+    with client:
+        got = client.get_block(PH, n)
+    assert got.data == data and got.pushed == m - k + 1
+    early = [i for t, i in zip(timed.asked_at, path.gets, strict=True) if t <= last_push]
+    late = [i for t, i in zip(timed.asked_at, path.gets, strict=True) if t > last_push]
+    assert max(early) < k, "nothing beyond the join while the first pass went on"
+    rest, patches = list(range(m + 1, n)), sorted(set(range(k)) - set(early))
+    assert late == rest + patches, "the rest of the first pass in order, then the missed chunks lowest first"
+    assert client.stream_quiet == 1
 
 
 def test_taken_pushes_keep_a_read_from_the_silence_bound_duplicates_do_not():
@@ -717,14 +822,61 @@ def test_a_reader_joins_a_stream_of_the_kvswitch_program_and_the_node_serves_the
     assert len(path.node_gets) < n + k + 8, "the node served the block once plus what the reader missed"
 
 
+@pytest.mark.slow  # loading the program takes seconds; the read itself runs on the simulated clock
+def test_a_late_reader_patches_in_the_kvswitch_programs_patch_pass_each_missed_chunk_once(kvswitch_program):
+    """With the real program: the reader joins at chunk k, takes the first pass's pushes, and asks for the chunks
+    before its join only once the first pass ended (the switch's patch pass began); its patches at or beyond the
+    patch front are pushed to the origin (which has them), and the patch pass ends at the join point."""
+    from controller.streaming import EVENTS
+
+    n, k = 64, 24
+    data = random.Random(22).randbytes(n * CHUNK)
+    node = stored(data)
+    clock = SimClock()
+    target = streaming_switch(kvswitch_program)
+    path = SwitchedPath(target, node, clock, reader_port=40002, origin_port=40001)
+    for idx in range(n):
+        path.origin_get(clock.now - k * 0.001 + idx * 0.001, idx, n, PH)
+    path.recv(0.0)
+    origin_done = clock.now + (n - k) * 0.001
+    asked_at: list[tuple[float, int]] = []
+    cross = path._cross
+
+    def timed_cross(port: int, frame: bytes) -> None:
+        src, _, payload = _udp_of(frame)
+        if port == 1 and src == path.reader and Header.unpack(payload).opcode == Opcode.GET:
+            asked_at.append((clock.now, Header.unpack(payload).chunk_idx))
+        cross(port, frame)
+
+    path._cross = timed_cross  # type: ignore[method-assign]
+    with KVPClient(ClientOptions(timeout=0.05), path, clock=clock) as client:
+        got = client.get_block(PH, None)
+    assert got.data == data
+    reader_gets = sorted(c for port, c in path.node_gets if port == 40002)
+    assert reader_gets == sorted({c for c in range(n) if not got.chunks[c].pushed}), "the rest, each once"
+    first_push = min(c for c in range(n) if got.chunks[c].pushed)
+    patches = [(t, c) for t, c in asked_at if c < first_push and t > asked_at[0][0] + 2 * RTT]
+    assert patches and min(t for t, _ in patches) >= origin_done, "the missed chunks once the first pass ended"
+    enums = kvswitch_program.type("stream_event_t")
+
+    def event(name: str) -> int:
+        return target.counter_read(EVENTS, enums.value_of(name))[0]
+
+    assert (event("PATCH_PASS"), event("ENDED_LAST")) == (1, 0)
+    assert event("PATCH_PUSHED") > 0 and event("ENDED_PATCHED") == 1, "the patch front reached the join point"
+
+
 # ---- two members feeding each other (the frontier: whichever reads ahead leads) ---------------------------------
 
 
 class FrontierSwitch:
     """Two (or more) real readers on one simulated clock, behind a switch that runs the stream join's frontier
     rule (docs/dataplane.md, *Stream join*): every reader is a member of the block's stream (the first one its
-    origin); a member's reply is pushed to the other members when its chunk is at or beyond the front (then the
-    front moves past it) or it is the origin's; the last chunk pushed ends the stream.
+    origin; a reader that starts late from its first GET on, its join point the front then); a member's reply
+    is pushed to the other members when its chunk is at or beyond the front (then the front moves past it) or it
+    is the origin's; the last chunk pushed ends the stream, or, when a reader joined past chunk 0, begins the
+    patch pass: a member's reply at or beyond the patch front and below the highest join point is pushed, and
+    the patch front reaching that join point ends the stream.
 
     Each reader runs `get_block` in its own thread; the clock moves only when every reader still reading waits
     for a datagram (a discrete-event simulation: no verdict depends on how fast the threads run). A reader's
@@ -746,24 +898,44 @@ class FrontierSwitch:
         self.front = 0
         self.ended = False
         self.gets: dict[str, list[int]] = {}
+        self.join_points: dict[str, int] = {}
+        self.patch_front: int | None = None
+        """None: the first pass; else the patch pass's front."""
 
-    def endpoint(self, name: str, address: tuple[str, int]) -> FrontierSwitch.Endpoint:
+    def endpoint(self, name: str, address: tuple[str, int], late: bool = False) -> FrontierSwitch.Endpoint:
+        """A reader; `late`: a member only from its first GET on (else from the start, in creation order)."""
         self.inboxes[name] = []
         self.gets[name] = []
-        self.members.append((name, address))
+        if not late:
+            self.members.append((name, address))
         self.reading.add(name)
         return FrontierSwitch.Endpoint(self, name, address)
+
+    def _join(self, name: str, address: tuple[str, int]) -> None:
+        if all(member != name for member, _ in self.members) and not self.ended:
+            self.members.append((name, address))
+            self.join_points[name] = self.front
 
     def _reply_passes(self, name: str, data: bytes) -> None:
         h = Header.unpack(data)
         self.inboxes[name].append(data)
-        if self.ended or h.status not in (Status.HIT_SERVER, Status.HIT_SWITCH) or not h.flags & Flag.VALUE:
+        if (self.ended or h.status not in (Status.HIT_SERVER, Status.HIT_SWITCH) or not h.flags & Flag.VALUE
+                or all(member != name for member, _ in self.members)):
             return
-        beyond = h.chunk_idx >= self.front
-        if not beyond and name != self.members[0][0]:
-            return  # a patch
-        self.front = max(self.front, h.chunk_idx + 1)
-        self.ended = h.chunk_idx == h.chunk_count - 1
+        join_max = max(self.join_points.values(), default=0)
+        if self.patch_front is not None:
+            if not self.patch_front <= h.chunk_idx < join_max:
+                return  # a patch
+            self.patch_front = h.chunk_idx + 1
+            self.ended = self.patch_front == join_max
+        else:
+            beyond = h.chunk_idx >= self.front
+            if not beyond and name != self.members[0][0]:
+                return  # a patch
+            self.front = max(self.front, h.chunk_idx + 1)
+            if h.chunk_idx == h.chunk_count - 1:
+                self.ended = join_max == 0
+                self.patch_front = None if self.ended else 0
         pushed = h.replace(flags=h.flags | Flag.PUSHED, req_id=0).pack() + data[len(h.pack()):]
         for other, _ in self.members:
             if other != name:
@@ -797,6 +969,7 @@ class FrontierSwitch:
                 h = Header.unpack(data)
                 if h.opcode == Opcode.GET:
                     sw.gets[self.name].append(h.chunk_idx)
+                    sw._join(self.name, self.address)
                 for out in sw.node.receive(data, self.address):
                     reply = b"".join(out.parts)
                     sw.seq += 1
@@ -817,6 +990,18 @@ class FrontierSwitch:
                     sw.waiting.pop(self.name, None)
                 return inbox.pop(0) if inbox else None
 
+        def sleep_until(self, t: float) -> None:
+            """Wait until simulated time `t` (the clock moves when every reader still reading waits)."""
+            sw = self.switch
+            with sw.lock:
+                while sw.clock.now < t:
+                    sw.waiting[self.name] = t
+                    if sw.all_blocked():
+                        sw._step()
+                    else:
+                        sw.lock.wait(1.0)
+                    sw.waiting.pop(self.name, None)
+
         def done(self) -> None:
             sw = self.switch
             with sw.lock:
@@ -827,8 +1012,11 @@ class FrontierSwitch:
             pass
 
 
-def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, int]]], n: int):
-    """Each reader's `get_block` in its own thread, all started at once; (their results, their clients)."""
+def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, int]]], n: int,
+                  starts: dict[str, float] | None = None, **options):
+    """Each reader's `get_block` in its own thread, all started at once (or a reader in `starts` that many
+    simulated seconds later); (their results, their clients)."""
+    starts = starts or {}
     import threading
 
     results: dict[str, object] = {}
@@ -836,6 +1024,7 @@ def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, in
 
     def run_one(name: str, endpoint: FrontierSwitch.Endpoint) -> None:
         try:
+            endpoint.sleep_until(switch.clock.now + starts.get(name, 0.0))
             with clients[name]:
                 results[name] = clients[name].get_block(PH, n)
         except Exception as exc:  # reported by the test
@@ -845,8 +1034,8 @@ def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, in
 
     threads = []
     for name, address in readers:
-        endpoint = switch.endpoint(name, address)
-        clients[name] = KVPClient(ClientOptions(timeout=0.05), endpoint, clock=switch.clock)
+        endpoint = switch.endpoint(name, address, late=name in starts)
+        clients[name] = KVPClient(ClientOptions(timeout=0.05, **options), endpoint, clock=switch.clock)
         threads.append(threading.Thread(target=run_one, args=(name, endpoint), daemon=True))
     for thread in threads:
         thread.start()
@@ -903,3 +1092,31 @@ def test_a_follower_is_fed_by_the_leader_and_asks_only_what_it_missed():
     assert len(switch.gets["A"]) == n, "the leader read every chunk once"
     assert len(switch.gets["B"]) < 100, "the follower only what it got itself before the leader passed it"
     assert clients["B"].stream_quiet == 0
+
+
+def test_late_readers_share_their_missed_chunks_in_the_patch_pass():
+    """A reads alone from 0; B starts 15 ms later, C 30 ms later (each joins at the front then). By default B and
+    C ask for what they missed once the first pass ended and share it in the patch pass: the node serves the block
+    once plus about C's missed prefix (B's lies inside it), against both prefixes with immediate patches."""
+    n = 1000
+    data = block(n, seed=33)
+    served, joins = {}, {}
+    for immediate in (False, True):
+        node = stored(data)
+        switch = FrontierSwitch(node, lambda name, now, chunk: 0.002)
+        results, clients = read_together(switch, [("A", ORIGIN), ("B", READER), ("C", ("10.0.0.3", 40003))], n,
+                                         starts={"B": 0.015, "C": 0.030}, immediate_patch=immediate)
+        for name in ("A", "B", "C"):
+            got = results[name]
+            assert not isinstance(got, Exception), got
+            assert got.data == data, (immediate, name)
+        served[immediate] = sum(len(g) for g in switch.gets.values())
+        joins[immediate] = switch.join_points
+        assert 0 < joins[immediate]["B"] < joins[immediate]["C"] < n, joins
+        if not immediate:
+            assert switch.patch_front == joins[immediate]["C"] and switch.ended, "the patch pass reached C's join"
+            assert max(clients[name].stream_quiet for name in "BC") <= 1
+    early = 2 * 2 * 32  # what B and C each read of the block's start before their first push, at most
+    assert served[False] <= n + joins[False]["C"] + early, (served, joins)
+    assert served[True] >= n + joins[True]["B"] + joins[True]["C"] - early, (served, joins)
+    assert served[False] < served[True]

@@ -6,10 +6,11 @@ running kvswitch.p4 between them), with the stream join configured as the contro
 so it is cold everywhere); then 4 reader processes with the client's default options, started 50 ms apart in the
 client's namespace, read it and check its SHA-256. Coalescing stays off: readers 50 ms apart are ten round trips
 apart, and what relieves the storage node is the stream alone. The node's GETs for the block (the sum of its
-STAT counts over the block's chunks) are one block plus each late reader's missed prefix: 1.2 to 1.45 blocks
-measured for the 4 reads (4.0 without the stream), asserted under 2 (how far the first reader got in 150 ms
-depends on the machine's load); every reader that overlapped the first took pushes, and one whose stream never
-went quiet asked for hardly any chunk that also came pushed.
+STAT counts over the block's chunks) are one block plus the late readers' missed prefixes, which they fetch
+once the first pass ended and share in the stream's patch pass (with `--immediate-patch`, each its own: 1.2 to
+1.45 blocks measured for the 4 reads before the patch pass, 4.0 without the stream); asserted under 2 (how far
+the first reader got in 150 ms depends on the machine's load); every reader that overlapped the first took
+pushes, and one whose stream never went quiet asked for hardly any chunk that also came pushed.
 
 This module is also its own agent inside the namespaces: `python -m tests.kvpool.test_stream_veth write|read|stat`.
 """
@@ -70,10 +71,10 @@ def _agent(argv: list[str]) -> None:
     parser.add_argument("--readers", type=int, default=READERS)
     parser.add_argument("--gap", type=float, default=GAP_S)
     parser.add_argument("--size", type=int, default=BLOCK)
-    parser.add_argument("--late-patch", action="store_true", help="ClientOptions.late_patch")
+    parser.add_argument("--immediate-patch", action="store_true", help="ClientOptions.immediate_patch")
     parser.add_argument("--no-stream", action="store_true", help="ClientOptions.stream off")
     args = parser.parse_args(argv)
-    options = ClientOptions(server=(args.server, 7420), late_patch=args.late_patch,  # else the defaults
+    options = ClientOptions(server=(args.server, 7420), immediate_patch=args.immediate_patch,  # else the defaults
                             stream=not args.no_stream)
     if args.what == "write":
         with KVPClient(options) as client:
