@@ -7,9 +7,13 @@ test push packet-ins and digest lists and see packet-outs. It has no pipeline: t
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
+from collections.abc import Iterator
 from concurrent import futures
+from pathlib import Path
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -204,3 +208,24 @@ class FakeServer:
         if self.server is not None:
             self.server.stop(grace=None)
             self.server = None
+
+
+@contextlib.contextmanager
+def controller_on_fake_switch(tmp_path: Path, p4info: Path, timeout: float) -> Iterator[tuple[Any, FakeP4Runtime]]:
+    """A whole `controller.service.Controller` started (within `timeout` s) against a FakeServer that serves
+    `p4info`'s pipeline, with a throw-away device config and state under `tmp_path`: (controller, the fake
+    switch). Both stop on leaving."""
+    from controller.service import Controller, ServeOptions
+
+    server = FakeServer()
+    address = server.start()
+    device_config = tmp_path / "kvswitch.json"
+    device_config.write_bytes(b'{"fake": "device config"}')
+    controller = Controller(ServeOptions(switch=address, p4info=p4info, device_config=device_config,
+                                         state=tmp_path / "state.sqlite", api="127.0.0.1:0"))
+    try:
+        controller.start(timeout=timeout)
+        yield controller, server.servicer
+    finally:
+        controller.stop()
+        server.stop()

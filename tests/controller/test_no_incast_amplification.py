@@ -22,7 +22,7 @@ from kvpool.keys import ChunkKey
 from p4rt.bytestrings import encode
 from p4rt.p4info import P4Info
 from policies.base import Tier
-from tests.controller.fake_p4rt import FakeServer
+from tests.controller.fake_p4rt import controller_on_fake_switch
 from tests.controller.fakes import Clock, FakeDataPlane, FakeStorage, make_policies
 from tests.controller.test_p4runtime import P4INFO_PATH, wait_for
 from tests.controller.test_service import index_of
@@ -109,23 +109,13 @@ def digest_with_shift(info: P4Info, key: ChunkKey, chunk_shift: int) -> p4runtim
 def test_the_switch_table_gets_no_entry_for_an_over_slot_digest(tmp_path):
     p4info = with_p4info_digest_chunk_shift(tmp_path)
     info = P4Info.load(p4info)
-    server = FakeServer()
-    address = server.start()
-    device_config = tmp_path / "kvswitch.json"
-    device_config.write_bytes(b'{"fake": "device config"}')
-    controller = Controller(ServeOptions(switch=address, p4info=p4info, device_config=device_config,
-                                         state=tmp_path / "state.sqlite", api="127.0.0.1:0"))
-    try:
-        controller.start(timeout=PATIENCE)
-        server.servicer.push(digest_with_shift(info, K[0], KVP_MAX_CHUNK_SHIFT))
-        server.servicer.push(digest_with_shift(info, K[1], KVP_SLOT_SHIFT))
+    with controller_on_fake_switch(tmp_path, p4info, PATIENCE) as (controller, switch):
+        switch.push(digest_with_shift(info, K[0], KVP_MAX_CHUNK_SHIFT))
+        switch.push(digest_with_shift(info, K[1], KVP_SLOT_SHIFT))
         # the stream thread handles digests in order: once K[1] is indexed, K[0]'s digest was handled
-        assert wait_for(lambda: K[1] in index_of(server.servicer), PATIENCE)
-        assert index_of(server.servicer) == {K[1]: 0}
+        assert wait_for(lambda: K[1] in index_of(switch), PATIENCE)
+        assert index_of(switch) == {K[1]: 0}
         assert controller.metrics.snapshot()["ignored"] == {"over-slot digest": 1}
-    finally:
-        controller.stop()
-        server.stop()
 
 
 # ---- recycling only what a slot held ----------------------------------------------------------------------------

@@ -12,13 +12,12 @@ from p4.v1 import p4runtime_pb2
 from controller.ledger import PoolOptions
 from controller.overslot import OverSlotBlocks
 from controller.pool import PoolManager
-from controller.service import Controller, ServeOptions
 from controller.tiers import TierMap, TierMover
 from kvpool.constants import KVP_MAX_CHUNK_SHIFT, KVP_SLOT_SHIFT
 from kvpool.keys import ChunkKey
 from p4rt.bytestrings import encode
 from p4rt.p4info import P4Info
-from tests.controller.fake_p4rt import FakeServer
+from tests.controller.fake_p4rt import controller_on_fake_switch
 from tests.controller.fakes import Clock, FakeDataPlane, make_policies
 from tests.controller.test_no_incast_amplification import PATIENCE, WatchedStorage
 from tests.controller.test_p4runtime import P4INFO_PATH, wait_for
@@ -158,27 +157,17 @@ def over_slot_digest(info: P4Info, key: ChunkKey, generation: int) -> p4runtime_
 
 def test_the_controller_subscribes_to_the_digest_and_the_switch_table_loses_the_entry(tmp_path):
     p4info, info = with_over_slot_digest(tmp_path)
-    server = FakeServer()
-    address = server.start()
-    device_config = tmp_path / "kvswitch.json"
-    device_config.write_bytes(b'{"fake": "device config"}')
-    controller = Controller(ServeOptions(switch=address, p4info=p4info, device_config=device_config,
-                                         state=tmp_path / "state.sqlite", api="127.0.0.1:0"))
-    try:
-        controller.start(timeout=PATIENCE)
-        assert info.digest_id("over_slot_digest_t") in server.servicer.digests
-        server.servicer.push(hot_digest(BLOCK[0]))
-        assert wait_for(lambda: BLOCK[0] in index_of(server.servicer), PATIENCE)
+    with controller_on_fake_switch(tmp_path, p4info, PATIENCE) as (controller, switch):
+        assert info.digest_id("over_slot_digest_t") in switch.digests
+        switch.push(hot_digest(BLOCK[0]))
+        assert wait_for(lambda: BLOCK[0] in index_of(switch), PATIENCE)
         generation = controller.pool.slotpool.generation_of(BLOCK[0])
         assert generation is not None
-        server.servicer.push(over_slot_digest(info, BLOCK[0], generation))
-        server.servicer.push(hot_digest(BLOCK[1]))  # ignored: its block is remembered
-        server.servicer.push(hot_digest(OTHER[0]))  # the barrier: digests are handled in order
-        assert wait_for(lambda: OTHER[0] in index_of(server.servicer), PATIENCE)
-        assert index_of(server.servicer) == {OTHER[0]: 0}
+        switch.push(over_slot_digest(info, BLOCK[0], generation))
+        switch.push(hot_digest(BLOCK[1]))  # ignored: its block is remembered
+        switch.push(hot_digest(OTHER[0]))  # the barrier: digests are handled in order
+        assert wait_for(lambda: OTHER[0] in index_of(switch), PATIENCE)
+        assert index_of(switch) == {OTHER[0]: 0}
         snapshot = controller.metrics.snapshot()
         assert snapshot["over_slot"] == {"undone": 1} and snapshot["ignored"] == {"over-slot block digest": 1}
         assert controller.status()["over_slot_blocks"] == 1
-    finally:
-        controller.stop()
-        server.stop()
