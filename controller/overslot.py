@@ -54,7 +54,10 @@ class OverSlotBlocks:
     def forget(self, block: BlockKey) -> bool:
         """Drop `block` (its chunks were shown slot-sized since); True when it was remembered."""
         with self._lock:
-            return self._blocks.pop(block, False) is None
+            if block not in self._blocks:
+                return False
+            del self._blocks[block]
+            return True
 
     def __len__(self) -> int:
         with self._lock:

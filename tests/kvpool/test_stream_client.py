@@ -497,17 +497,29 @@ class TimedPath:
         path.send = timed_send  # type: ignore[method-assign]
 
 
-def test_by_default_the_missed_chunks_are_asked_for_only_once_the_first_pass_ended():
-    n, k = 200, 120
+LATE_N, LATE_K = 200, 120
+"""`late_read`'s block (chunks) and the origin's chunk when the late reader's first push comes."""
+
+
+def late_read(immediate_patch: bool):
+    """A reader that joins a stream late: the origin is at chunk LATE_K when the reader's first reply came, and
+    pushes the rest every 0.5 ms. Returns (client, path, its GETs' times, the read, the last push's time), the
+    read's bytes and pushed count checked."""
+    n, k = LATE_N, LATE_K
     data = block(n, seed=18)
-    node = stored(data)
-    client, path, clock = reader(node)
+    client, path, clock = reader(stored(data), immediate_patch=immediate_patch)
     schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
     last_push = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005
     timed = TimedPath(path, clock)
     with client:
         got = client.get_block(PH, n)
     assert got.data == data and got.pushed == n - k
+    return client, path, timed, got, last_push
+
+
+def test_by_default_the_missed_chunks_are_asked_for_only_once_the_first_pass_ended():
+    n, k = LATE_N, LATE_K
+    client, path, timed, _, last_push = late_read(immediate_patch=False)
     assert sorted(path.gets) == list(range(k)), "the same chunks as at once, no more"
     first_push = last_push - (n - 1 - k) * 0.0005
     before = [i for t, i in zip(timed.asked_at, path.gets, strict=True) if t < first_push]
@@ -521,17 +533,8 @@ def test_by_default_the_missed_chunks_are_asked_for_only_once_the_first_pass_end
 def test_with_immediate_patch_the_missed_chunks_are_asked_for_at_once():
     """The behaviour before the patch pass (`immediate_patch`): the chunks before the join are asked for while
     the pushes come, and the read ends about with the stream."""
-    n, k = 200, 120
-    data = block(n, seed=18)
-    node = stored(data)
-    client, path, clock = reader(node, immediate_patch=True)
-    schedule_pushes(path, clock, k, n - 1, n, start=RTT + 0.0001, every=0.0005)
-    last_push = clock.now + RTT + 0.0001 + (n - 1 - k) * 0.0005
-    timed = TimedPath(path, clock)
-    with client:
-        got = client.get_block(PH, n)
-    assert got.data == data and got.pushed == n - k
-    assert sorted(path.gets) == list(range(k))
+    _, path, timed, _, last_push = late_read(immediate_patch=True)
+    assert sorted(path.gets) == list(range(LATE_K))
     assert max(timed.asked_at) < last_push, "every missed chunk asked for before the stream's last push"
 
 
@@ -1117,6 +1120,9 @@ def test_late_readers_share_their_missed_chunks_in_the_patch_pass():
             assert switch.patch_front == joins[immediate]["C"] and switch.ended, "the patch pass reached C's join"
             assert max(clients[name].stream_quiet for name in "BC") <= 1
     early = 2 * 2 * 32  # what B and C each read of the block's start before their first push, at most
-    assert served[False] <= n + joins[False]["C"] + early, (served, joins)
+    # and in the patch pass, a window each of holes at most: which of B and C leads the patch pass and when the
+    # other takes over depends on how the reader threads interleave at equal simulated times (1,568 or less)
+    handover = 2 * 32
+    assert served[False] <= n + joins[False]["C"] + early + handover, (served, joins)
     assert served[True] >= n + joins[True]["B"] + joins[True]["C"] - early, (served, joins)
     assert served[False] < served[True]
