@@ -34,6 +34,9 @@ CHUNK_SIZES = tuple(1 << s for s in range(KVP_MIN_CHUNK_SHIFT, KVP_MAX_CHUNK_SHI
 """Every chunk size the protocol allows: 128 B, 256 B, ..., 8 KiB."""
 PREFIX_BLOCK_TOKENS = 512
 """Tokens per prefix block, as in the Mooncake traces."""
+KVP_MAX_GET_SPAN = 16
+"""Most chunks one GET may ask for (its `aux`, the span: chunks `chunk_idx` .. `chunk_idx + span - 1`, as far as the
+block goes; 0 and 1 both ask for one). A GET asking for more is answered ERR_MALFORMED by the storage node."""
 
 
 class Opcode(IntEnum):

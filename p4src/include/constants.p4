@@ -76,6 +76,9 @@ const bit<16> KVP_VALUE_LEN = KVP_VALUE_BYTES;
 const bit<8> KVP_MIN_CHUNK_SHIFT = 7;
 const bit<8> KVP_MAX_CHUNK_SHIFT = 13;
 const bit<8> KVP_SLOT_SHIFT = 7;
+/* Most chunks one GET may ask for (its aux, the span; 0 and 1: one).   */
+/* The switch never answers a GET of span > 1 from its pool.             */
+const bit<32> KVP_MAX_GET_SPAN = 16;
 /* Header bytes in front of KVP: IPv4 without options, UDP.             */
 const bit<16> IPV4_HEADER_LEN = 20;
 const bit<16> UDP_HEADER_LEN = 8;
