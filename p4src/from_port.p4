@@ -15,7 +15,9 @@
  *               PUT_ACK OK tells the rest of the fabric (the same clone);
  *               a request whose node is down is answered (SteerAnswer);
  *               a GET miss of a slot-sized chunk feeds hot-key detection
- *               (Sketch: a larger chunk is never admitted, not counted);
+ *               (Sketch: a larger chunk is never admitted, not counted),
+ *               which reports a hot key only at a trusted slot-sized
+ *               reply of it (a chunk no slot can hold never has one);
  *               a trusted reply of an indexed key whose chunk is larger
  *               than a slot is reported to the controller (OverSlot)
  *
@@ -83,9 +85,13 @@ control FromPort(inout headers_t hdr, inout standard_metadata_t std_meta,
                                    steer_events);
                 forward = false;
             }
-            if (req.get && !store.served
-                && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT) {
-                sketch.apply(hdr.kvp, events);
+            /* a GET miss of a slot-sized chunk counts; the key is */
+            /* reported at a trusted slot-sized reply (applied once: */
+            /* a control's tables may not be applied twice)          */
+            bool counted_miss = req.get && !store.served
+                && hdr.kvp.chunk_shift == KVP_SLOT_SHIFT;
+            if (counted_miss || req.fill) {
+                sketch.apply(hdr.kvp, req.fill, events);
             }
             if (req.over_slot && index.hit) {
                 /* an admitted key whose chunks no slot can hold */

@@ -3,21 +3,28 @@
  * kvswitch: hot-key detection (docs/dataplane.md, "Hot-key detection").
  *
  * A count-min sketch (3 rows, different hash functions) estimates how
- * often each key missed the pool in the current epoch.  When a key's
- * estimate reaches the controller's threshold, a Bloom filter (2 hash
- * functions) lets exactly one hot_key_digest_t through per key and epoch.
+ * often each key missed the pool in the current epoch.  A key is reported
+ * at its reply, not at its GET: when a trusted slot-sized reply of the
+ * key passes (the storage node's word that a slot can hold the
+ * chunk) and the key's estimate has reached the controller's threshold,
+ * a Bloom filter (2 hash functions) lets exactly one hot_key_digest_t
+ * through per key and epoch.  A GET does not know its block's chunk size,
+ * its reply does: a chunk no slot can hold never has a slot-sized reply,
+ * so it is never reported (docs/dataplane.md, "Over-slot replies").
  *
  * Reset without register access (P4Runtime cannot write registers on
  * BMv2): the controller sets the epoch in sketch_config's default action.
  * Every cell stores the epoch it was last written in beside its count; a
  * cell from another epoch reads as 0.  Epoch 0 turns detection off.
  *
- * Reads: the GET's key (kvp).  Writes: its own registers, the digest,
+ * Reads: the key (kvp); at_reply: the packet is a trusted slot-sized
+ * reply (req.fill: report the key if hot), else a GET miss of a
+ * slot-sized chunk (count).  Writes: its own registers, the digest,
  * kvp_events (HOT_DIGEST).  Its state (epoch, threshold, estimate) is
- * its own.  The caller applies it to GET misses a slot could serve.
+ * its own.
  */
 
-control Sketch(in kvp_h kvp, counter kvp_events) {
+control Sketch(in kvp_h kvp, in bool at_reply, counter kvp_events) {
     bit<32> current_epoch = 0;  /* sketch_config's epoch; 0 = sketch off */
     bit<32> threshold = 0;      /* estimate that makes a key hot         */
     bit<32> estimate = 0;       /* count-min estimate after this GET     */
@@ -76,9 +83,10 @@ control Sketch(in kvp_h kvp, counter kvp_events) {
 
     /* ---- count ------------------------------------------------------------ */
 
-    /* Count one GET miss of the packet's key; estimate = min of rows. */
+    /* Add `misses` (1: a GET miss; 0: a reply only reads) to the packet's  */
+    /* key; estimate = min of rows.                                          */
     @name(".MyIngress.sketch_update")
-    action sketch_update() {
+    action sketch_update(in bit<32> misses) {
         bit<32> i0;
         bit<32> i1;
         bit<32> i2;
@@ -108,9 +116,9 @@ control Sketch(in kvp_h kvp, counter kvp_events) {
         if (e0 != current_epoch) { c0 = 0; }
         if (e1 != current_epoch) { c1 = 0; }
         if (e2 != current_epoch) { c2 = 0; }
-        c0 = c0 |+| 1;
-        c1 = c1 |+| 1;
-        c2 = c2 |+| 1;
+        c0 = c0 |+| misses;
+        c1 = c1 |+| misses;
+        c2 = c2 |+| misses;
         sketch_count_r0.write(i0, c0);
         sketch_count_r1.write(i1, c1);
         sketch_count_r2.write(i2, c2);
@@ -161,8 +169,12 @@ control Sketch(in kvp_h kvp, counter kvp_events) {
     apply {
         sketch_config.apply();
         if (current_epoch != 0) {
-            sketch_update();
-            if (estimate >= threshold) {
+            if (at_reply) {
+                sketch_update(0);
+            } else {
+                sketch_update(1);
+            }
+            if (at_reply && estimate >= threshold) {
                 bloom_test_and_set();
                 if (!already_reported) {
                     report_hot_key();

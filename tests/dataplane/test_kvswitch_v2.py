@@ -127,6 +127,7 @@ def test_a_hot_key_digest_carries_the_32_bit_chunk_idx(net: KvNet) -> None:
     net.sketch(hot_threshold=2, epoch=1)
     for i in range(2):
         net.send(CLIENT_PORT, get(WIDE, 10 + i), frames=1)
+    net.send(STORAGE_PORT, slot_reply(WIDE, value_chunk(2), version=1), frames=1)  # reported at its reply
     fields = [dict(m.fields) for m in net.digests(count=1)]
     assert [f["chunk_idx"] for f in fields] == [WIDE.chunk_idx]
 

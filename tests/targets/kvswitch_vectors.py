@@ -283,17 +283,20 @@ def build_steps() -> Iterator[Step]:
                                                                      chunk_count=70_000))
     yield packet("v2_hit_wide_idx", CLIENT_PORT, kvp_frame(_kvp(WIDE, req_id=31, chunk_count=70_000)))
 
-    # -- hot-key sketch and digest
+    # -- hot-key sketch and digest (a key never indexed: its replies are forwarded, never stored)
     yield {"case": "sketch_on", "op": "default", "table": "MyIngress.sketch_config",
            "action": "MyIngress.set_sketch_config", "params": {"hot_threshold": 2, "epoch": 1}}
     for i in range(3):
-        yield packet(f"hot_get_{i}", CLIENT_PORT, kvp_frame(_kvp(OTHER, req_id=20 + i)))
+        yield packet(f"hot_get_{i}", CLIENT_PORT, kvp_frame(_kvp(UNINDEXED, req_id=20 + i)))
+    yield {"case": "no_digest_before_a_reply", "op": "digests"}
+    yield packet("hot_reply", STORAGE_PORT, _reply(UNINDEXED, value_chunk(6), version=1))  # reported at its reply
     yield {"case": "hot_digest", "op": "digests"}
     yield {"case": "sketch_new_epoch", "op": "default", "table": "MyIngress.sketch_config",
            "action": "MyIngress.set_sketch_config", "params": {"hot_threshold": 2, "epoch": 2}}
-    yield packet("hot_get_new_epoch_0", CLIENT_PORT, kvp_frame(_kvp(OTHER, req_id=30)))
+    yield packet("hot_get_new_epoch_0", CLIENT_PORT, kvp_frame(_kvp(UNINDEXED, req_id=30)))
     yield {"case": "no_digest_yet", "op": "digests"}
-    yield packet("hot_get_new_epoch_1", CLIENT_PORT, kvp_frame(_kvp(OTHER, req_id=31)))
+    yield packet("hot_get_new_epoch_1", CLIENT_PORT, kvp_frame(_kvp(UNINDEXED, req_id=31)))
+    yield packet("hot_reply_new_epoch", STORAGE_PORT, _reply(UNINDEXED, value_chunk(6), version=1))
     yield {"case": "hot_digest_again", "op": "digests"}
 
     # -- what the counters say at the end
