@@ -27,7 +27,7 @@
 control Sketch(in kvp_h kvp, in bool at_reply, counter kvp_events) {
     bit<32> current_epoch = 0;  /* sketch_config's epoch; 0 = sketch off */
     bit<32> threshold = 0;      /* estimate that makes a key hot         */
-    bit<32> estimate = 0;       /* count-min estimate after this GET     */
+    bit<32> estimate = 0;       /* count-min estimate after this packet  */
     bool already_reported = false; /* Bloom filter: digest sent this epoch */
 
     /* ---- state ------------------------------------------------------------ */
