@@ -543,9 +543,11 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
         if (coal.epoch != 0 && coal.mcast_group != 0) {
             coalesce_hash();
-            if (hdr.kvp.opcode == kvp_opcode_t.GET && !bypass) {
+            if (hdr.kvp.opcode == kvp_opcode_t.GET && !bypass
+                && hdr.kvp.aux <= 1) {
                 coalesce_get();
-            } else if (hdr.kvp.opcode == kvp_opcode_t.GET_REPLY && !bypass) {
+            } else if (hdr.kvp.opcode == kvp_opcode_t.GET_REPLY && !bypass
+                       && hdr.kvp.aux == 0) {
                 coalesce_reply();
             } else if (hdr.kvp.opcode == kvp_opcode_t.PUT
                        || (hdr.kvp.opcode == kvp_opcode_t.PUT_ACK
