@@ -21,6 +21,18 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
      * ingress pass multicasts the next 8 (coalesce_carry).  docs/dataplane.md,
      * "Coalescing", has the design.
      *
+     * A SPAN GET (aux = k, 1 < k <= KVP_MAX_GET_SPAN: chunks chunk_idx ..
+     * chunk_idx + k - 1) is keyed by its first chunk and joins only a GET of
+     * the same span; the storage node answers it with up to k replies, reply
+     * i with aux = i and req_id = the GET's + i.  Reply i is matched to the
+     * entry of chunk_idx - aux by req_id - aux and replicated like a single
+     * reply, each waiter's copy with its req_id + aux.  Once the first reply
+     * passed the entry takes no new waiter (it could not give it the offsets
+     * already gone); the reply of its last offset (aux = k - 1, or the
+     * block's last chunk when the span is clipped) frees it, as does any
+     * reply that is not a hit (MISS, BUSY, ...).  A wider aux, or a reply
+     * whose aux exceeds its chunk_idx, never opens or matches an entry.
+     *
      * Bounded and fail-safe: a pending entry lives `timeout_us` (by
      * ingress_global_timestamp); a GET that finds its cell taken by another
      * key, its waiters full, or anything else it cannot join is FORWARDED as
@@ -53,6 +65,13 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
     /* only a GET that asked the same question.                              */
     @name(".MyIngress.coalesce_version")
     register<bit<32>>(COALESCE_ENTRIES) coalesce_version;
+    /* The span it asked for (its aux; 1 for a single GET): a reader joins  */
+    /* only a GET of the same span.                                          */
+    @name(".MyIngress.coalesce_span")
+    register<bit<32>>(COALESCE_ENTRIES) coalesce_span;
+    /* 1 once a reply of the span passed: the entry takes no new waiter.    */
+    @name(".MyIngress.coalesce_answered")
+    register<bit<1>>(COALESCE_ENTRIES) coalesce_answered;
     /* Destination address of the forwarded GET (the storage node), and the */
     /* switch port it left through: its reply must come in there.           */
     @name(".MyIngress.coalesce_server")
@@ -170,10 +189,11 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
 
     /* ---- the pending entry of the packet's key ----------------------------- */
 
+    /* first: the chunk the entry is keyed by (a span's first chunk). */
     @name(".MyIngress.coalesce_hash")
-    action coalesce_hash() {
+    action coalesce_hash(in chunk_index_t first) {
         hash(coal.index, HashAlgorithm.crc32, 32w0,
-             { COALESCE_SALT, hdr.kvp.tenant, hdr.kvp.prefix_hash, hdr.kvp.chunk_idx },
+             { COALESCE_SALT, hdr.kvp.tenant, hdr.kvp.prefix_hash, first },
              COALESCE_ENTRIES);
     }
 
@@ -186,10 +206,13 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
     }
 
     /* GET miss, already routed (egress_spec = its port towards the storage */
-    /* node): open the entry, join it as a waiter, or forward.               */
+    /* node), span <= KVP_MAX_GET_SPAN: open the entry, join it as a waiter, */
+    /* or forward.                                                           */
     @name(".MyIngress.coalesce_get")
     action coalesce_get() {
         bit<32> epoch;
+        bit<32> span;
+        bit<1> answered;
         bit<48> since;
         bit<16> tenant;
         bit<64> prefix_hash;
@@ -210,6 +233,8 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         coalesce_prefix_hash.read(prefix_hash, coal.index);
         coalesce_chunk_idx.read(chunk_idx, coal.index);
         coalesce_version.read(version, coal.index);
+        coalesce_span.read(span, coal.index);
+        coalesce_answered.read(answered, coal.index);
         coalesce_gen.read(gen, coal.index);
         coalesce_last_gen.read(last_gen, 0);
         coalesce_parked_hash();
@@ -224,11 +249,16 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<48> now = std_meta.ingress_global_timestamp;
         bool current = epoch == coal.epoch;
         bool live = current && now - since < coal.timeout;
+        bit<32> asked = hdr.kvp.aux;
+        if (asked == 0) {
+            asked = 1;  /* aux 0 and 1 both ask for one chunk */
+        }
         bool same = tenant == hdr.kvp.tenant
                     && prefix_hash == hdr.kvp.prefix_hash
                     && chunk_idx == hdr.kvp.chunk_idx
                     && server == hdr.ipv4.dst_addr
-                    && version == hdr.kvp.version;
+                    && version == hdr.kvp.version
+                    && span == asked;
         bool is_origin = origin_ip == hdr.ipv4.src_addr
                          && origin_udp_port == hdr.udp.src_port
                          && origin_req_id == hdr.kvp.req_id;
@@ -248,6 +278,8 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
             coalesce_prefix_hash.write(coal.index, hdr.kvp.prefix_hash);
             coalesce_chunk_idx.write(coal.index, hdr.kvp.chunk_idx);
             coalesce_version.write(coal.index, hdr.kvp.version);
+            coalesce_span.write(coal.index, asked);
+            coalesce_answered.write(coal.index, 0);
             coalesce_server.write(coal.index, hdr.ipv4.dst_addr);
             coalesce_server_port.write(coal.index, (bit<16>)std_meta.egress_spec);
             coalesce_origin_ip.write(coal.index, hdr.ipv4.src_addr);
@@ -268,6 +300,9 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         } else if (coal.parked) {
             /* a waiter's own retransmission: forward it (see above) */
             count_coalesce(coalesce_event_t.RETRY);
+        } else if (answered == 1) {
+            /* a span whose replies began: a new waiter would miss some */
+            count_coalesce(coalesce_event_t.LATE);
         } else if ((bit<32>)waiters >= COALESCE_WAITERS) {
             count_coalesce(coalesce_event_t.OVERFLOW);
         } else {
@@ -438,11 +473,14 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         }
     }
 
-    /* GET_REPLY, already routed to its reader: if it answers a pending GET, */
-    /* free the entry and, when readers are parked, multicast it to them.    */
+    /* GET_REPLY, already routed to its reader, aux <= chunk_idx (entry     */
+    /* `first` = chunk_idx - aux): if it answers a pending GET (reply aux  */
+    /* of its span), multicast it to the readers parked there; its last     */
+    /* reply, or one that is not a hit, frees the entry.                    */
     @name(".MyIngress.coalesce_reply")
-    action coalesce_reply() {
+    action coalesce_reply(in chunk_index_t first) {
         bit<32> epoch;
+        bit<32> span;
         bit<48> since;
         bit<16> tenant;
         bit<64> prefix_hash;
@@ -458,6 +496,7 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         coalesce_tenant.read(tenant, coal.index);
         coalesce_prefix_hash.read(prefix_hash, coal.index);
         coalesce_chunk_idx.read(chunk_idx, coal.index);
+        coalesce_span.read(span, coal.index);
         coalesce_gen.read(coal.gen, coal.index);
         coalesce_server.read(server, coal.index);
         coalesce_server_port.read(server_port, coal.index);
@@ -468,12 +507,19 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         bool answers = epoch == coal.epoch
                        && tenant == hdr.kvp.tenant
                        && prefix_hash == hdr.kvp.prefix_hash
-                       && chunk_idx == hdr.kvp.chunk_idx
+                       && chunk_idx == first
+                       && hdr.kvp.aux < span
                        && server == hdr.ipv4.src_addr
                        && origin_ip == hdr.ipv4.dst_addr
                        && origin_udp_port == hdr.udp.dst_port
-                       && origin_req_id == hdr.kvp.req_id;
+                       && origin_req_id == hdr.kvp.req_id - hdr.kvp.aux;
         bool live = std_meta.ingress_global_timestamp - since < coal.timeout;
+        /* the span's last reply (clipped: the block's last chunk), or an  */
+        /* answer that ends it (MISS: one reply only; BUSY, errors)        */
+        bool last = hdr.kvp.aux == span - 1
+                    || hdr.kvp.chunk_idx == hdr.kvp.chunk_count - 1
+                    || (hdr.kvp.status != kvp_status_t.HIT_SERVER
+                        && hdr.kvp.status != kvp_status_t.HIT_SWITCH);
         if (!answers) {
             /* not the reply to a pending GET: forwarded as usual */
         } else if (server_port != (bit<16>)std_meta.ingress_port) {
@@ -484,10 +530,15 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
             /* answer, so they get it either way (a waiter that already       */
             /* retried gets a stray duplicate).  Expiry only lets new GETs    */
             /* reopen the cell when a reply is lost.                          */
-            coalesce_epoch.write(coal.index, 0);
-            if (live) {
+            if (!last) {
+                /* more of the span to come: the entry serves them, but  */
+                /* takes no new waiter                                   */
+                coalesce_answered.write(coal.index, 1);
+            } else if (live) {
+                coalesce_epoch.write(coal.index, 0);
                 count_coalesce(coalesce_event_t.REPLIED);
             } else {
+                coalesce_epoch.write(coal.index, 0);
                 count_coalesce(coalesce_event_t.EXPIRED);
             }
             if (waiters != 0) {
@@ -531,22 +582,33 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
     @name(".MyIngress.coalesce_invalidate")
     action coalesce_invalidate() {
         if (coal.epoch != 0 && coal.mcast_group != 0) {
-            coalesce_hash();
+            coalesce_hash(hdr.kvp.chunk_idx);
             coalesce_release();
         }
     }
 
     /* The call site: a well-formed KVP message that ipv4_lpm routed (not   */
     /* answered, punted or dropped), after coalesce_config.apply().          */
+    /* A GET wider than KVP_MAX_GET_SPAN, or a reply whose aux exceeds its */
+    /* chunk_idx (no span starts below chunk 0) or KVP_MAX_GET_SPAN, is    */
+    /* forwarded untouched.                                                 */
     @name(".MyIngress.coalesce")
     action coalesce() {
         bool bypass = (hdr.kvp.flags & F_BYPASS) != 0;
+        bool offset_ok = hdr.kvp.aux <= KVP_MAX_GET_SPAN
+                         && hdr.kvp.aux <= hdr.kvp.chunk_idx;
         if (coal.epoch != 0 && coal.mcast_group != 0) {
-            coalesce_hash();
-            if (hdr.kvp.opcode == kvp_opcode_t.GET && !bypass) {
+            if (hdr.kvp.opcode == kvp_opcode_t.GET_REPLY && offset_ok) {
+                coalesce_hash(hdr.kvp.chunk_idx - hdr.kvp.aux);
+            } else {
+                coalesce_hash(hdr.kvp.chunk_idx);
+            }
+            if (hdr.kvp.opcode == kvp_opcode_t.GET && !bypass
+                && hdr.kvp.aux <= KVP_MAX_GET_SPAN) {
                 coalesce_get();
-            } else if (hdr.kvp.opcode == kvp_opcode_t.GET_REPLY && !bypass) {
-                coalesce_reply();
+            } else if (hdr.kvp.opcode == kvp_opcode_t.GET_REPLY && !bypass
+                       && offset_ok) {
+                coalesce_reply(hdr.kvp.chunk_idx - hdr.kvp.aux);
             } else if (hdr.kvp.opcode == kvp_opcode_t.PUT
                        || (hdr.kvp.opcode == kvp_opcode_t.PUT_ACK
                            && hdr.kvp.status == kvp_status_t.OK)) {

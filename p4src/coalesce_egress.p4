@@ -11,7 +11,8 @@
  *              batch only: a carried pass already served it);
  *   rid i > 0  the batch's waiter i-1's copy, on the port that waiter's
  *              GET came in on, rewritten to that reader (MAC, IPv4
- *              address, UDP port, request id; UDP checksum 0, as in every
+ *              address, UDP port, request id + the reply's aux, its
+ *              offset in a span GET; UDP checksum 0, as in every
  *              packet the switch rewrites past its IPv4 header);
  *   carry      when the entry has waiters past this batch: recirculated
  *              (never sent) with the next batch's first waiter, so the
@@ -35,7 +36,7 @@ action coalesce_copy_to(in ipv4_addr_t ip, in bit<16> udp_port, in bit<32> req_i
         hdr.ipv4.dst_addr = ip;
         hdr.udp.dst_port = udp_port;
         hdr.udp.checksum = 0;
-        hdr.kvp.req_id = req_id;
+        hdr.kvp.req_id = req_id + hdr.kvp.aux;  /* a span's reply aux */
         coalesce_replicated.count(0);
     }
 }

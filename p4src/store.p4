@@ -413,7 +413,10 @@ control Store(inout headers_t hdr, inout standard_metadata_t std_meta,
         } else if (op == store_op_t.PEEK) {
             peek_slot();
         } else {
-            if (req.get && index.hit) {
+            /* a span (aux > 1) asks for several chunks: only its       */
+            /* storage node answers it (the pool holds 128-byte chunks,  */
+            /* a reader asks spans only of larger ones)                  */
+            if (req.get && index.hit && hdr.kvp.aux <= 1) {
                 serve_slot();
             }
             if (result.served) {

@@ -338,8 +338,10 @@ enum bit<8> coalesce_event_t {
     RETRY         = 9,  /* a parked waiter resent its GET: forwarded     */
     CARRIED       = 10, /* a recirculated reply served its next batch    */
                         /* of up to COALESCE_BATCH waiters               */
-    STALE         = 11  /* a carried batch skipped a waiter slot a newer */
+    STALE         = 11, /* a carried batch skipped a waiter slot a newer */
                         /* entry of the cell reused (that waiter retries)*/
+    LATE          = 12  /* a GET forwarded: its span entry's replies     */
+                        /* began (a new waiter would miss some)          */
 }
 
 /* ==================================================================== *

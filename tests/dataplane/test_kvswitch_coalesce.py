@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
 from controller.coalescing import (
     ALL_PORTS,
@@ -136,13 +137,13 @@ class CoalesceNet:
                                       options.config_params())
 
     def get(self, reader: Reader, req_id: int, key: ChunkKey = KEY, *, frames: int | None = None,
-            parks: bool = False, **fields: int) -> list[tuple[int, bytes]]:
+            parks: bool = False, chunk_count: int = 4, **fields: int) -> list[tuple[int, bytes]]:
         """`reader`'s GET; `frames`: what a correct switch sends for it, `parks`: it parks the GET (sends nothing).
 
         A parked GET gives no frame to wait for: on a switch process the test waits until COALESCED counted it,
         so the reply sent next never overtakes it however busy the machine is."""
         kvp = KVP(opcode=Opcode.GET, tenant=key.tenant, prefix_hash=key.prefix_hash, chunk_idx=key.chunk_idx,
-                  chunk_count=4, req_id=req_id, **fields)
+                  chunk_count=chunk_count, req_id=req_id, **fields)
         frame = (Ether(dst=SWITCH_MAC, src=reader.mac) / IP(src=reader.ip, dst=STORAGE_IP)
                  / UDP(sport=reader.udp_port, dport=KVP_UDP_PORT) / kvp)
         coalesced = self.event("COALESCED") if parks and expect.waits(self.target) else 0
@@ -153,12 +154,18 @@ class CoalesceNet:
 
     def reply(self, reader: Reader, req_id: int, key: ChunkKey = KEY, *, seed: int = 1, version: int = 3,
               port: int = STORAGE_PORT, opcode: int = Opcode.GET_REPLY,
-              status: int = Status.HIT_SERVER, frames: int | None = None) -> list[tuple[int, bytes]]:
+              status: int = Status.HIT_SERVER, frames: int | None = None,
+              chunk_count: int = 4, aux: int = 0, value: bytes | None = None) -> list[tuple[int, bytes]]:
         """The storage node's answer to `reader`'s GET `req_id` (from `port`: the storage node's by default);
-        `frames`: how many a correct switch sends (one per reader it serves)."""
+        `frames`: how many a correct switch sends (one per reader it serves). `aux`: the reply's offset in a span
+        GET; `value`: a chunk larger than a slot (its size sets chunk_shift), else a slot's `value_chunk(seed)`."""
         kvp = KVP(opcode=opcode, status=status, tenant=key.tenant, prefix_hash=key.prefix_hash,
-                  chunk_idx=key.chunk_idx, chunk_count=4, req_id=req_id, version=version)
-        if opcode == Opcode.GET_REPLY:
+                  chunk_idx=key.chunk_idx, chunk_count=chunk_count, req_id=req_id, version=version, aux=aux)
+        if opcode == Opcode.GET_REPLY and value is not None:
+            kvp.chunk_shift = len(value).bit_length() - 1
+            if status in (Status.HIT_SERVER, Status.HIT_SWITCH):
+                kvp = kvp / Raw(value)
+        elif opcode == Opcode.GET_REPLY:
             kvp = kvp / KVPValue.from_bytes(value_chunk(seed))
         frame = (Ether(dst=SWITCH_MAC, src=STORAGE_MAC) / IP(src=STORAGE_IP, dst=reader.ip)
                  / UDP(sport=KVP_UDP_PORT, dport=reader.udp_port) / kvp)

@@ -152,6 +152,10 @@ def build_steps() -> Iterator[Step]:
     yield packet("fill", STORAGE_PORT, _reply(KEY, value_chunk(1), version=3))
     yield packet("get_hit", CLIENT_PORT, kvp_frame(_kvp(req_id=3)))
     yield packet("get_hit_reader_asks_chunk_count_1", CLIENT_PORT, kvp_frame(_kvp(req_id=11, chunk_count=1)))
+    # a span GET (aux = chunks asked) is never answered from the pool; aux 1 is a single GET
+    yield packet("get_span_1_hit", CLIENT_PORT, kvp_frame(_kvp(req_id=40, aux=1)))
+    yield packet("get_span_4_of_a_pooled_chunk_forwarded", CLIENT_PORT, kvp_frame(_kvp(req_id=41, aux=4)))
+    yield packet("get_span_17_forwarded", CLIENT_PORT, kvp_frame(_kvp(req_id=42, aux=17)))
     yield packet("get_hit_version_ok", CLIENT_PORT, kvp_frame(_kvp(req_id=4, version=3)))
     yield packet("get_newer_version_misses", CLIENT_PORT, kvp_frame(_kvp(req_id=5, version=4)))
     yield packet("get_bypass", CLIENT_PORT, kvp_frame(_kvp(req_id=6, flags=int(Flag.BYPASS))))
