@@ -154,25 +154,20 @@ _REQ_ID_MASK = 0xFFFFFFFF
 """`req_id` is 32 bits: the req_ids of a span's replies (the request's + offset) wrap."""
 _AUX = struct.Struct("!I")
 """`aux`, at byte 40 of a header: a GET's span."""
-_SPAN_FIELDS = struct.Struct("!II")
-"""`chunk_idx`, `chunk_count`, at byte 20 of a header: how far a span GET's own block goes."""
 
 _SHEDDABLE = frozenset({int(Opcode.GET), int(Opcode.PUT)})
 """Requests a node over its queue limit answers BUSY: the bulk of the data; control and metadata are cheap."""
 
 
 def span_of(data: bytes | memoryview) -> int:
-    """Chunks a datagram asks the node for: a GET's span (`aux`, 2 .. KVP_MAX_GET_SPAN) as far as the GET's own
-    chunk_count says; 1 for anything else, a single GET, or a GET whose span is out of range (answered
-    ERR_MALFORMED, one reply). What a datagram weighs in the queue limit, and how many BUSYs shed it. Reads
-    the three fields it needs from bytes that may be anything, and never raises."""
+    """The chunks a datagram may make the node answer: a GET's span (`aux`, 2 .. KVP_MAX_GET_SPAN); 1 for
+    anything else, a single GET, or a GET whose span is out of range (answered ERR_MALFORMED, one reply). What
+    a datagram weighs in the queue limit: the most replies its GET brings (fewer where the block ends). Reads
+    two fields of bytes that may be anything, and never raises."""
     if len(data) < KVP_HEADER_LEN or data[3] != _GET:
         return 1
     (span,) = _AUX.unpack_from(data, 40)
-    if not 1 < span <= KVP_MAX_GET_SPAN:
-        return 1
-    chunk_idx, chunk_count = _SPAN_FIELDS.unpack_from(data, 20)
-    return max(1, min(span, chunk_count - chunk_idx))
+    return span if 1 < span <= KVP_MAX_GET_SPAN else 1
 
 
 def shed_over_limit(batch: Sequence[tuple[bytes, Address]], limit: int) -> set[int]:
@@ -289,15 +284,15 @@ class StorageNode:
         return out
 
     def _busy(self, data: bytes, peer: Address) -> list[Datagram] | None:
-        """BUSY for a well-formed GET or PUT (the reply header, nothing done), one per chunk a span GET asks for
-        (`span_of`: req_id + i, chunk_idx + i, aux i); None for anything else, which is answered as usual (it
-        costs no more than a BUSY would; a GET whose span is out of range is answered ERR_MALFORMED)."""
+        """BUSY for a well-formed GET or PUT (the reply header, nothing done), one per chunk of a span GET as far
+        as its own chunk_count says (req_id + i, chunk_idx + i, aux i); None for anything else, which is answered
+        as usual (it costs no more than a BUSY would; a GET whose span is out of range is ERR_MALFORMED)."""
         if len(data) < KVP_HEADER_LEN or check(data) is not None:
             return None
         h = Header.unpack(data)
         if h.opcode not in _SHEDDABLE or (h.opcode == _GET and h.aux > KVP_MAX_GET_SPAN):
             return None
-        span = span_of(data)
+        span = min(span_of(data), h.chunk_count - h.chunk_idx)  # >= 1: check() saw chunk_idx < chunk_count
         self.counters["shed.busy"] += span
         return [Datagram((self._reply(h, Status.BUSY, req_id=(h.req_id + i) & _REQ_ID_MASK,
                                       chunk_idx=h.chunk_idx + i, aux=i).pack(),), peer) for i in range(span)]

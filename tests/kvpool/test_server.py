@@ -442,17 +442,17 @@ def test_handle_gives_the_first_reply_of_a_span(make_node):
 
 @pytest.mark.parametrize(("data", "weight"), [
     (span_get(1, 0, 20, 8), 8),
-    (span_get(1, 16, 20, 8), 4),  # as far as the GET's own chunk_count says
+    (span_get(1, 16, 20, 8), 8),  # the most it may bring: the node clips at the stored block's end
     (span_get(1, 0, 20, KVP_MAX_GET_SPAN), KVP_MAX_GET_SPAN),
     (span_get(1, 0, 20, KVP_MAX_GET_SPAN + 1), 1),  # answered ERR_MALFORMED: one reply
     (span_get(1, 0, 20, 0xFFFFFFFF), 1),
     (span_get(1, 0, 20, 1), 1),
-    (span_get(1, 25, 20, 8), 1),  # malformed (chunk_idx >= chunk_count): one reply
+    (span_get(1, 25, 20, 8), 8),  # malformed (chunk_idx >= chunk_count), but not read so far: no harm
     (span_get(1, 0, 20, 8)[:40], 1),  # short
     (Header(Opcode.PUT, aux=8).pack(), 1),
     (Header(Opcode.STAT, aux=8).pack(), 1),
 ])
-def test_span_of_weighs_a_span_get_by_its_chunks_and_anything_else_as_one(data, weight):
+def test_span_of_weighs_a_span_get_by_its_span_and_anything_else_as_one(data, weight):
     assert span_of(data) == weight
 
 
@@ -461,7 +461,8 @@ def test_a_shed_span_is_answered_busy_per_chunk_and_weighs_its_chunks_in_the_lim
     put_block(n, 0x64, 20)
     spans = [(span_get(0x64, idx, 20, 8, req_id=100 * idx), ("10.0.0.1", 4000)) for idx in (0, 16)]
     singles = [(_get(0x64, i, 900 + i), ("10.0.0.2", 4000)) for i in range(2)]
-    # weights: source .1 asks 8 + 4 chunks, source .2 asks 2; the limit of 10 leaves .1 a share of 8
+    # weights: source .1 asks 8 + 8 chunks, source .2 asks 2; the limit of 10 leaves .1 a share of 8; the shed
+    # span at chunk 16 of 20 is answered with 4 BUSYs (as far as its chunk_count says)
     out = [Header.unpack(d.data) for d in n.receive_batch([spans[0], singles[0], spans[1], singles[1]])]
     assert [(h.status, h.chunk_idx, h.req_id, h.aux) for h in out] == (
         [(Status.HIT_SERVER, i, i, i) for i in range(8)] + [(Status.HIT_SERVER, 0, 900, 0)]
