@@ -146,7 +146,7 @@ _OPCODE = {int(o): o for o in Opcode}
 """Opcode by code, for datagrams `check` let through (a dict lookup instead of an Enum call per request)."""
 _OPCODE_NAME = {o: o.name for o in Opcode}
 """The counter each opcode is counted under (an enum member's `name` is a property: slow on the hot path)."""
-_GET, _GET_REPLY = int(Opcode.GET), int(Opcode.GET_REPLY)
+_GET, _GET_REPLY, _PUT = int(Opcode.GET), int(Opcode.GET_REPLY), int(Opcode.PUT)
 _HIT_SERVER, _VALUE = int(Status.HIT_SERVER), int(Flag.VALUE)
 _HIT_SERVER_KEY = f"status.{Status.HIT_SERVER.name}"
 
@@ -155,7 +155,7 @@ _REQ_ID_MASK = 0xFFFFFFFF
 _AUX = struct.Struct("!I")
 """`aux`, at byte 40 of a header: a GET's span."""
 
-_SHEDDABLE = frozenset({int(Opcode.GET), int(Opcode.PUT)})
+_SHEDDABLE = frozenset({_GET, _PUT})
 """Requests a node over its queue limit answers BUSY: the bulk of the data; control and metadata are cheap."""
 
 
@@ -257,9 +257,9 @@ class StorageNode:
             self.counters["denied.control_source"] += 1
             return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
         try:
-            if op is Opcode.GET:  # first: the hot path
+            if h.opcode == _GET:  # first: the hot path (module ints: an Enum member lookup costs 70 ns)
                 return self._get(h, peer)
-            if op is Opcode.PUT:
+            if h.opcode == _PUT:
                 return self._put(h, data, peer)
             handler = self._handlers.get(op)
             if handler is not None:
