@@ -29,7 +29,7 @@ What it answers (docs/protocol.md):
 * Overload: the node drains its socket in batches; GETs and PUTs beyond `--queue-limit` in one batch are
   answered BUSY at once (a header, nothing done), the sources with the most requests queued shed first, so
   readers back off and retry instead of losing requests silently in a full socket buffer. A span GET weighs
-  its chunks (as far as its own chunk_count says) and is shed with one BUSY per chunk.
+  its span and is shed with one BUSY per chunk (as far as its own chunk_count says).
 * Replies (GET_REPLY, PUT_ACK, ...) are never answered, so two nodes cannot ping-pong.
 * Malformed datagrams (`kvpool.wire.check`) are counted by reason and never applied; when at least the magic
   and `req_id` are there, the node answers ERR_MALFORMED / ERR_UNKNOWN_OP with whatever header fields came.
@@ -174,17 +174,15 @@ def shed_over_limit(batch: Sequence[tuple[bytes, Address]], limit: int) -> set[i
     """Indices of the datagrams of `batch` to shed so at most `limit` chunks' worth are served, fairly between
     sources: every source address keeps up to an equal share (water-filling: what a source leaves of its share
     goes to the others), and a source over its share loses its newest datagrams. A datagram weighs what
-    `span_of` says (a span GET its chunks, anything else 1). Empty when the batch is within the limit."""
+    `span_of` says (a span GET its span, anything else 1). Empty when the batch is within the limit."""
     if len(batch) * KVP_MAX_GET_SPAN <= limit:  # within it whatever the datagrams ask: none is read
         return set()
-    by_source: dict[str, list[tuple[int, int]]] = {}
-    total = 0
-    for i, (data, peer) in enumerate(batch):
-        weight = span_of(data)
-        total += weight
-        by_source.setdefault(peer[0], []).append((i, weight))
-    if total <= limit:
+    weights = [span_of(data) for data, _ in batch]
+    if sum(weights) <= limit:
         return set()
+    by_source: dict[str, list[tuple[int, int]]] = {}
+    for i, (_, peer) in enumerate(batch):
+        by_source.setdefault(peer[0], []).append((i, weights[i]))
     counts = sorted(sum(weight for _, weight in queued) for queued in by_source.values())
     share, left, sources = 0, limit, len(counts)
     for n in counts:  # the largest share q with sum(min(count, q)) <= limit
