@@ -56,6 +56,7 @@ from kvpool.blocks import (
 )
 from kvpool.congestion import WindowLimits
 from kvpool.constants import (
+    KVP_MAX_GET_SPAN,
     KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
     Flag,
@@ -113,6 +114,10 @@ class ClientOptions:
     congestion_control: bool = True
     """Adapt the window to the path (`kvpool.congestion`: DCTCP-style on F_CONGESTED, halved on loss and BUSY,
     paced); False keeps a fixed window of `window` requests (the behaviour before, for baselines)."""
+    get_span: int = 8
+    """Most chunks one GET asks for when a read knows its block's chunks are larger than a switch slot (docs/
+    protocol.md, *Span GETs*): consecutive chunks leave as one GET, in groups aligned to multiples of this, so a
+    chunk costs the switch about one packet instead of two; 1: one GET per chunk (the behaviour before)."""
     initial_window: int = 8
     """Congestion window of a new client (requests), grown from there by slow start."""
     min_rto: float = 0.02
@@ -133,6 +138,8 @@ class ClientOptions:
     def __post_init__(self) -> None:
         if self.give_up <= 0 or self.initial_window < 1 or not 0 < self.min_rto <= self.max_rto:
             raise ValueError("give_up must be > 0, initial_window >= 1 and 0 < min_rto <= max_rto")
+        if not 1 <= self.get_span <= KVP_MAX_GET_SPAN:
+            raise ValueError(f"get_span must be 1 .. {KVP_MAX_GET_SPAN}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +217,9 @@ class KVPClient:
         self.stray_replies = 0
         """Datagrams that answered nothing pending (late duplicates, wrong keys)."""
         self.sent = 0
-        """Requests sent, resends included."""
+        """Requests sent, resends included (a span GET counts the chunks it asks for)."""
+        self.datagrams = 0
+        """Datagrams sent (span GETs merge requests: fewer than `sent`)."""
         self.resent = 0
         """Requests resent because their timer ran out."""
         self.busy = 0
@@ -242,11 +251,12 @@ class KVPClient:
 
     def _window(self, size: int | None = None, tries: int | None = None) -> Window:
         return Window(self.transport, lambda: next(self._req_ids), self.path, silence=self.options.give_up,
-                      tries=tries, cap=size, clock=self.clock)
+                      tries=tries, cap=size, span=self.options.get_span, clock=self.clock)
 
     def _done(self, window: Window) -> None:
         self.stray_replies += window.strays
         self.sent += window.sent
+        self.datagrams += window.datagrams
         self.resent += window.resent
         self.busy += window.busy
         self.spurious += window.spurious
@@ -510,12 +520,21 @@ class _BlockRead:
                                              answer.attempts)
         if self.chunks is None:
             self._learn_count(answer.reply)
+        elif answer.reply.chunk_shift != self.shift and not self.streamed:
+            self._learn_shift(answer.reply.chunk_shift)
         self.top_up()
 
     def _learn_count(self, reply: Header) -> None:
         if self.assembly.count:  # the first chunk tells count and size
             self.chunks, self.shift = self.assembly.count, reply.chunk_shift
             self.todo = iter(range(1, self.chunks))
+
+    def _learn_shift(self, shift: int) -> None:
+        """The first reply told the block's chunk size (the read knew its count, not its size): the GETs still
+        queued are asked again with it, so those of chunks larger than a slot leave in spans (`Window`)."""
+        self.shift = shift
+        for idx in self.window.withdraw(lambda _: True):
+            self.ask(idx)
 
     # ---- the stream -------------------------------------------------------------------------------------
 
@@ -682,6 +701,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a block read or write fails after this many seconds without any reply (default 30)")
     parser.add_argument("--bypass", action="store_true", help="set F_BYPASS (switch must not answer)")
     parser.add_argument("--window", type=int, default=32, help="chunk requests in flight per block read or write")
+    parser.add_argument("--get-span", type=int, default=8,
+                        help="most chunks one GET asks for, for blocks of chunks larger than 128 B (1: one per GET)")
     parser.add_argument("--no-stream", action="store_true",
                         help="do not set F_STREAM on GETs (never join a block's stream; pushed chunks are ignored)")
     parser.add_argument("--chunk-size", type=int, default=None,
@@ -723,7 +744,7 @@ def run(args: argparse.Namespace) -> str:
         return "\n".join(f"{i}\t{h:#018x}" for i, h in zip(ids, block_id_prefix_hashes(ids), strict=True))
     options = ClientOptions(parse_address(args.server), args.tenant, args.timeout, args.retries, args.bypass,
                             window=args.window, chunk_size=args.chunk_size, give_up=args.give_up,
-                            stream=not args.no_stream)
+                            stream=not args.no_stream, get_span=args.get_span)
     with KVPClient(options) as client:
         if args.command == "get":
             block = client.get_block(args.prefix_hash, args.chunks, args.version)

@@ -58,9 +58,10 @@ class StreamPath:
 
     def send(self, data: bytes) -> None:
         h = Header.unpack(data)
-        if h.opcode == Opcode.GET:
-            self.gets.append(h.chunk_idx)
-            self.get_flags.append(h.flags)
+        if h.opcode == Opcode.GET:  # a span GET asks for several chunks (docs/protocol.md, *Span GETs*)
+            asked = range(h.chunk_idx, min(h.chunk_idx + max(h.aux, 1), h.chunk_count))
+            self.gets += asked
+            self.get_flags += [h.flags] * len(asked)
         if self.drop is not None and self.drop(data, "out"):
             return
         for out in self.node.receive(data, READER):
@@ -734,8 +735,9 @@ class SwitchedPath:
             src, dst, payload = _udp_of(out)
             if out_port == 2:
                 h = Header.unpack(payload)
-                if h.opcode == Opcode.GET:
-                    self.node_gets.append((src[1], h.chunk_idx))
+                if h.opcode == Opcode.GET:  # (a span GET: each chunk it asks for)
+                    asked = range(h.chunk_idx, min(h.chunk_idx + max(h.aux, 1), h.chunk_count))
+                    self.node_gets += [(src[1], c) for c in asked]
                 for reply in self.node.receive(payload, src):
                     self._cross(2, _ipv4_frame(STORAGE_MAC, SWITCH_MAC, self.storage, reply.to, b"".join(reply.parts)))
             elif out_port == 1 and dst == self.reader:
