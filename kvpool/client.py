@@ -56,9 +56,11 @@ from kvpool.blocks import (
 )
 from kvpool.congestion import WindowLimits
 from kvpool.constants import (
+    KVP_MAGIC,
     KVP_MAX_GET_SPAN,
     KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
+    KVP_VERSION,
     Flag,
     Opcode,
     Status,
@@ -324,12 +326,12 @@ class KVPClient:
         """Verify one GET_REPLY into `assembly` (True), or ask again for a damaged chunk (False); raises on a
         refusal, and VersionMismatch (window cleared) when the block changed version under the read."""
         reply = answer.reply
-        status = _status(reply.status)
-        where = f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}"
-        if status == Status.MISS:
-            raise BlockNotFound(f"block {prefix_hash:#018x} chunk {reply.chunk_idx}: MISS", Status.MISS)
-        if status not in (Status.HIT_SWITCH, Status.HIT_SERVER) or not answer.value:
-            raise KVPError(f"{where}: unexpected reply {describe(reply)} {_name(reply.status)}", status)
+        if reply.status not in _HITS or not answer.value:
+            status = _status(reply.status)
+            if status == Status.MISS:
+                raise BlockNotFound(f"block {prefix_hash:#018x} chunk {reply.chunk_idx}: MISS", Status.MISS)
+            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: unexpected reply {describe(reply)} "
+                           f"{_name(reply.status)}", status)
         try:
             assembly.add(reply.chunk_idx, reply.chunk_count, reply.value_len, answer.value, reply.version,
                          reply.value_csum)
@@ -339,10 +341,10 @@ class KVPClient:
         except ChecksumError as exc:
             if window.retry(answer):
                 return False
-            raise KVPError(f"{where}: {exc} (from {_name(reply.status)}, {answer.attempts} tries)",
+            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: {exc} (from {_name(reply.status)}, {answer.attempts} tries)",
                            Status.ERR_CHECKSUM) from None
         except BlockError as exc:
-            raise KVPError(f"{where}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
+            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
         return True
 
     def path_mtu(self) -> int | None:
@@ -435,6 +437,7 @@ class KVPClient:
 
 
 _STATUSES = {int(s): s for s in Status}
+_GET = int(Opcode.GET)
 _HITS = (int(Status.HIT_SWITCH), int(Status.HIT_SERVER))
 
 
@@ -464,6 +467,8 @@ class _BlockRead:
         self.queued = 2 * client.options.window
         """Requests queued or outstanding at most: two windows, so a block of 2^18 chunks is never queued whole."""
         self.flags = int(Flag.STREAM) if client.options.stream and chunks != 1 else 0  # an int: no enum per GET
+        self.get_flags = self.flags | (int(Flag.BYPASS) if client.options.bypass else 0)
+        """The flags of this read's GETs (`_header`'s rule)."""
         self.shift = KVP_SLOT_SHIFT  # the responders answer with the block's own chunk size whatever a GET says
         self.todo: Iterator[int] = iter(range(chunks or 1))
         """The chunks still to ask for, in order (without a stream)."""
@@ -491,18 +496,18 @@ class _BlockRead:
         return self.stream is not None or self.joined_at is not None
 
     def ask(self, idx: int) -> None:
-        self.window.submit(idx, self.client._header(Opcode.GET, self.prefix_hash, idx, self.chunks or 1, self.flags,
-                                                    version=self.version, chunk_shift=self.shift))
+        """Queue the GET of chunk `idx` (its header built positionally: this is a reader's cost per chunk)."""
+        self.window.submit(idx, Header(_GET, 0, self.get_flags, self.tenant, 0, self.prefix_hash, idx,
+                                       self.chunks or 1, 0, self.version, 0, 0, KVP_MAGIC, KVP_VERSION, self.shift))
 
     def top_up(self) -> None:
         """Ask for what the read needs next, as much as fits in two windows."""
         if self.stream is not None:
             self._top_up_streamed()
             return
-        window, todo, header = self.window, self.todo, self.client._header
+        window, todo, ask = self.window, self.todo, self.ask
         while len(window) < self.queued and (i := next(todo, None)) is not None:
-            window.submit(i, header(Opcode.GET, self.prefix_hash, i, self.chunks or 1, self.flags,
-                                    version=self.version, chunk_shift=self.shift))
+            ask(i)
 
     def answered(self, answer: Answer) -> None:
         """A reply to one of this read's GETs."""

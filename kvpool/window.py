@@ -44,7 +44,7 @@ from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_GET_SPAN, KVP_SLOT_SHIFT, R
 from kvpool.errors import KVPTimeout
 from kvpool.rto import RtoBounds, RtoEstimator
 from kvpool.transport import Transport
-from kvpool.wire import HEADER, Header, check, encode, has_magic
+from kvpool.wire import HEADER, Header, check, checked, encode, has_magic
 
 _REPLY_CODE = {int(req): int(rep) for req, rep in REPLY_OF.items()}
 REORDERING = 1 / 4
@@ -318,10 +318,12 @@ class Window:
 
     # ---- sending ----------------------------------------------------------------------------------------
 
-    def _send(self, item: _Outstanding, now: float) -> None:
+    def _send(self, item: _Outstanding, now: float, first_rto: float | None = None) -> None:
+        """Account for one send of `item` (`first_rto`: the RTO of a first send, when the caller has it)."""
         item.attempts += 1
         item.sent_at = now
-        item.deadline = now + self.path.rto.backoff(item.attempts - item.busy)
+        tries = item.attempts - item.busy
+        item.deadline = now + (first_rto if first_rto is not None and tries == 1 else self.path.rto.backoff(tries))
         item.in_flight = True
         self._in_flight += 1
         req_id = item.header.req_id
@@ -337,34 +339,35 @@ class Window:
         self.transport.send(item.data)
         self.datagrams += 1
 
-    def _span_at_head(self) -> list[_Outstanding]:
-        """The queued requests that may leave as one span GET: the first in the queue and the GETs queued right
-        after it for the next chunks of its block, with the next req_ids, up to the next multiple of `span`; just
-        the first when it cannot lead one."""
-        first = self._queue[0]
-        h = first.header
+    def _span_wanted(self, h: Header) -> int:
+        """How many chunks a span GET led by the request `h` would ask for: up to the next multiple of `span` (or
+        the block's end); 1 when `h` cannot lead one (not a GET, or a chunk a switch slot holds)."""
         if h.opcode != _GET or h.chunk_shift <= KVP_SLOT_SHIFT:
-            return [first]
-        end = min(h.chunk_idx - h.chunk_idx % self.span + self.span, h.chunk_count)
-        group = [first]
-        for i in range(1, len(self._queue)):
-            item = self._queue[i]
-            if h.chunk_idx + len(group) >= end:
-                break
-            g, want = item.header, len(group)
-            if (g.opcode != _GET or g.chunk_idx != h.chunk_idx + want or g.req_id != (h.req_id + want) & 0xFFFFFFFF
+            return 1
+        return min(self.span - h.chunk_idx % self.span, h.chunk_count - h.chunk_idx)
+
+    def _span_at_head(self, most: int) -> list[_Outstanding]:
+        """The queued requests that may leave as one span GET of at most `most` chunks: the first in the queue
+        and the GETs queued right after it for the next chunks of its block, with the next req_ids."""
+        queue = self._queue
+        h = queue[0].header
+        group = [queue[0]]
+        for want in range(1, min(most, len(queue))):
+            g = queue[want].header
+            if (g.chunk_idx != h.chunk_idx + want or g.req_id != (h.req_id + want) & 0xFFFFFFFF or g.opcode != _GET
                     or g.prefix_hash != h.prefix_hash or g.tenant != h.tenant or g.flags != h.flags
                     or g.version != h.version or g.chunk_count != h.chunk_count or g.chunk_shift != h.chunk_shift):
                 break
-            group.append(item)
+            group.append(queue[want])
         return group
 
     def _send_span(self, group: list[_Outstanding], now: float) -> None:
         """Send `group` (from `_span_at_head`, still queued) as one GET whose aux is its length."""
         for _ in group:
             self._queue.popleft()
+        rto = self.path.rto.rto
         for item in group:
-            self._send(item, now)
+            self._send(item, now, rto)
         data = bytearray(group[0].data)
         data[_AUX] = len(group).to_bytes(4, "big")
         self.transport.send(bytes(data))
@@ -397,13 +400,12 @@ class Window:
             while self._resend and self._resend[0].done:
                 self._resend.popleft()
             fresh = not self._resend and not (self._delayed and self._delayed[0][0] <= now)
-            if fresh and self.span > 1 and self._queue:
-                group = self._span_at_head()
+            wanted = self._span_wanted(self._queue[0].header) if fresh and self.span > 1 and self._queue else 1
+            if wanted > 1:
                 room = self.size - self._in_flight
-                if len(group) > room:
-                    if self.size >= len(group):
-                        return None  # room for the whole span comes with the next replies
-                    del group[room:]
+                if room < wanted and self.size >= wanted:
+                    return None  # room for the whole span comes with the next replies
+                group = self._span_at_head(min(wanted, room))
                 if len(group) > 1:
                     self.path.pacer.sent(now, interval * len(group))
                     self._send_span(group, now)
@@ -540,7 +542,9 @@ class Window:
         if len(data) < HEADER.size or not has_magic(data):
             self.strays += 1
             return None
-        reply = Header.unpack(data)
+        verdict = checked(data)  # (the header unpacked once: this is a reader's cost per chunk)
+        reason, reply = (None, verdict) if type(verdict) is Header else (verdict, Header.unpack(data))
+        assert isinstance(reply, Header)
         item = self._pending.get(reply.req_id)
         if item is None:
             if reply.req_id == PUSHED_REQ_ID and self._take_pushed:
@@ -548,12 +552,11 @@ class Window:
                 if pushed is not None:
                     return pushed
             self.strays += 1
-            if self.path.resent_answered.pop(reply.req_id, False) and check(data) is None:
+            if self.path.resent_answered.pop(reply.req_id, False) and reason is None:
                 self.path.rto.spurious()  # both sends were answered: the timer ran out too early
                 self.path.congestion.undo()
                 self.spurious += 1
             return None
-        reason = check(data)
         if reason is None and not answers(reply, item.header):
             self.wrong.append(f"{describe(reply)} does not answer {describe(item.header)}")
             return None  # a reply to something else that carries our req_id: keep waiting
