@@ -206,6 +206,8 @@ class Window:
         self._seq = 0
         self._order: deque[tuple[int, _Outstanding]] = deque()
         """(seq, item) of every send, oldest first: the order losses are detected in (`_detect_losses`)."""
+        self._answered_at = float("-inf")
+        """When the latest reply to a request of this window came."""
         self._delivered_sent_at = float("-inf")
         """When the most recently sent request that was answered was sent (RACK's RACK.xmit_ts)."""
         self._in_flight = 0
@@ -404,7 +406,12 @@ class Window:
             if wanted > 1:
                 room = self.size - self._in_flight
                 if room < wanted and self.size >= wanted:
-                    return None  # room for the whole span comes with the next replies
+                    # Room for the whole span comes with the next replies, while they come. When none came for a
+                    # reordering window, what is in flight may be lost (and no later request could show it): the
+                    # span leaves shorter, as TCP's limited transmit sends on, so its replies can reveal the loss.
+                    hold_until = self._answered_at + max(self.path.rto.smoothed * REORDERING, MIN_REORDERING)
+                    if now < hold_until:
+                        return hold_until - now
                 group = self._span_at_head(min(wanted, room))
                 if len(group) > 1:
                     self.path.pacer.sent(now, interval * len(group))
@@ -561,7 +568,7 @@ class Window:
             self.wrong.append(f"{describe(reply)} does not answer {describe(item.header)}")
             return None  # a reply to something else that carries our req_id: keep waiting
         now = self._clock()
-        self._heard_at = now
+        self._heard_at = self._answered_at = now
         self._last_heard = reply  # formatted only for an error
         if reason is None and reply.status == _BUSY:
             self._shed(item, now)

@@ -10,14 +10,17 @@ wrong bytes.
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 
-from kvpool.client import ClientOptions
+from kvpool.client import ClientOptions, KVPClient
 from kvpool.constants import KVP_MAX_GET_SPAN, Opcode
 from kvpool.server import StorageNode, StorageOptions
+from kvpool.transport import LossyTransport
 from kvpool.wire import Header
-from tests.kvpool.test_client_loss import local_client
+from tests.kvpool.test_client_loss import SimClock, local_client
+from tests.kvpool.test_transport_control import DelayTransport
 
 PH = 0x5A17
 CHUNK = 8192
@@ -141,3 +144,27 @@ def test_a_span_longer_than_the_protocol_allows_is_refused_at_construction():
         ClientOptions(get_span=KVP_MAX_GET_SPAN + 1)
     with pytest.raises(ValueError):
         ClientOptions(get_span=0)
+
+
+def test_a_span_waiting_for_room_does_not_wait_out_a_lost_request():
+    """A span waits for room for all its chunks while replies come; when the only request in flight was lost, no
+    reply comes to make room: after a reordering window the span leaves shorter, and its replies show the loss
+    (RACK), so the lost chunk is resent about two round trips in, not after the 0.5 s initial RTO."""
+    n = StorageNode(StorageOptions())
+    data = stored(n, 64 * 1024, chunk_size=1024)
+    clock = SimClock()
+    sends_of_2: list[float] = []
+
+    def drop_chunk_2_once(data: bytes, direction: str) -> bool:
+        h = Header.unpack(data)
+        if direction == "out" and h.opcode == Opcode.GET and h.chunk_idx <= 2 < h.chunk_idx + max(h.aux, 1):
+            sends_of_2.append(clock.now)
+            return len(sends_of_2) == 1
+        return False
+
+    transport = LossyTransport(DelayTransport(n, clock), 0.0, random.Random(0), drop_chunk_2_once)
+    options = ClientOptions(timeout=0.5, initial_window=4, window=4, get_span=4)
+    with KVPClient(options, transport, clock=clock) as client:
+        got = client.get_block(PH, 64)
+    assert got.data == data and got.chunks[2].attempts == 2
+    assert sends_of_2[1] - sends_of_2[0] < 4 * DelayTransport.rtt, "resent after a few round trips, not the RTO"
