@@ -19,11 +19,12 @@ Switch rate and warm read alternate `Plan.repeats` times, so both meet the same 
 row's figure (another process on the machine only ever slows either), and every trial is in the JSON.
 
 The ratio reader / switch is the goal's figure. Also per phase: CPU seconds of the switch process and of the
-storage node (from /proc), so the per-chunk cost of each is on the table: a reader costs the switch two packets
-per chunk (its GET and the reply), the switch's own rate is measured with one (the reply), which bounds the
-ratio near 1/2 when the switch is the bottleneck (docs/status.md says what would lift it). The "switch-bound
-ratio" is that bound as this run measured it: the switch's CPU per forwarded frame over its CPU per chunk read,
-a figure that does not move with the machine's load as the rates do.
+storage node (from /proc), so the per-chunk cost of each is on the table: with span GETs (the client's default,
+8 chunks per GET, docs/protocol.md *Span GETs*) a reader costs the switch 1 + 1/8 packets per chunk (one GET per
+span and each reply), the switch's own rate is measured with one (the reply); with one GET per chunk
+(`get_span` 1) it was two, which bounded the ratio near 1/2. The "switch-bound ratio" is that bound as this run
+measured it: the switch's CPU per forwarded frame over its CPU per chunk read, a figure that does not move with
+the machine's load as the rates do.
 
     sudo .venv/bin/python -m bench path_rate --out out/bench
     sudo .venv/bin/python -m bench.path_rate --mtus 1500 --mib 4 --out out/bench     (reduced)
@@ -351,7 +352,7 @@ def run(out: Path, quick: bool = False, plan: Plan | None = None) -> dict:
     result = {"bench": NAME, "plan": plan.__dict__, "rows": rows, "window": WINDOW,
               "wall_s": time.perf_counter() - started,
               "note": "switch = the softswitch process forwarding GET_REPLY datagrams (one packet per chunk); a "
-                      "reader costs it two packets per chunk (GET and reply)"}
+                      "reader costs it 1 + 1/span packets per chunk (a span GET, then each reply)"}
     (out / f"{NAME}.json").write_text(json.dumps(result, indent=2))
     (out / f"{NAME}.md").write_text(table(rows) + "\n")
     return result

@@ -76,22 +76,21 @@ class InProcessSwitch:
         if port == CLIENT["port"]:
             self.to_client.append(frame)
         elif port == STORAGE["port"]:
-            reply = self._storage_reply(frame)
-            if reply is not None:
+            for reply in self._storage_replies(frame):
                 self.device.receive(STORAGE["port"], reply)
 
-    def _storage_reply(self, frame: bytes) -> bytes | None:
+    def _storage_replies(self, frame: bytes) -> list[bytes]:
+        """The node's answers to `frame` (a span GET has one per chunk), back to the sender."""
         from scapy.layers.inet import IP, UDP
         from scapy.layers.l2 import Ether
 
         packet = Ether(frame)
         if UDP not in packet:
-            return None
-        answer = self.storage.handle(bytes(packet[UDP].payload))
-        if answer is None:
-            return None
-        return bytes(Ether(src=packet.dst, dst=packet.src) / IP(src=packet[IP].dst, dst=packet[IP].src)
-                     / UDP(sport=packet[UDP].dport, dport=packet[UDP].sport, chksum=0) / answer)
+            return []
+        sender = (packet[IP].src, packet[UDP].sport)
+        return [bytes(Ether(src=packet.dst, dst=packet.src) / IP(src=packet[IP].dst, dst=packet[IP].src)
+                      / UDP(sport=packet[UDP].dport, dport=packet[UDP].sport, chksum=0) / b"".join(out.parts))
+                for out in self.storage.receive(bytes(packet[UDP].payload), sender) if out.to == sender]
 
     def put(self, tenant: int, prefix_hash: int, value: bytes, version: int = 1) -> None:
         from kvpool import wire
