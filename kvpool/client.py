@@ -56,8 +56,11 @@ from kvpool.blocks import (
 )
 from kvpool.congestion import WindowLimits
 from kvpool.constants import (
+    KVP_MAGIC,
+    KVP_MAX_GET_SPAN,
     KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
+    KVP_VERSION,
     Flag,
     Opcode,
     Status,
@@ -113,6 +116,10 @@ class ClientOptions:
     congestion_control: bool = True
     """Adapt the window to the path (`kvpool.congestion`: DCTCP-style on F_CONGESTED, halved on loss and BUSY,
     paced); False keeps a fixed window of `window` requests (the behaviour before, for baselines)."""
+    get_span: int = 8
+    """Most chunks one GET asks for when a read knows its block's chunks are larger than a switch slot (docs/
+    protocol.md, *Span GETs*): consecutive chunks leave as one GET, in groups aligned to multiples of this, so a
+    chunk costs the switch about one packet instead of two; 1: one GET per chunk (the behaviour before)."""
     initial_window: int = 8
     """Congestion window of a new client (requests), grown from there by slow start."""
     min_rto: float = 0.02
@@ -133,6 +140,8 @@ class ClientOptions:
     def __post_init__(self) -> None:
         if self.give_up <= 0 or self.initial_window < 1 or not 0 < self.min_rto <= self.max_rto:
             raise ValueError("give_up must be > 0, initial_window >= 1 and 0 < min_rto <= max_rto")
+        if not 1 <= self.get_span <= KVP_MAX_GET_SPAN:
+            raise ValueError(f"get_span must be 1 .. {KVP_MAX_GET_SPAN}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +219,9 @@ class KVPClient:
         self.stray_replies = 0
         """Datagrams that answered nothing pending (late duplicates, wrong keys)."""
         self.sent = 0
-        """Requests sent, resends included."""
+        """Requests sent, resends included (a span GET counts the chunks it asks for)."""
+        self.datagrams = 0
+        """Datagrams sent (span GETs merge requests: fewer than `sent`)."""
         self.resent = 0
         """Requests resent because their timer ran out."""
         self.busy = 0
@@ -242,11 +253,12 @@ class KVPClient:
 
     def _window(self, size: int | None = None, tries: int | None = None) -> Window:
         return Window(self.transport, lambda: next(self._req_ids), self.path, silence=self.options.give_up,
-                      tries=tries, cap=size, clock=self.clock)
+                      tries=tries, cap=size, span=self.options.get_span, clock=self.clock)
 
     def _done(self, window: Window) -> None:
         self.stray_replies += window.strays
         self.sent += window.sent
+        self.datagrams += window.datagrams
         self.resent += window.resent
         self.busy += window.busy
         self.spurious += window.spurious
@@ -314,12 +326,12 @@ class KVPClient:
         """Verify one GET_REPLY into `assembly` (True), or ask again for a damaged chunk (False); raises on a
         refusal, and VersionMismatch (window cleared) when the block changed version under the read."""
         reply = answer.reply
-        status = _status(reply.status)
-        where = f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}"
-        if status == Status.MISS:
-            raise BlockNotFound(f"block {prefix_hash:#018x} chunk {reply.chunk_idx}: MISS", Status.MISS)
-        if status not in (Status.HIT_SWITCH, Status.HIT_SERVER) or not answer.value:
-            raise KVPError(f"{where}: unexpected reply {describe(reply)} {_name(reply.status)}", status)
+        if reply.status not in _HITS or not answer.value:
+            status = _status(reply.status)
+            if status == Status.MISS:
+                raise BlockNotFound(f"block {prefix_hash:#018x} chunk {reply.chunk_idx}: MISS", Status.MISS)
+            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: unexpected reply {describe(reply)} "
+                           f"{_name(reply.status)}", status)
         try:
             assembly.add(reply.chunk_idx, reply.chunk_count, reply.value_len, answer.value, reply.version,
                          reply.value_csum)
@@ -329,10 +341,10 @@ class KVPClient:
         except ChecksumError as exc:
             if window.retry(answer):
                 return False
-            raise KVPError(f"{where}: {exc} (from {_name(reply.status)}, {answer.attempts} tries)",
+            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: {exc} (from {_name(reply.status)}, {answer.attempts} tries)",
                            Status.ERR_CHECKSUM) from None
         except BlockError as exc:
-            raise KVPError(f"{where}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
+            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
         return True
 
     def path_mtu(self) -> int | None:
@@ -425,6 +437,7 @@ class KVPClient:
 
 
 _STATUSES = {int(s): s for s in Status}
+_GET = int(Opcode.GET)
 _HITS = (int(Status.HIT_SWITCH), int(Status.HIT_SERVER))
 
 
@@ -454,6 +467,8 @@ class _BlockRead:
         self.queued = 2 * client.options.window
         """Requests queued or outstanding at most: two windows, so a block of 2^18 chunks is never queued whole."""
         self.flags = int(Flag.STREAM) if client.options.stream and chunks != 1 else 0  # an int: no enum per GET
+        self.get_flags = self.flags | (int(Flag.BYPASS) if client.options.bypass else 0)
+        """The flags of this read's GETs (`_header`'s rule)."""
         self.shift = KVP_SLOT_SHIFT  # the responders answer with the block's own chunk size whatever a GET says
         self.todo: Iterator[int] = iter(range(chunks or 1))
         """The chunks still to ask for, in order (without a stream)."""
@@ -481,18 +496,18 @@ class _BlockRead:
         return self.stream is not None or self.joined_at is not None
 
     def ask(self, idx: int) -> None:
-        self.window.submit(idx, self.client._header(Opcode.GET, self.prefix_hash, idx, self.chunks or 1, self.flags,
-                                                    version=self.version, chunk_shift=self.shift))
+        """Queue the GET of chunk `idx` (its header built positionally: this is a reader's cost per chunk)."""
+        self.window.submit(idx, Header(_GET, 0, self.get_flags, self.tenant, 0, self.prefix_hash, idx,
+                                       self.chunks or 1, 0, self.version, 0, 0, KVP_MAGIC, KVP_VERSION, self.shift))
 
     def top_up(self) -> None:
         """Ask for what the read needs next, as much as fits in two windows."""
         if self.stream is not None:
             self._top_up_streamed()
             return
-        window, todo, header = self.window, self.todo, self.client._header
+        window, todo, ask = self.window, self.todo, self.ask
         while len(window) < self.queued and (i := next(todo, None)) is not None:
-            window.submit(i, header(Opcode.GET, self.prefix_hash, i, self.chunks or 1, self.flags,
-                                    version=self.version, chunk_shift=self.shift))
+            ask(i)
 
     def answered(self, answer: Answer) -> None:
         """A reply to one of this read's GETs."""
@@ -510,12 +525,21 @@ class _BlockRead:
                                              answer.attempts)
         if self.chunks is None:
             self._learn_count(answer.reply)
+        elif answer.reply.chunk_shift != self.shift and not self.streamed:
+            self._learn_shift(answer.reply.chunk_shift)
         self.top_up()
 
     def _learn_count(self, reply: Header) -> None:
         if self.assembly.count:  # the first chunk tells count and size
             self.chunks, self.shift = self.assembly.count, reply.chunk_shift
             self.todo = iter(range(1, self.chunks))
+
+    def _learn_shift(self, shift: int) -> None:
+        """The first reply told the block's chunk size (the read knew its count, not its size): the GETs still
+        queued are asked again with it, so those of chunks larger than a slot leave in spans (`Window`)."""
+        self.shift = shift
+        for idx in self.window.withdraw(lambda _: True):
+            self.ask(idx)
 
     # ---- the stream -------------------------------------------------------------------------------------
 
@@ -682,6 +706,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a block read or write fails after this many seconds without any reply (default 30)")
     parser.add_argument("--bypass", action="store_true", help="set F_BYPASS (switch must not answer)")
     parser.add_argument("--window", type=int, default=32, help="chunk requests in flight per block read or write")
+    parser.add_argument("--get-span", type=int, default=8,
+                        help="most chunks one GET asks for, for blocks of chunks larger than 128 B (1: one per GET)")
     parser.add_argument("--no-stream", action="store_true",
                         help="do not set F_STREAM on GETs (never join a block's stream; pushed chunks are ignored)")
     parser.add_argument("--chunk-size", type=int, default=None,
@@ -723,7 +749,7 @@ def run(args: argparse.Namespace) -> str:
         return "\n".join(f"{i}\t{h:#018x}" for i, h in zip(ids, block_id_prefix_hashes(ids), strict=True))
     options = ClientOptions(parse_address(args.server), args.tenant, args.timeout, args.retries, args.bypass,
                             window=args.window, chunk_size=args.chunk_size, give_up=args.give_up,
-                            stream=not args.no_stream)
+                            stream=not args.no_stream, get_span=args.get_span)
     with KVPClient(options) as client:
         if args.command == "get":
             block = client.get_block(args.prefix_hash, args.chunks, args.version)

@@ -16,6 +16,13 @@ One-request calls (STAT, LOOKUP_META, ...) may also bound their tries (`tries`),
 It knows nothing of blocks: the caller tags each request (the chunk index), reads `Answer`s as they come, and
 may submit more, ask for a resend (a reply that failed verification), or clear everything (a restart).
 
+Span GETs (docs/protocol.md, *Span GETs*): with a `span` above 1, GETs of consecutive chunks of one block that were
+submitted one after the other (so their req_ids are consecutive) leave as ONE datagram asking for all of them
+(`aux` = how many); the storage node answers each chunk with req_id + its offset, so every chunk keeps its own
+request here: its own timer, loss detection, resend (alone) and congestion accounting. A span ends at a multiple
+of `span` (chunk indexes), so readers of one block send the same span GETs and the switch can coalesce them. Only
+chunks larger than a switch slot are asked in spans (the switch answers slot-sized chunks one GET at a time).
+
 A reader of a block's stream (docs/protocol.md, *Pushed chunks*) reads `events()` instead: besides `Answer`s, the
 well-formed GET_REPLYs a switch pushed (F_PUSHED, `req_id` 0, answering nothing) come as `Pushed`, and a `None`
 when the caller's `wake_at` time came; it may `cancel` a request a pushed copy made unneeded and `withdraw` queued
@@ -33,11 +40,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kvpool.congestion import CongestionWindow, Pacer, WindowLimits
-from kvpool.constants import KVP_HEADER_LEN, REPLY_OF, Flag, Opcode, Status
+from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_GET_SPAN, KVP_SLOT_SHIFT, REPLY_OF, Flag, Opcode, Status
 from kvpool.errors import KVPTimeout
 from kvpool.rto import RtoBounds, RtoEstimator
 from kvpool.transport import Transport
-from kvpool.wire import HEADER, Header, check, encode, has_magic
+from kvpool.wire import HEADER, Header, check, checked, encode, has_magic
 
 _REPLY_CODE = {int(req): int(rep) for req, rep in REPLY_OF.items()}
 REORDERING = 1 / 4
@@ -53,6 +60,9 @@ _CONGESTED = int(Flag.CONGESTED)
 _VALUE = int(Flag.VALUE)
 _PUSHED = int(Flag.PUSHED)
 _GET_REPLY = int(Opcode.GET_REPLY)
+_GET = int(Opcode.GET)
+_AUX = slice(40, 44)
+"""Bytes of `aux` in a header (docs/protocol.md): a span GET's chunk count."""
 PUSHED_REQ_ID = 0
 """The req_id of every pushed copy; never given to a request."""
 
@@ -168,11 +178,15 @@ class Window:
     """Requests in flight over one transport, as many as `path.congestion` allows (at most `cap`)."""
 
     def __init__(self, transport: Transport, next_req_id: Callable[[], int], path: PathState, *,
-                 silence: float = 30.0, tries: int | None = None, cap: int | None = None,
+                 silence: float = 30.0, tries: int | None = None, cap: int | None = None, span: int = 1,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         if silence <= 0 or (tries is not None and tries < 1) or (cap is not None and cap < 1):
             raise ValueError("a window needs silence > 0, tries >= 1 and cap >= 1")
+        if not 1 <= span <= KVP_MAX_GET_SPAN:
+            raise ValueError(f"a GET's span is 1 .. {KVP_MAX_GET_SPAN}, not {span}")
         self.transport = transport
+        self.span = span
+        """Most chunks one GET asks for (1: one GET per chunk)."""
         self.path = path
         self.silence = silence
         self.tries = tries
@@ -192,12 +206,16 @@ class Window:
         self._seq = 0
         self._order: deque[tuple[int, _Outstanding]] = deque()
         """(seq, item) of every send, oldest first: the order losses are detected in (`_detect_losses`)."""
+        self._answered_at = float("-inf")
+        """When the latest reply to a request of this window came."""
         self._delivered_sent_at = float("-inf")
         """When the most recently sent request that was answered was sent (RACK's RACK.xmit_ts)."""
         self._in_flight = 0
         self.submitted = 0
         self.sent = 0
-        """Datagrams sent, resends included."""
+        """Requests sent, resends included (a span GET sends one per chunk it asks for)."""
+        self.datagrams = 0
+        """Datagrams sent: `sent` less what span GETs merged."""
         self.resent = 0
         """Requests presumed lost and resent (timer ran out, or a later request was answered first); BUSY
         resends not included."""
@@ -302,10 +320,12 @@ class Window:
 
     # ---- sending ----------------------------------------------------------------------------------------
 
-    def _send(self, item: _Outstanding, now: float) -> None:
+    def _send(self, item: _Outstanding, now: float, first_rto: float | None = None) -> None:
+        """Account for one send of `item` (`first_rto`: the RTO of a first send, when the caller has it)."""
         item.attempts += 1
         item.sent_at = now
-        item.deadline = now + self.path.rto.backoff(item.attempts - item.busy)
+        tries = item.attempts - item.busy
+        item.deadline = now + (first_rto if first_rto is not None and tries == 1 else self.path.rto.backoff(tries))
         item.in_flight = True
         self._in_flight += 1
         req_id = item.header.req_id
@@ -314,8 +334,46 @@ class Window:
         item.seq = self._seq
         self._order.append((self._seq, item))
         heapq.heappush(self._timers, (item.deadline, self._seq, req_id))
-        self.transport.send(item.data)
         self.sent += 1
+
+    def _send_one(self, item: _Outstanding, now: float) -> None:
+        self._send(item, now)
+        self.transport.send(item.data)
+        self.datagrams += 1
+
+    def _span_wanted(self, h: Header) -> int:
+        """How many chunks a span GET led by the request `h` would ask for: up to the next multiple of `span` (or
+        the block's end); 1 when `h` cannot lead one (not a GET, or a chunk a switch slot holds)."""
+        if h.opcode != _GET or h.chunk_shift <= KVP_SLOT_SHIFT:
+            return 1
+        return min(self.span - h.chunk_idx % self.span, h.chunk_count - h.chunk_idx)
+
+    def _span_at_head(self, most: int) -> list[_Outstanding]:
+        """The queued requests that may leave as one span GET of at most `most` chunks: the first in the queue
+        and the GETs queued right after it for the next chunks of its block, with the next req_ids."""
+        queue = self._queue
+        h = queue[0].header
+        group = [queue[0]]
+        for want in range(1, min(most, len(queue))):
+            g = queue[want].header
+            if (g.chunk_idx != h.chunk_idx + want or g.req_id != (h.req_id + want) & 0xFFFFFFFF or g.opcode != _GET
+                    or g.prefix_hash != h.prefix_hash or g.tenant != h.tenant or g.flags != h.flags
+                    or g.version != h.version or g.chunk_count != h.chunk_count or g.chunk_shift != h.chunk_shift):
+                break
+            group.append(queue[want])
+        return group
+
+    def _send_span(self, group: list[_Outstanding], now: float) -> None:
+        """Send `group` (from `_span_at_head`, still queued) as one GET whose aux is its length."""
+        for _ in group:
+            self._queue.popleft()
+        rto = self.path.rto.rto
+        for item in group:
+            self._send(item, now, rto)
+        data = bytearray(group[0].data)
+        data[_AUX] = len(group).to_bytes(4, "big")
+        self.transport.send(bytes(data))
+        self.datagrams += 1
 
     def _next_to_send(self, now: float) -> _Outstanding | None:
         while self._resend and self._resend[0].done:
@@ -330,7 +388,9 @@ class Window:
         return bool(self._resend or self._queue or (self._delayed and self._delayed[0][0] <= now))
 
     def _send_what_fits(self, now: float) -> float | None:
-        """Send while the window has room and pacing allows; the seconds until pacing allows the next, if any."""
+        """Send while the window has room and pacing allows; the seconds until pacing allows the next, if any.
+        A span GET goes when the window has room for all its chunks (or, while the window is smaller than the
+        span, for as many as fit: those go as a shorter span)."""
         congestion = self.path.congestion
         while self._in_flight < self.size and self._has_ready(now):
             srtt = self.path.rto.srtt  # nothing to pace by before the first round trip was measured
@@ -339,13 +399,31 @@ class Window:
             delay = self.path.pacer.delay(now, interval)
             if delay > 0:
                 return delay
+            while self._resend and self._resend[0].done:
+                self._resend.popleft()
+            fresh = not self._resend and not (self._delayed and self._delayed[0][0] <= now)
+            wanted = self._span_wanted(self._queue[0].header) if fresh and self.span > 1 and self._queue else 1
+            if wanted > 1:
+                room = self.size - self._in_flight
+                if room < wanted and self.size >= wanted:
+                    # Room for the whole span comes with the next replies, while they come. When none came for a
+                    # reordering window, what is in flight may be lost (and no later request could show it): the
+                    # span leaves shorter, as TCP's limited transmit sends on, so its replies can reveal the loss.
+                    hold_until = self._answered_at + max(self.path.rto.smoothed * REORDERING, MIN_REORDERING)
+                    if now < hold_until:
+                        return hold_until - now
+                group = self._span_at_head(min(wanted, room))
+                if len(group) > 1:
+                    self.path.pacer.sent(now, interval * len(group))
+                    self._send_span(group, now)
+                    continue
             item = self._next_to_send(now)
             if item is None:
                 break
             if item.done:
                 continue
             self.path.pacer.sent(now, interval)
-            self._send(item, now)
+            self._send_one(item, now)
         return None
 
     # ---- timers -----------------------------------------------------------------------------------------
@@ -471,7 +549,9 @@ class Window:
         if len(data) < HEADER.size or not has_magic(data):
             self.strays += 1
             return None
-        reply = Header.unpack(data)
+        verdict = checked(data)  # (the header unpacked once: this is a reader's cost per chunk)
+        reason, reply = (None, verdict) if type(verdict) is Header else (verdict, Header.unpack(data))
+        assert isinstance(reply, Header)
         item = self._pending.get(reply.req_id)
         if item is None:
             if reply.req_id == PUSHED_REQ_ID and self._take_pushed:
@@ -479,17 +559,16 @@ class Window:
                 if pushed is not None:
                     return pushed
             self.strays += 1
-            if self.path.resent_answered.pop(reply.req_id, False) and check(data) is None:
+            if self.path.resent_answered.pop(reply.req_id, False) and reason is None:
                 self.path.rto.spurious()  # both sends were answered: the timer ran out too early
                 self.path.congestion.undo()
                 self.spurious += 1
             return None
-        reason = check(data)
         if reason is None and not answers(reply, item.header):
             self.wrong.append(f"{describe(reply)} does not answer {describe(item.header)}")
             return None  # a reply to something else that carries our req_id: keep waiting
         now = self._clock()
-        self._heard_at = now
+        self._heard_at = self._answered_at = now
         self._last_heard = reply  # formatted only for an error
         if reason is None and reply.status == _BUSY:
             self._shed(item, now)

@@ -334,8 +334,8 @@ class DelayTransport(SimTransport):
         self.sends.append((self.clock.now, Header.unpack(data).chunk_idx))
         before = len(self.inbox)
         super().send(data)
-        while len(self.inbox) > before:
-            self.due.append((self.clock.now + self.rtt, self.inbox.pop()))
+        replies = [self.inbox.pop() for _ in range(len(self.inbox) - before)][::-1]  # (a span GET's: in order)
+        self.due += [(self.clock.now + self.rtt, reply) for reply in replies]
 
     def recv(self, timeout):
         if self.due and self.due[0][0] <= self.clock.now + timeout:
@@ -360,7 +360,7 @@ def test_a_lost_request_is_resent_once_a_later_request_is_answered_before_its_ti
 
     inner = DelayTransport(node, clock)
     transport = LossyTransport(inner, 0.0, random.Random(0), drop_chunk_2_once)
-    options = ClientOptions(timeout=0.5, retries=0, initial_window=4, window=4)
+    options = ClientOptions(timeout=0.5, retries=0, initial_window=4, window=4, get_span=1)  # one GET per chunk
     with KVPClient(options, transport, clock=clock) as client:
         block = client.get_block(1, chunks=64)
     assert block.chunks[2].attempts == 2 and client.resent == 1
@@ -448,7 +448,7 @@ def test_a_resend_whose_first_reply_comes_after_all_is_recognised_and_undone():
     node = stored({1: bytes(256 * 1024)})
     clock = SimClock()
     inner = SlowReplyTransport(node, clock)
-    options = ClientOptions(timeout=0.05, retries=0, initial_window=4, window=4)
+    options = ClientOptions(timeout=0.05, retries=0, initial_window=4, window=4, get_span=1)  # one GET per chunk
     with KVPClient(options, inner, clock=clock) as client:
         client.get_block(1, chunks=256)  # 64 round trips of 10 ms: the late reply comes during the read
         assert client.resent >= 1 and client.spurious == 1
