@@ -4,7 +4,10 @@ The node runs as its own process (`python -m kvpool.server`), as in the testbed;
 requests with `kvpool.wire` (not Scapy) so it measures the node, not the client. Two phases:
 
 * latency: one request outstanding at a time (closed loop), per-request round-trip time;
-* throughput: a window of requests outstanding, requests answered per second.
+* throughput: a window of requests outstanding, requests answered per second;
+* spans: blocks of 1 KiB chunks read with single GETs (span 1) and with span GETs (span 8, `aux` = 8: one GET
+  brings eight replies), a window of chunks outstanding, chunks answered per second: what one chunk costs the
+  node when each is asked for alone and when eight share a request.
 
 This is the baseline the switch-hit benchmark compares against (same chunk size, same loopback).
 
@@ -37,7 +40,11 @@ NAME = "kvpool_server"
 KEYS = 256
 """Distinct preloaded chunks the GETs cycle through (one chunk each, 128 bytes)."""
 WINDOW = 32
-"""Requests outstanding in the throughput phase."""
+"""Requests outstanding in the throughput phase (chunks outstanding in the span phase)."""
+SPAN_BLOCKS, SPAN_CHUNKS, SPAN_CHUNK_SHIFT = 64, 8, 10
+"""The span phase's blocks: 64 blocks of 8 chunks of 1 KiB (spans are for chunks larger than a slot)."""
+SPANS = (1, 8)
+"""Spans the span phase compares."""
 
 
 def _free_port() -> int:
@@ -64,6 +71,49 @@ def _exchange_one(sock: socket.socket, server: tuple[str, int], request: bytes, 
         reply = sock.recv(2048)
         if Header.unpack(reply).req_id == req_id:
             return reply
+
+
+def _put_block(sock: socket.socket, server: tuple[str, int], prefix_hash: int) -> None:
+    """Commit one span-phase block: each chunk's STAGED ack, then the OK of every chunk with the last one."""
+    for i in range(SPAN_CHUNKS):
+        sock.sendto(encode(Header(Opcode.PUT, req_id=i, prefix_hash=prefix_hash, chunk_idx=i, chunk_count=SPAN_CHUNKS,
+                                  version=1, chunk_shift=SPAN_CHUNK_SHIFT), bytes([i]) * (1 << SPAN_CHUNK_SHIFT)), server)
+        for _ in range(1 if i < SPAN_CHUNKS - 1 else SPAN_CHUNKS):
+            sock.recv(2048)
+
+
+def _throughput(sock: socket.socket, server: tuple[str, int], requests: list[bytes], replies_each: int,
+                window: int) -> tuple[int, int, float]:
+    """Send `requests` keeping at most `window` replies outstanding; (replies answered, replies lost, seconds)."""
+    total = len(requests) * replies_each
+    sent = answered = lost = 0
+    t0 = time.perf_counter()
+    while answered + lost < total:
+        while sent < len(requests) and (sent + 1) * replies_each - answered - lost <= window:
+            sock.sendto(requests[sent], server)
+            sent += 1
+        try:
+            sock.recv(2048)
+        except TimeoutError:  # what is still outstanding after 2 s is lost: count it, refill the window
+            lost += sent * replies_each - answered - lost
+            continue
+        answered += 1
+    return answered, lost, time.perf_counter() - t0 - (2.0 if lost else 0.0)
+
+
+def _span_phase(sock: socket.socket, server: tuple[str, int], n_chunks: int) -> dict[str, dict[str, float]]:
+    """Chunks/s of 1 KiB chunks read with each span of SPANS, the same chunks in the same order."""
+    for b in range(SPAN_BLOCKS):
+        _put_block(sock, server, 0x5000 + b)
+    rows = {}
+    for span in SPANS:
+        requests = [Header(Opcode.GET, req_id=g * span, prefix_hash=0x5000 + (g * span // SPAN_CHUNKS) % SPAN_BLOCKS,
+                           chunk_idx=g * span % SPAN_CHUNKS, chunk_count=SPAN_CHUNKS, chunk_shift=SPAN_CHUNK_SHIFT,
+                           aux=span).pack() for g in range(n_chunks // span)]
+        answered, lost, elapsed = _throughput(sock, server, requests, span, WINDOW)
+        rows[str(span)] = {"chunks_per_s": answered / elapsed, "us_per_chunk": elapsed / answered * 1e6,
+                           "lost": lost}
+    return rows
 
 
 BACKENDS = ("memory", "mooncake", "mooncake-nocache")
@@ -112,19 +162,8 @@ def _run(out_dir: Path, quick: bool, backend: str, backend_args: list[str]) -> d
                 rtt[i] = time.perf_counter() - t0
                 assert Header.unpack(reply).status == Status.HIT_SERVER, "preloaded key missed"
             requests = [Header(Opcode.GET, req_id=i, prefix_hash=i % KEYS).pack() for i in range(n_throughput)]
-            sent = answered = lost = 0
-            t0 = time.perf_counter()
-            while answered + lost < n_throughput:
-                while sent < n_throughput and sent - answered - lost < WINDOW:
-                    sock.sendto(requests[sent], server)
-                    sent += 1
-                try:
-                    sock.recv(2048)
-                except TimeoutError:  # what is still outstanding after 2 s is lost: count it, refill the window
-                    lost += sent - answered - lost
-                    continue
-                answered += 1
-            elapsed = time.perf_counter() - t0 - (2.0 if lost else 0.0)
+            answered, lost, elapsed = _throughput(sock, server, requests, 1, WINDOW)
+            spans = _span_phase(sock, server, n_throughput)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -145,6 +184,8 @@ def _run(out_dir: Path, quick: bool, backend: str, backend_args: list[str]) -> d
         "window": WINDOW,
         "requests_per_s": answered / elapsed,
         "lost": lost,
+        "span_chunk_bytes": 1 << SPAN_CHUNK_SHIFT,
+        "spans": spans,
     }
     (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     lat = result["latency_us"]
@@ -155,7 +196,10 @@ def _run(out_dir: Path, quick: bool, backend: str, backend_args: list[str]) -> d
         f"| latency p90 (µs) | {lat['p90']:.1f} |\n"
         f"| latency p99 (µs) | {lat['p99']:.1f} |\n"
         f"| latency mean (µs) | {lat['mean']:.1f} |\n"
-        f"| requests lost (throughput phase) | {lost} |\n")
+        f"| requests lost (throughput phase) | {lost} |\n"
+        + "".join(f"| GET-hit chunks/s, {1 << SPAN_CHUNK_SHIFT} B chunks, span {span} (window {WINDOW} chunks) | "
+                  f"{row['chunks_per_s']:,.0f} ({row['us_per_chunk']:.1f} µs per chunk, {row['lost']:.0f} lost) |\n"
+                  for span, row in spans.items()))
     return result
 
 

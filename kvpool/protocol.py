@@ -6,6 +6,9 @@ is, even when it disagrees with the payload, so `fuzz(KVP()/KVPValue())` builds 
 Dissection picks `KVP` for UDP port 7420 (`KVP_UDP_PORT`) in either direction (bindings at the bottom) and, when
 F_VALUE is set, `KVPValue` for a slot-sized chunk (`chunk_shift` 7, 128 bytes: what the switch parses and stores)
 or `Raw` for a larger chunk (up to 8 KiB).
+A GET's `aux` is its span (chunks chunk_idx .. chunk_idx + span - 1); each GET_REPLY of a span carries its offset
+in `aux`, with the GET's req_id and chunk_idx + offset, so `answers()` and `sr(..., multi=True)` pair every reply
+of a span GET with it.
 
 The numbers live in `kvpool.constants`; the validity rules in `kvpool.wire.check`, re-exported here as `check`
 so the storage node (bytes) and the controller (dissected packets) share one implementation.
@@ -34,6 +37,7 @@ from kvpool.constants import (
     KVP_HEADER_LEN,
     KVP_MAGIC,
     KVP_MAX_CHUNK_SHIFT,
+    KVP_MAX_GET_SPAN,
     KVP_MIN_CHUNK_SHIFT,
     KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
@@ -101,7 +105,7 @@ class KVP(Packet):
         ByteField("reserved", 0),
         IntField("version", 0),
         XIntField("value_csum", None),  # None: crc32 of the chunk's value bytes with a value, 0 without
-        IntField("aux", 0),
+        IntField("aux", 0),  # by opcode (docs/protocol.md, *The aux field*); GET: the span, GET_REPLY: the offset in it
     ]
 
     def post_build(self, pkt: bytes, pay: bytes) -> bytes:
@@ -137,30 +141,51 @@ class KVP(Packet):
             return KVPValue
         return Raw  # a chunk larger than a slot, or a truncated value (`check` says VALUE_TRUNCATED)
 
+    @property
+    def span(self) -> int:
+        """Chunks this GET asks for: `aux` when 2 .. KVP_MAX_GET_SPAN, else 1 (0 and 1 ask for one; a larger
+        `aux` is refused whole, ERR_MALFORMED); 1 for any other opcode."""
+        return self.aux if self.opcode == Opcode.GET and 1 < self.aux <= KVP_MAX_GET_SPAN else 1
+
+    @property
+    def span_offset(self) -> int:
+        """Which chunk of its GET's span this GET_REPLY is (`aux`: req_id and chunk_idx are the GET's + offset);
+        0 for any other message, and for ERR_MALFORMED, whose `aux` may name a protocol version instead."""
+        if self.opcode != Opcode.GET_REPLY or self.status == Status.ERR_MALFORMED:
+            return 0
+        return self.aux or 0
+
     def hashret(self) -> bytes:
-        """Requests and replies share req_id, so `sr()` can bucket them."""
-        return struct.pack("!I", self.req_id)
+        """Requests and replies share req_id (a span's replies: req_id - offset), so `sr()` can bucket them."""
+        return struct.pack("!I", (self.req_id - self.span_offset) & 0xFFFFFFFF)
 
     def answers(self, other: Packet) -> int:
-        """A reply answers a request: reply opcode of the request's, same req_id and chunk key (`ChunkKey`)."""
+        """A reply answers a request: reply opcode of the request's, same req_id and chunk key (`ChunkKey`); a
+        GET_REPLY at offset i of a span GET has req_id + i and chunk_idx + i, and i is within the span."""
         if not isinstance(other, KVP):
             return 0
         try:
             expected = REPLY_OF[Opcode(other.opcode)]
         except (KeyError, ValueError):
             return 0
+        offset = self.span_offset
         return int(
             self.opcode == expected
-            and self.req_id == other.req_id
+            and offset < other.span
+            and (self.req_id - offset) & 0xFFFFFFFF == other.req_id
             and self.tenant == other.tenant
             and self.prefix_hash == other.prefix_hash
-            and self.chunk_idx == other.chunk_idx
+            and self.chunk_idx - offset == other.chunk_idx
         )
 
     def mysummary(self) -> str:
         op = OPCODE_NAMES.get(self.opcode, f"op{self.opcode:#04x}")
         text = (f"KVP {op} req={self.req_id} tenant={self.tenant} ph={self.prefix_hash:#018x} "
                 f"chunk={self.chunk_idx}/{self.chunk_count}x{1 << self.chunk_shift}B v={self.version}")
+        if self.span > 1:
+            text += f" span={self.span}"
+        if self.span_offset:
+            text += f" offset={self.span_offset}"
         if self.status:
             text += f" {STATUS_NAMES.get(self.status, self.status)}"
         return text

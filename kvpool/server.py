@@ -7,6 +7,10 @@ What it answers (docs/protocol.md):
 
 * GET → GET_REPLY with status HIT_SERVER and the chunk, or MISS (also when the GET asks for a newer `version`
   than the stored one). Only committed blocks are served. Every GET is counted per key for STAT.
+  A span GET (`aux` = k, 2 .. KVP_MAX_GET_SPAN) is answered as k single GETs of chunks chunk_idx .. chunk_idx +
+  k - 1, clipped at the stored block's chunk_count: one GET_REPLY each, `req_id` + i and `aux` = i (the offset);
+  one MISS (aux 0) when the first chunk is not there; ERR_MALFORMED for a span over KVP_MAX_GET_SPAN. Each
+  chunk counts for STAT and in the status counters; `receive` gives all the replies, `handle` the first.
 * PUT → staged per writer (source address and port, version) until every chunk of the block has arrived; each
   staged chunk is answered PUT_ACK STAGED at once (progress: `aux` = chunks of the write staged so far), and
   when the last one arrives the block is committed as a whole and every chunk gets its PUT_ACK OK
@@ -24,7 +28,8 @@ What it answers (docs/protocol.md):
   `version` = stored version. SLOT_* messages are for the switch: ERR_DENIED.
 * Overload: the node drains its socket in batches; GETs and PUTs beyond `--queue-limit` in one batch are
   answered BUSY at once (a header, nothing done), the sources with the most requests queued shed first, so
-  readers back off and retry instead of losing requests silently in a full socket buffer.
+  readers back off and retry instead of losing requests silently in a full socket buffer. A span GET weighs
+  its span and is shed with one BUSY per chunk (as far as its own chunk_count says).
 * Replies (GET_REPLY, PUT_ACK, ...) are never answered, so two nodes cannot ping-pong.
 * Malformed datagrams (`kvpool.wire.check`) are counted by reason and never applied; when at least the magic
   and `req_id` are there, the node answers ERR_MALFORMED / ERR_UNKNOWN_OP with whatever header fields came.
@@ -46,6 +51,7 @@ import json
 import select
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -56,12 +62,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvpool.backends import BACKENDS, open_backend
-from kvpool.backends.base import BlockState, NewChunk, StorageBackend, StoreUnavailable
+from kvpool.backends.base import BlockState, ChunkMeta, NewChunk, StorageBackend, StoreUnavailable
 from kvpool.backends.mooncake import BackendUnavailable, MooncakeOptions
 from kvpool.constants import (
     CONTROL_OPCODES,
     KVP_HEADER_LEN,
     KVP_MAX_CHUNK_SHIFT,
+    KVP_MAX_GET_SPAN,
     KVP_MIN_CHUNK_SHIFT,
     KVP_SLOT_SHIFT,
     KVP_UDP_PORT,
@@ -139,23 +146,44 @@ _OPCODE = {int(o): o for o in Opcode}
 """Opcode by code, for datagrams `check` let through (a dict lookup instead of an Enum call per request)."""
 _OPCODE_NAME = {o: o.name for o in Opcode}
 """The counter each opcode is counted under (an enum member's `name` is a property: slow on the hot path)."""
-_GET_REPLY, _HIT_SERVER, _VALUE = int(Opcode.GET_REPLY), int(Status.HIT_SERVER), int(Flag.VALUE)
+_GET, _GET_REPLY, _PUT = int(Opcode.GET), int(Opcode.GET_REPLY), int(Opcode.PUT)
+_HIT_SERVER, _VALUE = int(Status.HIT_SERVER), int(Flag.VALUE)
 _HIT_SERVER_KEY = f"status.{Status.HIT_SERVER.name}"
 
-_SHEDDABLE = frozenset({int(Opcode.GET), int(Opcode.PUT)})
+_REQ_ID_MASK = 0xFFFFFFFF
+"""`req_id` is 32 bits: the req_ids of a span's replies (the request's + offset) wrap."""
+_AUX = struct.Struct("!I")
+"""`aux`, at byte 40 of a header: a GET's span."""
+
+_SHEDDABLE = frozenset({_GET, _PUT})
 """Requests a node over its queue limit answers BUSY: the bulk of the data; control and metadata are cheap."""
 
 
+def span_of(data: bytes | memoryview) -> int:
+    """The chunks a datagram may make the node answer: a GET's span (`aux`, 2 .. KVP_MAX_GET_SPAN); 1 for
+    anything else, a single GET, or a GET whose span is out of range (answered ERR_MALFORMED, one reply). What
+    a datagram weighs in the queue limit: the most replies its GET brings (fewer where the block ends). Reads
+    two fields of bytes that may be anything, and never raises."""
+    if len(data) < KVP_HEADER_LEN or data[3] != _GET:
+        return 1
+    (span,) = _AUX.unpack_from(data, 40)
+    return span if 1 < span <= KVP_MAX_GET_SPAN else 1
+
+
 def shed_over_limit(batch: Sequence[tuple[bytes, Address]], limit: int) -> set[int]:
-    """Indices of the datagrams of `batch` to shed so at most `limit` are served, fairly between sources: every
-    source address keeps up to an equal share (water-filling: what a source leaves of its share goes to the
-    others), and a source over its share loses its newest datagrams. Empty when the batch is within the limit."""
-    if len(batch) <= limit:
+    """Indices of the datagrams of `batch` to shed so at most `limit` chunks' worth are served, fairly between
+    sources: every source address keeps up to an equal share (water-filling: what a source leaves of its share
+    goes to the others), and a source over its share loses its newest datagrams. A datagram weighs what
+    `span_of` says (a span GET its span, anything else 1). Empty when the batch is within the limit."""
+    if len(batch) * KVP_MAX_GET_SPAN <= limit:  # within it whatever the datagrams ask: none is read
         return set()
-    by_source: dict[str, list[int]] = {}
+    weights = [span_of(data) for data, _ in batch]
+    if sum(weights) <= limit:
+        return set()
+    by_source: dict[str, list[tuple[int, int]]] = {}
     for i, (_, peer) in enumerate(batch):
-        by_source.setdefault(peer[0], []).append(i)
-    counts = sorted(len(v) for v in by_source.values())
+        by_source.setdefault(peer[0], []).append((i, weights[i]))
+    counts = sorted(sum(weight for _, weight in queued) for queued in by_source.values())
     share, left, sources = 0, limit, len(counts)
     for n in counts:  # the largest share q with sum(min(count, q)) <= limit
         if n * sources <= left:
@@ -166,8 +194,13 @@ def shed_over_limit(batch: Sequence[tuple[bytes, Address]], limit: int) -> set[i
             share = max(share, left // sources)
             break
     shed: set[int] = set()
-    for indices in by_source.values():
-        shed.update(indices[share:])
+    for queued in by_source.values():
+        kept = 0
+        for n, (_, weight) in enumerate(queued):  # the oldest within the share are kept, every newer one shed
+            kept += weight
+            if kept > share:
+                shed.update(i for i, _ in queued[n:])
+                break
     return shed
 
 
@@ -199,7 +232,6 @@ class StorageNode:
         self.counters: Counter[str] = Counter()
         """Requests by opcode name, malformed by reason ("malformed.<reason>"), replies by status name."""
         self._handlers: dict[Opcode, Callable[[Header], tuple[bytes | memoryview, ...]]] = {
-            Opcode.GET: self._get,
             Opcode.TIER_MOVE: self._tier_move,
             Opcode.STAT: self._stat,
             Opcode.INSERT: self._meta,
@@ -222,15 +254,19 @@ class StorageNode:
         if op in CONTROL_OPCODES and not self.options.control_from.allows(peer[0]):
             self.counters["denied.control_source"] += 1
             return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
-        handler = self._handlers.get(op)
-        if handler is None and op != Opcode.PUT:  # SLOT_WRITE / SLOT_READ belong to the switch
-            return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]
         try:
-            return self._put(h, data, peer) if handler is None else [Datagram(handler(h), peer)]
+            if h.opcode == _GET:  # first: the hot path (module ints: an Enum member lookup costs 70 ns)
+                return self._get(h, peer)
+            if h.opcode == _PUT:
+                return self._put(h, data, peer)
+            handler = self._handlers.get(op)
+            if handler is not None:
+                return [Datagram(handler(h), peer)]
         except StoreUnavailable:  # the backend cannot tell: decide nothing (a read misses, a write is refused)
             self.counters["store_unavailable"] += 1
             status = Status.ERR_FULL if op == Opcode.PUT else Status.MISS
             return [Datagram((self._reply(h, status).pack(),), peer)]
+        return [Datagram((self._reply(h, Status.ERR_DENIED).pack(),), peer)]  # SLOT_WRITE / SLOT_READ: the switch's
 
     def receive_batch(self, batch: Sequence[tuple[bytes, Address]]) -> list[Datagram]:
         """Everything to send for the datagrams read in one drain of the socket, oldest first: each is
@@ -240,25 +276,29 @@ class StorageNode:
         for i, (data, peer) in enumerate(batch):
             busy = self._busy(data, peer) if i in shed else None
             if busy is not None:
-                out.append(busy)
+                out += busy
             else:
                 out += self.receive(data, peer)
         return out
 
-    def _busy(self, data: bytes, peer: Address) -> Datagram | None:
-        """BUSY for a well-formed GET or PUT (the reply header, nothing done); None for anything else, which
-        is answered as usual (it costs no more than a BUSY would)."""
+    def _busy(self, data: bytes, peer: Address) -> list[Datagram] | None:
+        """BUSY for a well-formed GET or PUT (the reply header, nothing done), one per chunk of a span GET as far
+        as its own chunk_count says (req_id + i, chunk_idx + i, aux i); None for anything else, which is answered
+        as usual (it costs no more than a BUSY would; a GET whose span is out of range is ERR_MALFORMED)."""
         if len(data) < KVP_HEADER_LEN or check(data) is not None:
             return None
         h = Header.unpack(data)
-        if h.opcode not in _SHEDDABLE:
+        if h.opcode not in _SHEDDABLE or (h.opcode == _GET and h.aux > KVP_MAX_GET_SPAN):
             return None
-        self.counters["shed.busy"] += 1
-        return Datagram((self._reply(h, Status.BUSY).pack(),), peer)
+        span = min(span_of(data), h.chunk_count - h.chunk_idx)  # >= 1: check() saw chunk_idx < chunk_count
+        self.counters["shed.busy"] += span
+        return [Datagram((self._reply(h, Status.BUSY, req_id=(h.req_id + i) & _REQ_ID_MASK,
+                                      chunk_idx=h.chunk_idx + i, aux=i).pack(),), peer) for i in range(span)]
 
     def handle(self, data: bytes, peer: Address = LOCAL) -> bytes | None:
         """The reply to this one datagram, for callers that send one request at a time; None when there is none
-        (yet: a PUT of a multi-chunk block is answered when its last chunk arrives, use `receive` for those)."""
+        (yet: a PUT of a multi-chunk block is answered when its last chunk arrives, use `receive` for those).
+        A span GET has a reply per chunk: this is the first one's; `receive` gives them all."""
         out = [d for d in self.receive(data, peer) if d.to == peer]
         mine = [d for d in out if d.parts[0][8:12] == data[8:12] and d.parts[0][20:24] == data[20:24]]
         chosen = mine or out
@@ -291,20 +331,58 @@ class StorageNode:
         return h.replace(opcode=opcode, status=reason.status, flags=0, value_len=0, value_csum=0,
                          aux=aux, ver=KVP_VERSION).pack()
 
-    def _get(self, h: Header) -> tuple[bytes | memoryview, ...]:
+    def _get(self, h: Header, peer: Address) -> list[Datagram]:
+        """A single GET (`aux` 0 or 1): its chunk's reply. A span GET (`aux` k, 2 .. KVP_MAX_GET_SPAN): the
+        replies to single GETs of its k chunks as far as the stored block goes, the i-th with `req_id` + i and
+        `aux` i, or one MISS when the first chunk is not there (or not the version asked)."""
+        span = h.aux
+        if span > KVP_MAX_GET_SPAN:
+            self.counters["malformed.get_span"] += 1
+            return [Datagram((self._reply(h, Status.ERR_MALFORMED).pack(),), peer)]
         key = _chunk_of(h)
         self.gets[key] += 1
         found = self.backend.read(key)
         if found is None:
-            return (self._reply(h, Status.MISS, version=0).pack(),)
+            return [Datagram((self._reply(h, Status.MISS, version=0).pack(),), peer)]
         chunk, value = found
         if h.version > chunk.version:  # asks for a newer version than we hold
-            return (self._reply(h, Status.MISS, version=chunk.version).pack(),)
+            return [Datagram((self._reply(h, Status.MISS, version=chunk.version).pack(),), peer)]
+        out = [Datagram(self._hit(h, h.req_id, h.chunk_idx, chunk, value, 0), peer)]
+        if span > 1:
+            self.counters["get.span"] += 1
+            out += self._rest_of_span(h, min(span, chunk.chunk_count - h.chunk_idx), peer)
+        return out
+
+    def _rest_of_span(self, h: Header, span: int, peer: Address) -> list[Datagram]:
+        """Offsets 1 .. span - 1 of a span GET whose first chunk was a hit, each answered as its single GET
+        would be: HIT_SERVER, or MISS for a chunk dropped (TIER_MOVE), of an older version than asked, or that
+        the backend cannot read now."""
+        out: list[Datagram] = []
+        for i in range(1, span):
+            idx, req_id = h.chunk_idx + i, (h.req_id + i) & _REQ_ID_MASK
+            key = ChunkKey.from_wire(h.tenant, h.prefix_hash, idx)
+            self.gets[key] += 1
+            try:
+                found = self.backend.read(key)
+            except StoreUnavailable:
+                self.counters["store_unavailable"] += 1
+                found = None
+            if found is not None and h.version <= found[0].version:
+                out.append(Datagram(self._hit(h, req_id, idx, found[0], found[1], i), peer))
+            else:
+                version = 0 if found is None else found[0].version
+                out.append(Datagram((self._reply(h, Status.MISS, version=version, req_id=req_id, chunk_idx=idx,
+                                                 aux=i).pack(),), peer))
+        return out
+
+    def _hit(self, h: Header, req_id: int, chunk_idx: int, chunk: ChunkMeta, value: bytes | memoryview,
+             offset: int) -> tuple[bytes | memoryview, ...]:
+        """HIT_SERVER with the stored chunk (header and value apart: the value is never copied)."""
         self.counters[_HIT_SERVER_KEY] += 1
-        reply = HEADER.pack(h.magic, h.ver, _GET_REPLY, _HIT_SERVER, _VALUE, h.tenant, h.req_id, h.prefix_hash,
-                            h.chunk_idx, chunk.chunk_count, chunk.value_len, len(value).bit_length() - 1, 0,
-                            chunk.version, chunk.csum, 0)  # `_reply`'s fields, packed at once: the hot path
-        return reply, value  # the stored chunk as it is: no copy
+        reply = HEADER.pack(h.magic, h.ver, _GET_REPLY, _HIT_SERVER, _VALUE, h.tenant, req_id, h.prefix_hash,
+                            chunk_idx, chunk.chunk_count, chunk.value_len, len(value).bit_length() - 1, 0,
+                            chunk.version, chunk.csum, offset)  # `_reply`'s fields, packed at once: the hot path
+        return reply, value
 
     # ---- writes: staged per writer, committed per block ---------------------------------------------
 

@@ -121,6 +121,23 @@ def test_gets_of_every_chunk_of_a_block_fetch_it_once():
     assert store.calls["get"] - before == 2  # the record once, the block object once
 
 
+@pytest.mark.parametrize("cache_bytes", [MooncakeOptions().cache_bytes, 0])
+def test_a_span_get_over_mooncake_serves_each_chunk_from_one_fetch_of_the_block(cache_bytes):
+    store = FakeStore()
+    data = bytes(i % 251 for i in range(20 * 1024))
+    assert write(mooncake_node(store), 0x5A, data, 1, chunk_len=1024) == {Status.OK}
+    fresh = mooncake_node(store, cache_bytes=cache_bytes)  # an empty cache over the same store
+    before = store.calls["get"]
+    out = fresh.receive(Header(Opcode.GET, req_id=50, prefix_hash=0x5A, chunk_idx=16, chunk_count=20, chunk_shift=10,
+                               aux=8).pack(), READER)
+    replies = [(Header.unpack(d.data), d.data[KVP_HEADER_LEN:]) for d in out]
+    assert [(h.status, h.chunk_idx, h.req_id, h.aux) for h, _ in replies] == [
+        (Status.HIT_SERVER, 16 + i, 50 + i, i) for i in range(4)]
+    assert b"".join(value for _, value in replies) == data[16 * 1024:]
+    fetches = store.calls["get"] - before
+    assert fetches == (2 if cache_bytes else 5)  # the record, then the block object once, or once per chunk
+
+
 def test_a_commit_invalidates_the_cached_older_version():
     store = FakeStore()
     n = mooncake_node(store)

@@ -134,6 +134,43 @@ def test_reply_with_another_req_id_key_or_opcode_does_not_answer(change):
     assert not KVP(**fields).answers(request)
 
 
+SPAN_GET = dict(opcode=Opcode.GET, tenant=3, req_id=0xFFFFFFFE, prefix_hash=0xAB, chunk_idx=16, chunk_count=20, aux=8)
+
+
+@pytest.mark.parametrize("offset", range(4))
+def test_each_reply_of_a_span_answers_its_get_and_buckets_with_it(offset):
+    request = KVP(**SPAN_GET)
+    reply = KVP(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=3, req_id=(0xFFFFFFFE + offset) % (1 << 32),
+                prefix_hash=0xAB, chunk_idx=16 + offset, chunk_count=20, aux=offset)
+    assert reply.answers(request) and reply.hashret() == request.hashret()
+    assert reply.span_offset == offset and request.span == 8
+
+
+@pytest.mark.parametrize("change", [dict(aux=8, req_id=6, chunk_idx=24), dict(aux=2, req_id=1), dict(aux=2, chunk_idx=17),
+                                   dict(aux=0, req_id=0)])
+def test_a_reply_outside_the_span_or_off_its_offset_does_not_answer(change):
+    fields = dict(opcode=Opcode.GET_REPLY, status=Status.HIT_SERVER, tenant=3, req_id=0, prefix_hash=0xAB,
+                  chunk_idx=18, chunk_count=20, aux=2)
+    fields.update(change)
+    assert not KVP(**fields).answers(KVP(**SPAN_GET))
+
+
+@pytest.mark.parametrize(("aux", "span"), [(0, 1), (1, 1), (2, 2), (16, 16), (17, 1), (0xFFFFFFFF, 1)])
+def test_a_gets_span_is_its_aux_within_the_limit_else_one(aux, span):
+    assert KVP(opcode="GET", aux=aux).span == span
+    assert KVP(opcode="STAT", aux=aux).span == 1
+
+
+def test_the_version_refusals_aux_is_no_offset():
+    refusal = KVP(opcode="GET_REPLY", status="ERR_MALFORMED", req_id=5, aux=2)
+    assert refusal.span_offset == 0 and refusal.answers(KVP(opcode="GET", req_id=5))
+
+
+def test_summary_names_a_span_and_an_offset():
+    assert "span=8" in KVP(**SPAN_GET).mysummary()
+    assert "offset=3" in KVP(opcode="GET_REPLY", status="HIT_SERVER", aux=3).mysummary()
+
+
 def test_summary_names_opcode_key_and_status():
     text = KVP(opcode="GET_REPLY", req_id=5, prefix_hash=0xFF, status="HIT_SWITCH").mysummary()
     assert "GET_REPLY" in text and "0x00000000000000ff" in text and "HIT_SWITCH" in text

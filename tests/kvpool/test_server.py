@@ -5,12 +5,13 @@ Tests taking `make_node` run on every storage backend (conftest); the others are
 from __future__ import annotations
 
 import random
+import zlib
 
 import pytest
 
-from kvpool.constants import KVP_HEADER_LEN, Flag, Opcode, Status, Tier, tier_bitmap
+from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_GET_SPAN, Flag, Opcode, Status, Tier, tier_bitmap
 from kvpool.keys import ChunkKey
-from kvpool.server import StorageNode, StorageOptions
+from kvpool.server import StorageNode, StorageOptions, span_of
 from kvpool.wire import Header, Reason, encode
 
 
@@ -328,3 +329,151 @@ def test_a_malformed_datagram_is_refused_with_its_reason_counted():
     out = node.receive(Header(Opcode.GET, chunk_idx=4, chunk_count=4).pack(), ("10.0.0.1", 40000))
     assert len(out) == 1 and Header.unpack(out[0].data).status == Status.ERR_MALFORMED
     assert node.counters["malformed.chunk_idx_range"] == 1 and node.counters["GET"] == 0
+
+
+# ---- span GETs: `aux` = k chunks from chunk_idx, one reply each (docs/protocol.md, *Span GETs*) ----------
+
+SPAN_PEER = ("10.0.0.7", 4100)
+
+
+def put_block(n: StorageNode, ph: int, count: int, version: int = 1, chunk_len: int = 1024) -> None:
+    """Commit a block of `count` chunks whose chunk i holds bytes([i]) * 100."""
+    for i in range(count):
+        n.receive(encode(Header(Opcode.PUT, req_id=i, prefix_hash=ph, chunk_idx=i, chunk_count=count, version=version,
+                                chunk_shift=chunk_len.bit_length() - 1), bytes([i]) * 100), ("10.0.0.1", 5000))
+
+
+def span_get(ph: int, idx: int, count: int, span: int, req_id: int = 1000, **fields) -> bytes:
+    return Header(Opcode.GET, req_id=req_id, prefix_hash=ph, chunk_idx=idx, chunk_count=count, chunk_shift=10,
+                  aux=span, **fields).pack()
+
+
+def replies(n: StorageNode, data: bytes) -> list[tuple[Header, bytes]]:
+    out = n.receive(data, SPAN_PEER)
+    assert all(d.to == SPAN_PEER for d in out)
+    return [(Header.unpack(d.data), d.data[KVP_HEADER_LEN:]) for d in out]
+
+
+def test_a_span_answers_each_chunk_of_the_stored_block_clipped_at_its_end(make_node):
+    n = make_node()
+    put_block(n, 0x5A, 20)
+    out = replies(n, span_get(0x5A, 16, 20, 8))
+    assert [(h.chunk_idx, h.req_id, h.aux) for h, _ in out] == [(16 + i, 1000 + i, i) for i in range(4)]
+    for h, value in out:
+        assert (h.opcode, h.status, h.flags, h.chunk_count, h.version, h.value_len) == (
+            Opcode.GET_REPLY, Status.HIT_SERVER, Flag.VALUE, 20, 1, 100)
+        assert value[:100] == bytes([h.chunk_idx]) * 100 and len(value) == 1024
+        assert h.value_csum == zlib.crc32(value)
+    assert n.counters["status.HIT_SERVER"] == 4 and n.counters["GET"] == 1
+
+
+def test_each_chunk_of_a_span_is_answered_as_its_single_get_would_be(make_node):
+    n = make_node()
+    put_block(n, 0x5B, 12)
+    span = replies(n, span_get(0x5B, 2, 12, 8))
+    singles = [replies(n, span_get(0x5B, 2 + i, 12, 0, req_id=1000 + i))[0] for i in range(8)]
+    assert [(h.replace(aux=0), v) for h, v in span] == [(h, v) for h, v in singles]
+
+
+@pytest.mark.parametrize("span", [0, 1])
+def test_span_0_and_1_answer_one_chunk_with_aux_0(make_node, span):
+    n = make_node()
+    put_block(n, 0x5C, 8)
+    [(h, value)] = replies(n, span_get(0x5C, 3, 8, span))
+    assert (h.status, h.chunk_idx, h.req_id, h.aux, value[:1]) == (Status.HIT_SERVER, 3, 1000, 0, b"\x03")
+    assert n.counters["get.span"] == 0
+
+
+def test_the_req_ids_of_a_span_wrap_at_2_to_the_32(make_node):
+    n = make_node()
+    put_block(n, 0x5D, 4)
+    out = replies(n, span_get(0x5D, 0, 4, 4, req_id=0xFFFFFFFE))
+    assert [(h.req_id, h.aux) for h, _ in out] == [(0xFFFFFFFE, 0), (0xFFFFFFFF, 1), (0, 2), (1, 3)]
+
+
+@pytest.mark.parametrize(("ph", "version", "stored_version"), [(0x77, 0, 0), (0x5E, 3, 2)])
+def test_a_span_of_a_block_not_stored_or_older_than_asked_is_one_miss(make_node, ph, version, stored_version):
+    n = make_node()
+    put_block(n, 0x5E, 8, version=2)
+    [(h, value)] = replies(n, span_get(ph, 0, 8, 8, version=version))
+    assert (h.status, h.req_id, h.chunk_idx, h.aux, h.version, value) == (Status.MISS, 1000, 0, 0, stored_version, b"")
+
+
+def test_a_span_past_the_blocks_end_is_one_miss(make_node):
+    n = make_node()
+    put_block(n, 0x5F, 4)
+    [(h, _)] = replies(n, span_get(0x5F, 6, 10, 4))  # the reader thinks the block has 10 chunks
+    assert (h.status, h.chunk_idx, h.aux) == (Status.MISS, 6, 0)
+
+
+def test_a_span_over_the_limit_is_malformed_and_serves_nothing(make_node):
+    n = make_node()
+    put_block(n, 0x60, 20)
+    [(h, value)] = replies(n, span_get(0x60, 0, 20, KVP_MAX_GET_SPAN + 1))
+    assert (h.opcode, h.status, h.req_id, h.chunk_idx, h.aux, value) == (
+        Opcode.GET_REPLY, Status.ERR_MALFORMED, 1000, 0, 0, b"")
+    assert n.counters["malformed.get_span"] == 1 and n.counters["status.HIT_SERVER"] == 0 and not n.gets
+
+
+def test_every_chunk_of_a_span_counts_for_stat(make_node):
+    n = make_node()
+    put_block(n, 0x61, 10)
+    replies(n, span_get(0x61, 0, 10, 8))
+    replies(n, span_get(0x61, 4, 10, 8))
+    assert [n.gets[ChunkKey(0, 0x61, i)] for i in range(10)] == [1, 1, 1, 1, 2, 2, 2, 2, 1, 1]
+    assert request(n, Opcode.STAT, 0x61, idx=5)[0].aux == 2
+
+
+def test_a_dropped_chunk_inside_a_span_is_its_own_miss_and_the_rest_are_served():
+    n = node()
+    put_block(n, 0x62, 6)
+    request(n, Opcode.TIER_MOVE, 0x62, idx=2, aux=Tier.ABSENT)
+    out = replies(n, span_get(0x62, 0, 6, 6))
+    assert [(h.chunk_idx, h.aux, h.status) for h, _ in out] == [
+        (i, i, Status.MISS if i == 2 else Status.HIT_SERVER) for i in range(6)]
+
+
+def test_handle_gives_the_first_reply_of_a_span(make_node):
+    n = make_node()
+    put_block(n, 0x63, 8)
+    reply = Header.unpack(n.handle(span_get(0x63, 0, 8, 8)))
+    assert (reply.status, reply.chunk_idx, reply.req_id, reply.aux) == (Status.HIT_SERVER, 0, 1000, 0)
+
+
+@pytest.mark.parametrize(("data", "weight"), [
+    (span_get(1, 0, 20, 8), 8),
+    (span_get(1, 16, 20, 8), 8),  # the most it may bring: the node clips at the stored block's end
+    (span_get(1, 0, 20, KVP_MAX_GET_SPAN), KVP_MAX_GET_SPAN),
+    (span_get(1, 0, 20, KVP_MAX_GET_SPAN + 1), 1),  # answered ERR_MALFORMED: one reply
+    (span_get(1, 0, 20, 0xFFFFFFFF), 1),
+    (span_get(1, 0, 20, 1), 1),
+    (span_get(1, 25, 20, 8), 8),  # malformed (chunk_idx >= chunk_count), but not read so far: no harm
+    (span_get(1, 0, 20, 8)[:40], 1),  # short
+    (Header(Opcode.PUT, aux=8).pack(), 1),
+    (Header(Opcode.STAT, aux=8).pack(), 1),
+])
+def test_span_of_weighs_a_span_get_by_its_span_and_anything_else_as_one(data, weight):
+    assert span_of(data) == weight
+
+
+def test_a_shed_span_is_answered_busy_per_chunk_and_weighs_its_chunks_in_the_limit():
+    n = StorageNode(StorageOptions(queue_limit=10))
+    put_block(n, 0x64, 20)
+    spans = [(span_get(0x64, idx, 20, 8, req_id=100 * idx), ("10.0.0.1", 4000)) for idx in (0, 16)]
+    singles = [(_get(0x64, i, 900 + i), ("10.0.0.2", 4000)) for i in range(2)]
+    # weights: source .1 asks 8 + 8 chunks, source .2 asks 2; the limit of 10 leaves .1 a share of 8; the shed
+    # span at chunk 16 of 20 is answered with 4 BUSYs (as far as its chunk_count says)
+    out = [Header.unpack(d.data) for d in n.receive_batch([spans[0], singles[0], spans[1], singles[1]])]
+    assert [(h.status, h.chunk_idx, h.req_id, h.aux) for h in out] == (
+        [(Status.HIT_SERVER, i, i, i) for i in range(8)] + [(Status.HIT_SERVER, 0, 900, 0)]
+        + [(Status.BUSY, 16 + i, 1600 + i, i) for i in range(4)] + [(Status.HIT_SERVER, 1, 901, 0)])
+    assert all(h.opcode == Opcode.GET_REPLY and h.value_len == 0 for h in out if h.status == Status.BUSY)
+    assert n.counters["shed.busy"] == 4 and n.gets[ChunkKey(0, 0x64, 16)] == 0
+
+
+def test_a_batch_of_spans_within_the_limit_by_datagrams_but_over_it_by_chunks_is_shed():
+    n = StorageNode(StorageOptions(queue_limit=16))
+    put_block(n, 0x65, 16)
+    batch = [(span_get(0x65, 0, 16, 16, req_id=i * 16), ("10.0.0.1", 4000)) for i in range(3)]
+    statuses = [Header.unpack(d.data).status for d in n.receive_batch(batch)]
+    assert statuses == [Status.HIT_SERVER] * 16 + [Status.BUSY] * 32

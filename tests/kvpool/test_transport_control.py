@@ -218,7 +218,7 @@ class BusyNode(StorageNode):
         h = Header.unpack(data) if len(data) >= 44 else None
         if h is not None and h.opcode == Opcode.GET and self.shed.get(h.chunk_idx, 0) < self.busy:
             self.shed[h.chunk_idx] = self.shed.get(h.chunk_idx, 0) + 1
-            return [self._busy(data, peer)]
+            return self._busy(data, peer)  # one BUSY per chunk it asks for
         return super().receive(data, peer)
 
 

@@ -1,13 +1,16 @@
-"""Controller-only opcodes are honoured only from the controller's networks (`--control-from`; docs/protocol.md, *Trust*)."""
+"""Controller-only opcodes are honoured only from the controller's networks (`--control-from`; docs/protocol.md, *Trust*),
+and a GET from anyone, whatever span (`aux`) it asks, makes the node send at most KVP_MAX_GET_SPAN replies."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvpool.client import ClientOptions, KVPClient
-from kvpool.constants import CONTROL_OPCODES, Opcode, Status, Tier
+from kvpool.constants import CONTROL_OPCODES, KVP_HEADER_LEN, KVP_MAX_GET_SPAN, Opcode, Status, Tier
 from kvpool.keys import ChunkKey
-from kvpool.server import StorageNode, StorageOptions, parse_args
+from kvpool.server import StorageNode, StorageOptions, parse_args, span_of
 from kvpool.trust import ControlSources
 from kvpool.wire import Header, encode
 
@@ -75,3 +78,57 @@ def test_over_udp_a_tier_move_from_an_untrusted_loopback_client_is_denied(serve)
         client.put_block(9, b"still here", version=1)
         assert client.tier_move(9, 0, Tier.ABSENT) == (Status.ERR_DENIED, Tier.ABSENT)
         assert client.get_block(9).data == b"still here"
+
+
+# ---- hostile spans: one GET, at most KVP_MAX_GET_SPAN replies, whoever sends it ----------------------------
+
+STORED_CHUNKS = 20
+"""Chunks of the block the hostile GETs aim at (more than a span, so a span is never clipped short by the block)."""
+
+
+def spanned_node(queue_limit: int = 1024) -> StorageNode:
+    n = StorageNode(StorageOptions(queue_limit=queue_limit))
+    for i in range(STORED_CHUNKS):
+        n.receive(encode(Header(Opcode.PUT, prefix_hash=9, chunk_idx=i, chunk_count=STORED_CHUNKS, version=1,
+                                chunk_shift=13), b"v"), CONTROLLER)
+    return n
+
+
+hostile_gets = st.builds(
+    lambda req_id, idx, count, aux, version, shift, flags: Header(
+        Opcode.GET, req_id=req_id, prefix_hash=9, chunk_idx=idx, chunk_count=count, aux=aux, version=version,
+        chunk_shift=shift, flags=flags).pack(),
+    req_id=st.integers(0, 0xFFFFFFFF),
+    idx=st.one_of(st.integers(0, STORED_CHUNKS + 2), st.integers(0, 0xFFFFFFFF)),
+    count=st.one_of(st.integers(0, STORED_CHUNKS + 2), st.integers(0, 0xFFFFFFFF)),
+    aux=st.one_of(st.integers(0, KVP_MAX_GET_SPAN + 2), st.integers(0, 0xFFFFFFFF)),
+    version=st.sampled_from([0, 1, 2, 0xFFFFFFFF]),
+    shift=st.sampled_from([7, 13]),
+    flags=st.sampled_from([0, 0x10]),  # F_STREAM changes nothing at a node
+)
+peers = st.tuples(st.sampled_from(["10.0.0.5", "10.0.0.6", "172.31.74.1", "127.0.0.1"]), st.integers(1, 65535))
+
+
+@settings(deadline=None, max_examples=300)  # a loaded machine must not turn a slow example into a failure
+@given(data=hostile_gets, peer=peers)
+def test_a_get_with_any_span_from_anyone_is_answered_by_at_most_max_span_replies_to_its_sender(data, peer):
+    n = spanned_node()
+    request = Header.unpack(data)
+    out = n.receive(data, peer)
+    assert 1 <= len(out) <= KVP_MAX_GET_SPAN and all(d.to == peer for d in out)
+    assert len(out) <= max(1, min(request.aux, STORED_CHUNKS - request.chunk_idx))
+    for i, d in enumerate(out):  # each reply names its offset
+        reply = Header.unpack(d.data)
+        assert (reply.opcode, reply.aux, reply.req_id) == (Opcode.GET_REPLY, i, (request.req_id + i) % (1 << 32))
+        assert reply.chunk_idx == request.chunk_idx + i
+        assert len(d.data) in (KVP_HEADER_LEN, KVP_HEADER_LEN + (1 << 13))
+    assert sum(n.gets.values()) == sum(Header.unpack(d.data).status in (Status.HIT_SERVER, Status.MISS) for d in out)
+
+
+@settings(deadline=None, max_examples=100)
+@given(batch=st.lists(st.tuples(st.one_of(hostile_gets, st.binary(max_size=60)), peers), min_size=1, max_size=40))
+def test_an_overloaded_batch_of_hostile_spans_is_answered_by_at_most_what_it_weighs(batch):
+    n = spanned_node(queue_limit=8)
+    out = [Header.unpack(d.data) for d in n.receive_batch(batch)]
+    assert len(out) <= sum(span_of(data) for data, _ in batch) <= KVP_MAX_GET_SPAN * len(batch)
+    assert all(h.opcode == Opcode.GET_REPLY for h in out if h.status == Status.BUSY)
