@@ -582,6 +582,12 @@ class _BlockRead:
         back (in the first pass, unless `immediate_patch`, all of them: those below it wait for the pass's end)."""
         options = self.client.options
         self.stream = StreamPosition(idx, now, StreamPatience(lag=2 * options.window))
+        # From the first push on, one GET per chunk (docs/protocol.md, *Span GETs*): members that race for the lead
+        # then race per chunk, not per span. A span's replies come together, so a member behind by one span that
+        # wins the next race jumps past the newest push and leads again; both leading costs the node both reads
+        # (two readers in step, no coalescing: 1.63 blocks in spans against 1.06-1.24 per chunk). A leader nobody
+        # pushes to keeps its spans.
+        self.window.span = 1
         self.asked = self.window.waiting()
         every = not self._patches_now
         self.asked.difference_update(self.window.withdraw(lambda i: every or i > idx))

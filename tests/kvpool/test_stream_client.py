@@ -1061,11 +1061,8 @@ def test_two_leaders_alternate_and_each_feeds_the_other_without_a_stall():
     has a window in flight, so whichever's replies pass the switch first leads, the other's replies beyond the
     front lead in turn, and each takes the other's pushes. Whatever the order: every byte right, no stall (no
     quiet-stream fallback, done about when one reader alone would be), and the node serves well under two
-    blocks; in some runs the lead moves from one to the other after both fed each other.
-
-    One GET per chunk (get_span 1): this switch has the stream join only. With span GETs (8 chunks) two readers in
-    step race per span instead of per chunk, and in 2 of these 6 runs both lead for longer (1.63 blocks): on the
-    kvswitch program readers in step send the same aligned span GETs, which it coalesces (docs/dataplane.md)."""
+    blocks; in some runs the lead moves from one to the other after both fed each other. (Each asks in span GETs
+    until its first push, then one GET per chunk: raced per span, both led for longer, 1.63 blocks.)"""
     n = 1000
     data = block(n, seed=31)
     moved = 0
@@ -1073,7 +1070,7 @@ def test_two_leaders_alternate_and_each_feeds_the_other_without_a_stall():
         node = stored(data)
         switch = FrontierSwitch(node, lambda name, now, chunk, seed=seed: 0.002 + 0.0002 * jitter(name, chunk, seed))
         started = switch.clock.now
-        results, clients = read_together(switch, [("A", ORIGIN), ("B", READER)], n, get_span=1)
+        results, clients = read_together(switch, [("A", ORIGIN), ("B", READER)], n)
         for name in ("A", "B"):
             got = results[name]
             assert not isinstance(got, Exception), got
