@@ -341,12 +341,21 @@ class Window:
         self.transport.send(item.data)
         self.datagrams += 1
 
-    def _span_wanted(self, h: Header) -> int:
+    def _span_now(self) -> int:
+        """The span GETs are asked in now: `span`, or while the window holds fewer than two spans (after losses, or
+        at the start) the largest power of two that half the window holds. A span waits for room for all its
+        chunks: a span as large as the window would leave the path idle for a round trip each time."""
+        half = self.size // 2
+        if half >= self.span:
+            return self.span
+        return 1 << (max(half, 1).bit_length() - 1)
+
+    def _span_wanted(self, h: Header, span: int) -> int:
         """How many chunks a span GET led by the request `h` would ask for: up to the next multiple of `span` (or
         the block's end); 1 when `h` cannot lead one (not a GET, or a chunk a switch slot holds)."""
         if h.opcode != _GET or h.chunk_shift <= KVP_SLOT_SHIFT:
             return 1
-        return min(self.span - h.chunk_idx % self.span, h.chunk_count - h.chunk_idx)
+        return min(span - h.chunk_idx % span, h.chunk_count - h.chunk_idx)
 
     def _span_at_head(self, most: int) -> list[_Outstanding]:
         """The queued requests that may leave as one span GET of at most `most` chunks: the first in the queue
@@ -402,7 +411,8 @@ class Window:
             while self._resend and self._resend[0].done:
                 self._resend.popleft()
             fresh = not self._resend and not (self._delayed and self._delayed[0][0] <= now)
-            wanted = self._span_wanted(self._queue[0].header) if fresh and self.span > 1 and self._queue else 1
+            span = self._span_now() if fresh and self.span > 1 and self._queue else 1
+            wanted = self._span_wanted(self._queue[0].header, span) if span > 1 else 1
             if wanted > 1:
                 room = self.size - self._in_flight
                 if room < wanted and self.size >= wanted:
