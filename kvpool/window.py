@@ -44,7 +44,7 @@ from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_GET_SPAN, KVP_SLOT_SHIFT, R
 from kvpool.errors import KVPTimeout
 from kvpool.rto import RtoBounds, RtoEstimator
 from kvpool.transport import Transport
-from kvpool.wire import HEADER, Header, check, checked, encode, has_magic
+from kvpool.wire import HEADER, Header, Reason, check, checked, encode, has_magic
 
 _REPLY_CODE = {int(req): int(rep) for req, rep in REPLY_OF.items()}
 REORDERING = 1 / 4
@@ -560,8 +560,11 @@ class Window:
             self.strays += 1
             return None
         verdict = checked(data)  # (the header unpacked once: this is a reader's cost per chunk)
-        reason, reply = (None, verdict) if type(verdict) is Header else (verdict, Header.unpack(data))
-        assert isinstance(reply, Header)
+        reason: Reason | None
+        if isinstance(verdict, Header):
+            reason, reply = None, verdict
+        else:
+            reason, reply = verdict, Header.unpack(data)
         item = self._pending.get(reply.req_id)
         if item is None:
             if reply.req_id == PUSHED_REQ_ID and self._take_pushed:
