@@ -488,6 +488,9 @@ class _BlockRead:
         for `own_top` (they say nothing of where this read is in the patch pass)."""
         self.joined_at: int | None = None
         """The first pass's first pushed index, once the patch pass began (None: still in the first pass)."""
+        self.early: list[Pushed] = []
+        """Pushes that came before the read's own first reply (at most `queued`): held until that reply decided
+        the block's version, count and chunk size, then taken or ignored as any push."""
         self.top_up()
 
     @property
@@ -528,6 +531,11 @@ class _BlockRead:
         elif answer.reply.chunk_shift != self.shift and not self.streamed:
             self._learn_shift(answer.reply.chunk_shift)
         self.top_up()
+        if self.early:
+            early, self.early = self.early, []
+            for held in early:
+                if not self.assembly.complete:
+                    self.pushed(held)
 
     def _learn_count(self, reply: Header) -> None:
         if self.assembly.count:  # the first chunk tells count and size
@@ -546,11 +554,20 @@ class _BlockRead:
     def pushed(self, pushed: Pushed) -> None:
         """A chunk a switch pushed: taken if it is one of this block's, checked, and not had yet; else counted
         and ignored (a damaged one is asked for later, as any missing chunk). A push never decides the block's
-        version, count or chunk size: those before the read's own first reply are ignored too."""
+        version, count or chunk size: one that comes before the read's own first reply is held (`early`) until
+        that reply decided them. A late reader joins the stream with its first GET, so the pushes of a round trip
+        come before its first reply; ignored, each was a chunk beyond every other member's join point, fetched
+        by this reader alone."""
         client, reply, assembly = self.client, pushed.reply, self.assembly
-        if (not self.flags or assembly.version is None or reply.prefix_hash != self.prefix_hash
-                or reply.tenant != self.tenant or reply.status not in _HITS):
+        if (not self.flags or reply.prefix_hash != self.prefix_hash or reply.tenant != self.tenant
+                or reply.status not in _HITS):
             client.pushed_ignored += 1
+            return
+        if assembly.version is None:
+            if len(self.early) < self.queued:
+                self.early.append(pushed)
+            else:
+                client.pushed_ignored += 1
             return
         idx = reply.chunk_idx
         if assembly.has(idx):

@@ -245,18 +245,23 @@ def test_a_push_completes_an_outstanding_get_without_a_round_trip_sample():
     assert client.resent == 0
 
 
-def test_pushes_before_the_reads_first_reply_are_ignored_and_fetched():
+def test_pushes_before_the_reads_first_reply_are_held_until_it_decides_the_block():
+    """A late reader joins with its first GET, so pushes come before its first reply: held, then taken once that
+    reply decided version, count and chunk size (never fetched); held ones of another version are ignored."""
     n, k = 50, 20
     data = block(n, seed=7)
     node = stored(data)
     client, path, clock = reader(node)
     schedule_pushes(path, clock, k, k + 2, n, start=0.0001, every=0.0001)  # before the first reply (2 ms)
-    schedule_pushes(path, clock, k + 3, n - 1, n, start=RTT + 0.0001, every=0.0005)
+    stale = path.pushed_copy(k + 3, n, version=99)  # claims another version: must not decide the read's
+    path.push(clock.now + 0.0004, k + 3, n, data=stale)
+    schedule_pushes(path, clock, k + 4, n - 1, n, start=RTT + 0.0001, every=0.0005)
     with client:
         got = client.get_block(PH, None)
-    assert got.data == data
-    assert client.pushed_ignored == 3, "a push never decides the version or count of a read"
-    assert sorted(path.gets) == list(range(k + 3))
+    assert got.data == data and got.version == 1
+    assert client.pushed_ignored == 1, "the held push of another version, once the first reply decided"
+    assert [c for c in range(k, k + 3) if got.chunks[c].pushed] == [k, k + 1, k + 2], "the held ones taken"
+    assert sorted(path.gets) == [*range(k), k + 3], "never fetched what was held; the stale one's chunk fetched"
 
 
 # ---- what a reader refuses -------------------------------------------------------------------------------
