@@ -370,7 +370,8 @@ def render_burst(burst: dict) -> list[str]:
              "then read by every host at one instant: through the switch (GETs coalesced) and with F_BYPASS "
              "(never coalesced nor answered by the switch). Storage-node figures are its data interface's "
              f"counters during each burst; STAT counts GETs on {burst['sample_chunks']} sampled chunks.", "",
-             "| burst | readers verified | storage-node GETs | storage-node replies | MiB sent | "
+             "| burst | readers verified | storage-node GET datagrams (a span GET asks for up to 16 chunks) | "
+             "storage-node replies (chunks sent) | MiB sent | "
              "GETs per sampled chunk (STAT) | chunks from switch | slowest reader s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, m in modes.items():
@@ -382,29 +383,29 @@ def render_burst(burst: dict) -> list[str]:
                      f"{ok}/{len(m['readers'])} | {m['storage_gets']} | {m['storage_replies']} | "
                      f"{m['storage_bytes_sent'] / 2**20:.1f} | {'?' if per_chunk is None else f'{per_chunk:.2f}'} | "
                      f"{from_switch} | {'?' if slowest is None else f'{slowest:.1f}'} |")
-    if {"coalescing", "bypass"} <= modes.keys() and modes["coalescing"]["storage_gets"]:
-        ratio = modes["bypass"]["storage_gets"] / modes["coalescing"]["storage_gets"]
-        lines += ["", f"Coalescing cut the storage node's fan-in {ratio:.1f}× "
-                  f"({modes['bypass']['storage_gets']} → {modes['coalescing']['storage_gets']} GETs)."]
+    if {"coalescing", "bypass"} <= modes.keys() and modes["coalescing"]["storage_replies"]:
+        ratio = modes["bypass"]["storage_replies"] / modes["coalescing"]["storage_replies"]
+        lines += ["", f"Coalescing cut what the storage node sent {ratio:.1f}× "
+                  f"({modes['bypass']['storage_replies']} → {modes['coalescing']['storage_replies']} chunks)."]
     return lines
 
 
 def plot_burst(axis, burst: dict) -> None:
-    """Storage-node GETs and MiB sent, with and without coalescing, side by side."""
+    """Chunks and MiB the storage node sent, with and without coalescing, side by side."""
     import numpy as np
 
     names = list(burst["modes"])
     x = np.arange(2)
     for i, name in enumerate(names):
         m = burst["modes"][name]
-        values = [m["storage_gets"] / burst["chunks"], m["storage_bytes_sent"] / burst["block_bytes"]]
-        bars = axis.bar(x + (i - 0.5) * 0.4, values, 0.4, label=f"{name} ({m['storage_gets']} GETs, "
+        values = [m["storage_replies"] / burst["chunks"], m["storage_bytes_sent"] / burst["block_bytes"]]
+        bars = axis.bar(x + (i - 0.5) * 0.4, values, 0.4, label=f"{name} ({m['storage_replies']} chunks, "
                         f"{m['storage_bytes_sent'] / 2**20:.0f} MiB)")
         axis.bar_label(bars, fmt="%.2f")
     axis.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    axis.set_xticks(x, ["GETs received\n(per chunk of the block)", "bytes sent\n(per byte of the block)"])
+    axis.set_xticks(x, ["chunks sent\n(per chunk of the block)", "bytes sent\n(per byte of the block)"])
     axis.set_title(f"burst: {burst['hosts']} hosts read {burst['block_bytes'] / 2**20:.0f} MiB at once")
-    axis.set_ylim(0, 1.35 * max(burst["modes"][n]["storage_gets"] / burst["chunks"] for n in names) + 0.1)
+    axis.set_ylim(0, 1.35 * max(burst["modes"][n]["storage_replies"] / burst["chunks"] for n in names) + 0.1)
     axis.legend(fontsize=8, loc="upper left")
 
 
