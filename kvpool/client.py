@@ -330,8 +330,7 @@ class KVPClient:
             status = _status(reply.status)
             if status == Status.MISS:
                 raise BlockNotFound(f"block {prefix_hash:#018x} chunk {reply.chunk_idx}: MISS", Status.MISS)
-            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: unexpected reply {describe(reply)} "
-                           f"{_name(reply.status)}", status)
+            raise KVPError(f"{_chunk_read(prefix_hash, reply.chunk_idx)}: unexpected reply {describe(reply)} {_name(reply.status)}", status)
         try:
             assembly.add(reply.chunk_idx, reply.chunk_count, reply.value_len, answer.value, reply.version,
                          reply.value_csum)
@@ -341,10 +340,10 @@ class KVPClient:
         except ChecksumError as exc:
             if window.retry(answer):
                 return False
-            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: {exc} (from {_name(reply.status)}, {answer.attempts} tries)",
+            raise KVPError(f"{_chunk_read(prefix_hash, reply.chunk_idx)}: {exc} (from {_name(reply.status)}, {answer.attempts} tries)",
                            Status.ERR_CHECKSUM) from None
         except BlockError as exc:
-            raise KVPError(f"GET {prefix_hash:#018x} chunk {reply.chunk_idx}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
+            raise KVPError(f"{_chunk_read(prefix_hash, reply.chunk_idx)}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
         return True
 
     def path_mtu(self) -> int | None:
@@ -693,6 +692,11 @@ class _BlockRead:
                 self.ask(left)
                 asked.add(left)
                 room -= 1
+
+
+def _chunk_read(prefix_hash: int, chunk_idx: int) -> str:
+    """How an error names the GET of one chunk (formatted only for an error: per chunk it was a reader's cost)."""
+    return f"GET {prefix_hash:#018x} chunk {chunk_idx}"
 
 
 def _status(code: int) -> Status | None:

@@ -84,7 +84,7 @@ from kvpool.constants import (
 from kvpool.keys import BlockKey, ChunkKey
 from kvpool.staging import CommitLog, Staged, StagedWrite, StagingArea, StagingOptions, WriteKey
 from kvpool.trust import DEFAULT_CONTROL_FROM, ControlSources
-from kvpool.wire import HEADER, Header, Reason, check, checked, has_magic, value_of
+from kvpool.wire import HEADER, Header, Reason, checked, has_magic, value_of
 
 Address = tuple[str, int]
 """A UDP peer: (IPv4 address, port)."""
@@ -285,12 +285,10 @@ class StorageNode:
         """BUSY for a well-formed GET or PUT (the reply header, nothing done), one per chunk of a span GET as far
         as its own chunk_count says (req_id + i, chunk_idx + i, aux i); None for anything else, which is answered
         as usual (it costs no more than a BUSY would; a GET whose span is out of range is ERR_MALFORMED)."""
-        if len(data) < KVP_HEADER_LEN or check(data) is not None:
+        h = checked(data)
+        if isinstance(h, Reason) or h.opcode not in _SHEDDABLE or (h.opcode == _GET and h.aux > KVP_MAX_GET_SPAN):
             return None
-        h = Header.unpack(data)
-        if h.opcode not in _SHEDDABLE or (h.opcode == _GET and h.aux > KVP_MAX_GET_SPAN):
-            return None
-        span = min(span_of(data), h.chunk_count - h.chunk_idx)  # >= 1: check() saw chunk_idx < chunk_count
+        span = min(max(h.aux, 1) if h.opcode == _GET else 1, h.chunk_count - h.chunk_idx)  # >= 1: chunk_idx < count
         self.counters["shed.busy"] += span
         return [Datagram((self._reply(h, Status.BUSY, req_id=(h.req_id + i) & _REQ_ID_MASK,
                                       chunk_idx=h.chunk_idx + i, aux=i).pack(),), peer) for i in range(span)]

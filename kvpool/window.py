@@ -44,7 +44,7 @@ from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_GET_SPAN, KVP_SLOT_SHIFT, R
 from kvpool.errors import KVPTimeout
 from kvpool.rto import RtoBounds, RtoEstimator
 from kvpool.transport import Transport
-from kvpool.wire import HEADER, Header, Reason, check, checked, encode, has_magic
+from kvpool.wire import HEADER, Header, Reason, checked, encode, has_magic
 
 _REPLY_CODE = {int(req): int(rep) for req, rep in REPLY_OF.items()}
 REORDERING = 1 / 4
@@ -320,12 +320,11 @@ class Window:
 
     # ---- sending ----------------------------------------------------------------------------------------
 
-    def _send(self, item: _Outstanding, now: float, first_rto: float | None = None) -> None:
-        """Account for one send of `item` (`first_rto`: the RTO of a first send, when the caller has it)."""
+    def _send(self, item: _Outstanding, now: float) -> None:
+        """Account for one send of `item` (the caller sends the datagram)."""
         item.attempts += 1
         item.sent_at = now
-        tries = item.attempts - item.busy
-        item.deadline = now + (first_rto if first_rto is not None and tries == 1 else self.path.rto.backoff(tries))
+        item.deadline = now + self.path.rto.backoff(item.attempts - item.busy)
         item.in_flight = True
         self._in_flight += 1
         req_id = item.header.req_id
@@ -376,9 +375,8 @@ class Window:
         """Send `group` (from `_span_at_head`, still queued) as one GET whose aux is its length."""
         for _ in group:
             self._queue.popleft()
-        rto = self.path.rto.rto
         for item in group:
-            self._send(item, now, rto)
+            self._send(item, now)
         data = bytearray(group[0].data)
         data[_AUX] = len(group).to_bytes(4, "big")
         self.transport.send(bytes(data))
@@ -398,8 +396,8 @@ class Window:
 
     def _send_what_fits(self, now: float) -> float | None:
         """Send while the window has room and pacing allows; the seconds until pacing allows the next, if any.
-        A span GET goes when the window has room for all its chunks (or, while the window is smaller than the
-        span, for as many as fit: those go as a shorter span)."""
+        A span GET goes when the window has room for all its chunks (`_span_now` keeps it within half the
+        window), or shorter when no reply came for a reordering window (limited transmit, below)."""
         congestion = self.path.congestion
         while self._in_flight < self.size and self._has_ready(now):
             srtt = self.path.rto.srtt  # nothing to pace by before the first round trip was measured
@@ -415,7 +413,7 @@ class Window:
             wanted = self._span_wanted(self._queue[0].header, span) if span > 1 else 1
             if wanted > 1:
                 room = self.size - self._in_flight
-                if room < wanted and self.size >= wanted:
+                if room < wanted:
                     # Room for the whole span comes with the next replies, while they come. When none came for a
                     # reordering window, what is in flight may be lost (and no later request could show it): the
                     # span leaves shorter, as TCP's limited transmit sends on, so its replies can reveal the loss.
@@ -568,7 +566,7 @@ class Window:
         item = self._pending.get(reply.req_id)
         if item is None:
             if reply.req_id == PUSHED_REQ_ID and self._take_pushed:
-                pushed = self._pushed(reply, data)
+                pushed = self._pushed(reply, data) if reason is None else None
                 if pushed is not None:
                     return pushed
             self.strays += 1
@@ -611,9 +609,9 @@ class Window:
                       reason is not None, item.data)
 
     def _pushed(self, reply: Header, data: bytes) -> Pushed | None:
-        """`data` as a pushed copy, or None when it is not a well-formed pushed GET_REPLY with a value."""
-        if (reply.opcode != _GET_REPLY or not reply.flags & _PUSHED or not reply.flags & _VALUE
-                or check(data) is not None):
+        """`data` (well-formed: `_match` checked it) as a pushed copy, or None when it is not a pushed GET_REPLY
+        with a value."""
+        if reply.opcode != _GET_REPLY or not reply.flags & _PUSHED or not reply.flags & _VALUE:
             return None
         self.pushed += 1
         return Pushed(reply, memoryview(data)[KVP_HEADER_LEN:KVP_HEADER_LEN + reply.chunk_len])
