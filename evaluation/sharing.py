@@ -201,6 +201,8 @@ class SharedReads:
         """Move `stream`'s passes on to `to_s` at its pace (members fixed since `stream.at`)."""
         while not stream.ended and stream.at < to_s:
             pace = self._pace(stream.members)
+            if pace <= 0:
+                break  # a switch that copies nothing: the stream never moves on
             if not stream.trail or stream.trail[-1][0] != stream.current or stream.trail[-1][3] != pace:
                 stream.trail.append((stream.current, stream.at, stream.front, pace))
             left = (stream.reach[stream.current] - stream.front) / pace
