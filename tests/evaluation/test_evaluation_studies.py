@@ -249,3 +249,12 @@ def test_the_arrival_table_says_where_mooncakes_replication_could_be_enough() ->
     assert "agent fan-out 98.00%, popular RAG documents 20.00%" in sentence
     crowded, quiet = sentence.split("Where that burst is large")[1].split("where it is under 1%")
     assert "agent fan-out" in crowded and "popular RAG documents" in crowded and "(none)" in quiet
+
+
+def test_boundary_a_software_switch_slows_the_stream_so_more_readers_join_it() -> None:
+    # 16 readers 62.5 ms apart, a block's transfer 50 ms: at line rate each stream has ended before the next
+    # reader comes (a block each); a switch copying 1 block/s in all keeps the first stream under way for all
+    join = Sharing("stream-join", round_trip_s=0.001)
+    assert boundary.group_sends(16, 1.0, join, 0.05) == (16.0, 0)
+    sends, merged = boundary.group_sends(16, 1.0, join, 0.05, delivery=lambda members: 1.0)
+    assert merged == 15 and sends < 2.0
