@@ -134,6 +134,9 @@ class SharedReads:
     """A lone reader's read of the block: one block at the link rate, the fastest a stream moves."""
     delivery: Callable[[int], float] | None = None
     """Blocks/s the switch delivers in all to a stream of m members (None: a stream moves at the lone pace)."""
+    timed: bool = False
+    """Keep every read's stream and join point for `finish_times` (the testbed model's few readers; a cluster
+    replay's many reads need only their costs, and would keep every stream alive)."""
     _blocks: dict[Hashable, _Block] = field(default_factory=dict)
     _joins: list[tuple[_Stream, int, float] | None] = field(default_factory=list)
 
@@ -143,7 +146,7 @@ class SharedReads:
         sharing = self.sharing
         if sharing.mechanism == "incast-window":
             window = at_s // sharing.incast_window_s
-            self._joins.append(None)
+            self._joined(None)
             if block.window_start is not None and block.window_start // sharing.incast_window_s == window:
                 return 0.0
             block.window_start = at_s
@@ -154,17 +157,17 @@ class SharedReads:
             self._advance(stream, at_s)
         need = 1.0
         if sharing.mechanism != "stream-join":
-            self._joins.append(None)
+            self._joined(None)
         elif stream is None or stream.ended:
             block.stream = stream = _Stream(at=at_s, reach=[1.0])  # the origin of a new stream
-            self._joins.append((stream, 0, 0.0))
+            self._joined((stream, 0, 0.0))
         elif stream.members > sharing.max_subscribers:
-            self._joins.append(None)  # the stream is full: this reader is forwarded as today, a block of its own
+            self._joined(None)  # the stream is full: this reader is forwarded as today, a block of its own
         else:
             stream.members += 1
             if sharing.patch_pass:
                 return self._join(stream, block)
-            self._joins.append((stream, 0, 0.0))  # it finishes about with the stream
+            self._joined((stream, 0, 0.0))  # it finishes about with the stream
             need = stream.front  # immediate patches: it fetches what it missed at once
         own = _uncovered(need, [(lo, hi) for _, lo, hi in block.pending])
         block.pending += [(at_s, lo, hi) for lo, hi in own]
@@ -190,8 +193,12 @@ class SharedReads:
             if len(stream.reach) == k + 1:
                 stream.reach.append(0.0)
             stream.reach[k + 1] = max(stream.reach[k + 1], missed)
-        self._joins.append((stream, k, missed))
+        self._joined((stream, k, missed))
         return sum(stream.reach) - before
+
+    def _joined(self, join: tuple[_Stream, int, float] | None) -> None:
+        if self.timed:
+            self._joins.append(join)
 
     def _pace(self, members: int) -> float:
         lone = 1.0 / self.transfer_s if self.transfer_s > 0 else float("inf")
@@ -203,7 +210,8 @@ class SharedReads:
             pace = self._pace(stream.members)
             if pace <= 0:
                 break  # a switch that copies nothing: the stream never moves on
-            if not stream.trail or stream.trail[-1][0] != stream.current or stream.trail[-1][3] != pace:
+            if self.timed and (not stream.trail or stream.trail[-1][0] != stream.current
+                               or stream.trail[-1][3] != pace):
                 stream.trail.append((stream.current, stream.at, stream.front, pace))
             left = (stream.reach[stream.current] - stream.front) / pace
             if stream.at + left > to_s:
@@ -220,6 +228,8 @@ class SharedReads:
     def finish_times(self) -> list[float | None]:
         """When each read fed so far has its block from its stream (`stream-join` members: the pass it joined
         ended and the next one reached its join point), in the order fed; None for a read not in a stream."""
+        if not self.timed:
+            raise ValueError("finish_times needs SharedReads(timed=True)")
         for block in self._blocks.values():
             if block.stream is not None:
                 self._advance(block.stream, float("inf"))

@@ -113,7 +113,7 @@ def predict(readers: int | list[float], spread_s: float, lone_s: float, sharing:
     with m members (`delivery`: the switch's blocks/s in all to a stream's members; None: the lone pace)."""
     starts = sorted(readers) if isinstance(readers, list) else starts_over(readers, spread_s)
     rate = node_blocks_per_s or 1.0 / lone_s
-    shared = SharedReads(sharing, lone_s, delivery) if sharing is not None else None
+    shared = SharedReads(sharing, lone_s, delivery, timed=True) if sharing is not None else None
     costs = [1.0 if shared is None else shared.read(0, 0, t) for t in starts]
     streamed = shared.finish_times() if shared is not None else [None] * len(starts)
     own = [i for i, end in enumerate(streamed) if end is None]

@@ -231,20 +231,22 @@ def test_a_switch_that_copies_slower_than_a_lone_reader_slows_the_stream_so_late
 def test_members_finish_when_the_next_pass_reaches_their_join_point() -> None:
     from evaluation.sharing import SharedReads
 
-    reads = SharedReads(Sharing("stream-join", round_trip_s=0.0, max_subscribers=2), 1.0)
+    reads = SharedReads(Sharing("stream-join", round_trip_s=0.0, max_subscribers=2), 1.0, timed=True)
     for t in (0.0, 0.25, 0.5, 0.6):
         reads.read(0, 0, t)
     # The origin with the first pass (1 s); the subscribers when the patch pass (from 1 s, to 0.5) reaches the
     # points they joined at; the third late reader found the stream full and read on its own (None)
     assert reads.finish_times() == pytest.approx([1.0, 1.25, 1.5, None])  # type: ignore[arg-type]
     # With immediate patches a subscriber fetches its missed part at once and finishes with the stream
-    immediate = SharedReads(Sharing("stream-join", round_trip_s=0.0, patch_pass=False), 1.0)
+    immediate = SharedReads(Sharing("stream-join", round_trip_s=0.0, patch_pass=False), 1.0, timed=True)
     for t in (0.0, 0.5):
         immediate.read(0, 0, t)
     assert immediate.finish_times() == pytest.approx([1.0, 1.0])
     # Behind a switch delivering 1 block/s in all, two members move at 0.5 block/s: the subscriber that joined
     # at 0.5 (the origin alone until then) has the rest by 1.5 s and its missed half by 2.5 s
-    slow = SharedReads(Sharing("stream-join", round_trip_s=0.0), 1.0, delivery=lambda members: 1.0)
+    slow = SharedReads(Sharing("stream-join", round_trip_s=0.0), 1.0, delivery=lambda members: 1.0, timed=True)
     for t in (0.0, 0.5):
         slow.read(0, 0, t)
     assert slow.finish_times() == pytest.approx([1.5, 2.5])
+    with pytest.raises(ValueError, match="timed"):
+        SharedReads(Sharing(), 1.0).finish_times()  # untimed (the cluster replays): costs only
