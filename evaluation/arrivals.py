@@ -220,7 +220,7 @@ def study(streams: Mapping[str, BlockStream], block_bytes: int, links_gbps: tupl
           mechanisms: Mapping[str, Sharing], stream_gbps: float, min_reads: tuple[int, ...] = (2, HOT_READS)) -> dict:
     """The report's table: every stream's spread over the blocks read at least `min_reads` times (a row per
     threshold), overlap at each link speed for `block_bytes` and for the testbed's 16 MiB block at its measured
-    rate, and what each mechanism merges (a `stream-join` stream lasts one block at `stream_gbps`)."""
+    rate, and what each mechanism merges (a `stream-join` stream's pass lasts one block at `stream_gbps`)."""
     transfers = {f"{g:g} Gb/s": block_bytes * 8 / (g * 1e9) for g in links_gbps}
     transfers["testbed 16 MiB"] = TESTBED_BLOCK_BYTES / TESTBED_BYTES_PER_S
     stream_s = block_bytes * 8 / (stream_gbps * 1e9)

@@ -6,11 +6,13 @@ It prices the prefix fetch for one reader in three set-ups and charges every ove
 
 * no switch function: the distinct fetchers (at most one per node; a node's second reader waits for the
   first) share the storage NIC;
-* coalesce only: the storage node sends each block once per stream the switch's sharing mechanism
-  (`evaluation.sharing`) cannot merge, and the switch replicates the reply to the readers it merged (on a
-  software target each copy is one more packet through the switch; on a Tofino-class target the replication
-  engine does it at line rate). The group's readers start evenly spread over `window_s`; as built, a reader
-  shares a block's sends only if it starts within one storage round trip of the stream's first reader;
+* coalesce only: the storage node sends each block what the switch's sharing mechanism (`evaluation.sharing`)
+  leaves it, and the switch replicates the reply to the readers it merged (on a software target each copy is
+  one more packet through the switch, so a stream moves no faster than the switch copies it to its members, the
+  same model as `evaluation.testbed`'s; on a Tofino-class target the replication engine does it at line rate).
+  The group's readers start evenly spread over `window_s`; as built (stream join), a reader that starts while
+  the block's stream is under way joins it and costs the node what its missed part adds to the stream's later
+  passes;
 * store + coalesce: the part of the prefix the memory holds (`evaluation.memory.plan`) comes out of the
   switch at its serve rate, the rest is coalesced; but only after the controller has installed it: one
   `kv_index` entry per 128-byte chunk, at the controller's measured table-write rate (docs/status.md:
@@ -23,6 +25,7 @@ Net benefit = fetch time without the switch − with it (ms per reader); positiv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from evaluation.costs import GBPS, ControlCosts
@@ -90,8 +93,12 @@ def evaluate(s: Scenario) -> Outcome:
     prefix = s.prefix_blocks * s.block_bytes
     fetchers = max(1, min(s.concurrency, s.nodes))
     without = fetchers * prefix / storage
-    sends, merged = group_sends(fetchers, s.window_s, s.sharing, s.block_bytes / storage)
     packet_rate_bytes = s.memory.serve_bytes_per_s  # what the switch can send out of itself or replicate
+    # a software switch copies a stream's replies to its members at its packet rate: the stream slows as members
+    # join (as on the testbed, `evaluation.testbed`); a Tofino-class replication engine copies at line rate
+    copies = packet_rate_bytes / s.block_bytes
+    sends, merged = group_sends(fetchers, s.window_s, s.sharing, s.block_bytes / storage,
+                                (lambda members: copies) if s.software_target else None)
     replicate = merged * prefix / packet_rate_bytes if s.software_target else 0.0
     coalesce = sends * prefix / storage + replicate + s.hop_s
     pool = plan(s.memory.bytes, s.block_bytes)
@@ -113,10 +120,12 @@ def evaluate(s: Scenario) -> Outcome:
     return Outcome(without, coalesce, store, installed / held if held else 0.0, demand, sends / fetchers)
 
 
-def group_sends(readers: int, window_s: float, sharing: Sharing, transfer_s: float) -> tuple[float, int]:
+def group_sends(readers: int, window_s: float, sharing: Sharing, transfer_s: float,
+                delivery: Callable[[int], float] | None = None) -> tuple[float, int]:
     """(blocks' worth the storage node sends per block of the prefix, readers the switch merged) for `readers`
-    starting evenly spread over `window_s`; `transfer_s`: one block's stream time."""
-    shared = SharedReads(sharing, transfer_s)
+    starting evenly spread over `window_s`; `transfer_s`: one block's transfer (a stream's pass at best);
+    `delivery`: blocks/s the switch copies to a stream's members in all (None: line rate)."""
+    shared = SharedReads(sharing, transfer_s, delivery)
     costs = [shared.read(0, 0, window_s * i / readers) for i in range(readers)]
     return sum(costs), sum(1 for c in costs if c < 1.0)
 

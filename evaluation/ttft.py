@@ -112,7 +112,8 @@ def storage_sends(result: ClusterResult, window_s: float, partial_share: float,
     `sharing` mechanism, reads of one block from one storage node that the mechanism merges cost only what it
     says (`SharedReads`: nothing, or what a joiner's missed part adds to the patch pass); the switch fans the reply out to
     the others, so only readers that add bytes of their own count towards the node's fan-in. `transfer_s`: one
-    block's stream time (how long a `stream-join` stream lasts). `sharing` True (the former `coalesce` flag):
+    block's transfer, how long a `stream-join` stream's pass over it lasts (the cluster's switch copies at line
+    rate, so members do not slow it). `sharing` True (the former `coalesce` flag):
     the data plane as built; False or None: no merging.
     """
     readers: Counter = Counter()

@@ -67,8 +67,9 @@ def test_the_patch_pass_sends_the_longest_missed_part_once_and_lives_on_for_read
     assert sends_for([0.05 * i for i in range(4)], join, 0.2) == pytest.approx(1.75)
     # Four more, 200-350 ms: the stream is in its patch pass (0.2 + 0.75 x 0.2 = 0.35 s). The first of them
     # joins at the block's end (the patch pass now covers the whole block: 0.25 more) and the patch front is
-    # at 0; the next ones find it at 0.25, 0.5, 0.75 of the block and fetch what it had passed themselves
-    assert sends_for([0.05 * i for i in range(8)], join, 0.2) == pytest.approx(1.75 + 0.25 + 0.25 + 0.5 + 0.75)
+    # at 0; the next ones find it at 0.25, 0.5, 0.75 of the block: what the patch pass had sent before they came
+    # nests too, so the node sends the longest of it (0.75) once more for all three, not 0.25 + 0.5 + 0.75
+    assert sends_for([0.05 * i for i in range(8)], join, 0.2) == pytest.approx(1.75 + 0.25 + 0.75)
     assert sends_for([0.0, 0.5], join, 0.2) == 2.0  # after the first pass and no patch pass: a new stream
     # in step: nobody missed anything, no patch pass
     assert sends_for([0.0] * 8, join, 0.2) == 1.0
@@ -193,3 +194,59 @@ def test_late_share_counts_repeat_reads_past_the_heat_window() -> None:
     late = spread("late", stream_of(((0.0, 1), (0.3, 1), (1.5, 1), (4.0, 1))), {}, {})
     assert late.late_share == pytest.approx(2 / 3)
     assert late.as_dict()["late_share"] == pytest.approx(2 / 3)
+
+
+def test_a_stream_costs_one_block_plus_its_last_joiners_missed_part_whatever_the_members() -> None:
+    from evaluation.sharing import SharedReads
+
+    join = Sharing("stream-join", round_trip_s=0.0)
+    # Readers at 0.1, 0.3, 0.6 s of a 1 s stream: 1 + J / count with J the last joiner's 0.6, for 4 or 40
+    # members joining at those points
+    assert sends_for([0.0, 0.1, 0.3, 0.6], join, 1.0) == pytest.approx(1.6)
+    assert sends_for([0.0] + [0.1, 0.3, 0.6] * 13, join, 1.0) == pytest.approx(1.6)
+    # Each subscriber pays what its missed part adds to the longest so far
+    reads = SharedReads(join, 1.0)
+    assert [reads.read(0, 0, t) for t in (0.0, 0.3, 0.1, 0.6)] == pytest.approx([1.0, 0.3, 0.0, 0.3])
+
+
+def test_a_switch_that_copies_slower_than_a_lone_reader_slows_the_stream_so_later_readers_join_its_first_pass(
+) -> None:
+    from evaluation.sharing import SharedReads
+
+    join = Sharing("stream-join", round_trip_s=0.0)
+    # A lone reader reads the block in 0.1 s (10 blocks/s); the switch delivers 10 blocks/s in all, so with m
+    # members the stream moves at 10 / m. Readers at 0, 50 and 100 ms: the second joins at 0.5 (the stream was
+    # alone), the third at 0.5 + 0.05 x 5 = 0.75, still in the first pass: 1 + 0.75 blocks.
+    slow = SharedReads(join, 0.1, delivery=lambda members: 10.0)
+    assert [slow.read(0, 0, t) for t in (0.0, 0.05, 0.1)] == pytest.approx([1.0, 0.5, 0.25])
+    # At line rate the stream ends at 100 ms: the third reader finds its patch pass (at 0), which now covers
+    # the whole block: 2 blocks.
+    fast = SharedReads(join, 0.1)
+    assert sum(fast.read(0, 0, t) for t in (0.0, 0.05, 0.1)) == pytest.approx(2.0)
+    # A delivery faster than the lone pace changes nothing: a stream never moves faster than a lone reader
+    capped = SharedReads(join, 0.1, delivery=lambda members: 1000.0)
+    assert sum(capped.read(0, 0, t) for t in (0.0, 0.05, 0.1)) == pytest.approx(2.0)
+
+
+def test_members_finish_when_the_next_pass_reaches_their_join_point() -> None:
+    from evaluation.sharing import SharedReads
+
+    reads = SharedReads(Sharing("stream-join", round_trip_s=0.0, max_subscribers=2), 1.0, timed=True)
+    for t in (0.0, 0.25, 0.5, 0.6):
+        reads.read(0, 0, t)
+    # The origin with the first pass (1 s); the subscribers when the patch pass (from 1 s, to 0.5) reaches the
+    # points they joined at; the third late reader found the stream full and read on its own (None)
+    assert reads.finish_times() == pytest.approx([1.0, 1.25, 1.5, None])  # type: ignore[arg-type]
+    # With immediate patches a subscriber fetches its missed part at once and finishes with the stream
+    immediate = SharedReads(Sharing("stream-join", round_trip_s=0.0, patch_pass=False), 1.0, timed=True)
+    for t in (0.0, 0.5):
+        immediate.read(0, 0, t)
+    assert immediate.finish_times() == pytest.approx([1.0, 1.0])
+    # Behind a switch delivering 1 block/s in all, two members move at 0.5 block/s: the subscriber that joined
+    # at 0.5 (the origin alone until then) has the rest by 1.5 s and its missed half by 2.5 s
+    slow = SharedReads(Sharing("stream-join", round_trip_s=0.0), 1.0, delivery=lambda members: 1.0, timed=True)
+    for t in (0.0, 0.5):
+        slow.read(0, 0, t)
+    assert slow.finish_times() == pytest.approx([1.5, 2.5])
+    with pytest.raises(ValueError, match="timed"):
+        SharedReads(Sharing(), 1.0).finish_times()  # untimed (the cluster replays): costs only

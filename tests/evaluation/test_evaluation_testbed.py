@@ -62,23 +62,38 @@ def test_compare_reads_the_benchmarks_json(tmp_path: Path) -> None:
     assert rows[2]["busiest_predicted"] == pytest.approx(1 / 8) and rows[2]["busiest_error"] == pytest.approx(0.0)
 
 
-def test_stream_join_rows_pay_the_part_before_the_join_and_the_stream_lives_the_origins_read() -> None:
-    # Eight readers over 50 ms of a 100 ms lone read, a node fast enough that nobody slows the origin:
+def test_stream_join_rows_pay_the_part_before_the_join_and_a_slower_stream_lives_longer() -> None:
+    # Eight readers over 50 ms of a 100 ms lone read, at line rate (no delivery bound):
     # with immediate patches, subscribers pay i × 50/7 ms of 100 ms each
     immediate = Sharing("stream-join", round_trip_s=0.0, patch_pass=False)
-    p = predict(8, 0.05, 0.1, immediate, node_blocks_per_s=1000.0)
+    p = predict(8, 0.05, 0.1, immediate)
     assert p["busiest_blocks_per_read"] == pytest.approx((1 + sum(0.5 * i / 7 for i in range(1, 8))) / 8)
-    # as built, the patch pass sends the last joiner's missed half once for all of them
-    built = predict(8, 0.05, 0.1, Sharing("stream-join", round_trip_s=0.0), node_blocks_per_s=1000.0)
+    # as built, the patch pass sends the last joiner's missed half once for all of them: 1 + J / count
+    built = predict(8, 0.05, 0.1, Sharing("stream-join", round_trip_s=0.0))
     assert built["busiest_blocks_per_read"] == pytest.approx((1 + 0.5) / 8)
-    # A node of one lone reader's rate: the patches slow the origin, its stream lives longer, patches shrink.
-    slow = predict(8, 0.05, 0.1, immediate)
+    # A switch that delivers 20 blocks/s in all: the stream slows as members join, the joiners missed less
+    slow = predict(8, 0.05, 0.1, immediate, delivery=lambda members: 20.0)
     assert slow["busiest_blocks_per_read"] < p["busiest_blocks_per_read"]
-    # Readers spread over a whole lone read: the origin's read is slowed by the patches, so the stream still
-    # lives when the last reader starts, and it joins (coalescing alone: a block per reader).
-    late = predict(8, 0.1, 0.1, Sharing("stream-join", round_trip_s=0.0), node_blocks_per_s=10.0)
-    assert late["busiest_blocks_per_read"] < 0.6
+    # Readers spread over five lone reads: at line rate the stream ends after 100 ms and later readers find
+    # its patch pass or open new streams; behind a switch of 2 blocks/s in all the stream moves at 2 / m and
+    # lives for seconds, every reader joins its first pass: the last at 0.5 s, with the front at about 0.375
+    spread = Sharing("stream-join", round_trip_s=0.0)
+    assert predict(8, 0.5, 0.1, spread)["busiest_blocks_per_read"] > 0.3
+    one = predict(8, 0.5, 0.1, spread, delivery=lambda members: 2.0)
+    assert one["busiest_blocks_per_read"] == pytest.approx((1 + 0.375) / 8, rel=0.02)
+    # The last member needs the rest of the first pass and its missed part at 2 / 8 blocks/s: 2.5 + 1.5 s
+    assert one["p99_s"] == pytest.approx(4.0, rel=0.02)
     assert predict(8, 0.1, 0.1, Sharing("round-trip", round_trip_s=0.004))["busiest_blocks_per_read"] == 1.0
+
+
+def test_bed_rate_interpolates_between_fitted_readers_and_is_flat_beyond() -> None:
+    from evaluation.testbed import BedRate
+
+    rate = BedRate(((8, 8.0), (16, 12.0)))
+    assert [rate(1), rate(8), rate(12), rate(16), rate(64)] == pytest.approx([8.0, 8.0, 10.0, 12.0, 12.0])
+    # processor sharing with a rate per active count: two jobs share 8 blocks/s, 4 each (below the cap of 5)
+    assert processor_sharing([0.0, 0.0], [1.0, 1.0], rate, cap=5.0) == pytest.approx([0.25, 0.25])
+    assert processor_sharing([0.0], [1.0], rate, cap=5.0) == pytest.approx([0.2])  # alone: the cap
 
 
 def test_compare_reads_the_incast_spread_table(tmp_path: Path) -> None:
@@ -108,7 +123,7 @@ def test_compare_reads_the_incast_spread_table(tmp_path: Path) -> None:
 
 
 def test_spread_rows_price_the_immediate_patch_rows_without_the_patch_pass() -> None:
-    from evaluation.testbed import spread_rows
+    from evaluation.testbed import BedRate, spread_rows
 
     def row(system: str, busiest: float) -> dict:
         return {"system": system, "mtu": 9000, "readers": 8, "spread_s": 0.1, "spread_label": "100 ms",
@@ -118,10 +133,58 @@ def test_spread_rows_price_the_immediate_patch_rows_without_the_patch_pass() -> 
               "rows": [row("kvswitch (coalescing + stream join)", 0.2),
                        row("kvswitch (coalescing + stream join), immediate patches", 0.5)]}
     built, immediate = spread_rows(spread, Sharing("stream-join", round_trip_s=0.0))
-    # the same readers, spread over one lone block time: the patch pass sends the last joiner's missed part once,
-    # immediate patches pay every joiner's own
-    assert built["busiest_predicted"] == pytest.approx(predict(8, 0.1, 0.1, Sharing("stream-join", round_trip_s=0.0))
-                                                       ["busiest_blocks_per_read"])
-    assert immediate["busiest_predicted"] == pytest.approx(
-        predict(8, 0.1, 0.1, Sharing("stream-join", round_trip_s=0.0, patch_pass=False))["busiest_blocks_per_read"])
+    # the same readers, spread over one lone block time, the switch's delivery fitted on the as-built row (the
+    # narrowest stream-join row of 8 readers: 8 blocks by 0.5 s): the patch pass sends the last joiner's missed
+    # part once, immediate patches pay every joiner's own
+    delivery = BedRate(((8, 16.0),))
+    assert built["fitted"] and not immediate["fitted"]
+    assert built["busiest_predicted"] == pytest.approx(predict(8, 0.1, 0.1, Sharing("stream-join", round_trip_s=0.0),
+                                                               delivery=delivery)["busiest_blocks_per_read"])
+    assert immediate["busiest_predicted"] == pytest.approx(predict(
+        8, 0.1, 0.1, Sharing("stream-join", round_trip_s=0.0, patch_pass=False), delivery=delivery)
+        ["busiest_blocks_per_read"])
     assert built["busiest_predicted"] < immediate["busiest_predicted"]
+
+
+def _spread_row(system: str, n: int, spread: float, busiest: float, p99: float) -> dict:
+    return {"system": system, "mtu": 9000, "readers": n, "spread_s": spread, "spread_label": f"{spread:g} s",
+            "busiest_blocks_per_read": busiest, "p99_s": p99}
+
+
+STREAM = "kvswitch (coalescing + stream join)"
+
+
+def test_the_switchs_delivery_is_fitted_on_the_narrowest_stream_row_never_on_the_row_predicted() -> None:
+    from evaluation.testbed import spread_rows
+
+    def table(fit_p99: float, late_busiest: float, late_p99: float) -> dict:
+        return {"lone_block_time_s": {f"{STREAM}, MTU 9000": 0.2, "no switch function, MTU 9000": 0.2},
+                "rows": [_spread_row(STREAM, 16, 0.0, 0.07, fit_p99),
+                         _spread_row(STREAM, 16, 0.5, late_busiest, late_p99)]}
+
+    built = Sharing("stream-join", round_trip_s=0.0)
+    fit, late = spread_rows(table(3.2, 0.1, 3.0), built)
+    assert fit["fitted"] and not late["fitted"]
+    # The spread-0 row delivers 16 blocks by 3.2 s: 5 blocks/s in all (a lone reader's pace for one member),
+    # 5 / m with m members. Readers 33 ms apart join its first pass; the front moves 5 / m x 33 ms between
+    # them, so the last joins at 0.167 x (1 + 1/2 + ... + 1/15) = 0.553 of the block: 1.553 blocks for 16
+    assert late["busiest_predicted"] == pytest.approx(1.553 / 16, rel=0.02)
+    assert late["p99_predicted_s"] == pytest.approx(3.2, rel=0.05)  # one block each at 5 / 16 blocks/s
+    # the predicted row's own measurement never moves its prediction; the fitted row's does
+    _, other = spread_rows(table(3.2, 0.5, 9.0), built)
+    assert other["busiest_predicted"] == late["busiest_predicted"]
+    assert other["p99_predicted_s"] == late["p99_predicted_s"]
+    _, faster = spread_rows(table(0.4, 0.1, 3.0), built)  # a switch delivering 40 blocks/s: the lone pace
+    assert faster["busiest_predicted"] > late["busiest_predicted"]
+    assert faster["p99_predicted_s"] < late["p99_predicted_s"]
+
+
+def test_spread_rows_start_readers_at_their_measured_starts() -> None:
+    from evaluation.testbed import spread_rows
+
+    row = _spread_row(STREAM, 2, 0.0, 0.5, 0.1)  # 20 blocks/s: the stream keeps the lone pace
+    late = {**row, "spread_s": 0.01, "per_reader": [{"start_s": 10.0}, {"start_s": 10.05}]}  # 50 ms apart
+    table = {"lone_block_time_s": {f"{STREAM}, MTU 9000": 0.1}, "rows": [row, late]}
+    _, measured = spread_rows(table, Sharing("stream-join", round_trip_s=0.0))
+    # as planned (10 ms) the second would miss 0.1 of the block; it started 50 ms after the first: 0.5
+    assert measured["busiest_predicted"] == pytest.approx((1 + 0.5) / 2)
