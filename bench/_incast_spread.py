@@ -15,7 +15,7 @@ time (measured in the same run, per system)}, on four systems:
 * **Mooncake** and **Mooncake, dynamic replication**: `bench mooncake_fanout`'s bed and rows (Mooncake Store's own
   client over TCP, two storage segments), run in the same invocation after the pool's rows.
 
-The pool's bed is `bench.incast.Bed` with one namespace per reader on its own switch port (`reader_net`), the
+The pool's bed is `bench.incast_bed.Bed` with one namespace per reader on its own switch port (`reader_net`), the
 client's default options (chunk size from the path MTU: 8 KiB at 9000), one long-lived reader process per
 namespace (`_reader`), each read by a fresh `KVPClient` verifying the block's SHA-256. Per row: bytes the busiest
 storage node sent per block read (its namespace's veth transmit counter, read as `bench mooncake_fanout` reads
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from bench.incast import MTU, Bed, SwitchFunctions, _percentile, block_data
+from bench.incast_bed import MTU, Bed, SwitchFunctions, block_data, percentile
 from bench.mooncake_fanout import Agent
 
 READERS = (8, 16, 32)
@@ -158,7 +158,7 @@ class PoolRows:
                 "node_bytes": [sent], "busiest_blocks_sent": sent / self.block_bytes,
                 "busiest_blocks_per_read": sent / (self.block_bytes * readers),
                 "total_blocks_per_read": sent / (self.block_bytes * readers),
-                "p50_s": _percentile(times, 50), "p99_s": _percentile(times, 99),
+                "p50_s": percentile(times, 50), "p99_s": percentile(times, 99),
                 "verified": sum(1 for g in got if g["ok"]), "failed": sum(1 for g in got if not g["ok"]),
                 "errors": sorted({g["error"] for g in got if g["error"]})[:3],
                 "start_spread_s": max(g["start"] for g in got) - min(g["start"] for g in got),
