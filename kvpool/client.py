@@ -487,6 +487,13 @@ class _BlockRead:
         for `own_top` (they say nothing of where this read is in the patch pass)."""
         self.joined_at: int | None = None
         """The first pass's first pushed index, once the patch pass began (None: still in the first pass)."""
+        self.patience = StreamPatience(lag=2 * client.options.window)
+        """How long it trusts a stream (`kvpool.stream`)."""
+        self.holes: Iterator[int] = iter(())
+        """In the patch pass: the first pass's holes, asked for at once (the patch pass does not cover them)."""
+        self.patch_at: float | None = None
+        """When its patch pass, begun, asks for what it missed unless a push of the pass came first (None: at
+        once)."""
         self.early: list[Pushed] = []
         """Pushes that came before the read's own first reply (at most `queued`): held until that reply decided
         the block's version, count and chunk size, then taken or ignored as any push."""
@@ -508,6 +515,13 @@ class _BlockRead:
             self._top_up_streamed()
             return
         window, todo, ask = self.window, self.todo, self.ask
+        if self.patch_at is not None:
+            while len(window) < self.queued and (i := next(self.holes, None)) is not None:
+                ask(i)
+            if self.client.clock() < self.patch_at:
+                window.wake_at = self.patch_at
+                return
+            self.patch_at = None
         while len(window) < self.queued and (i := next(todo, None)) is not None:
             ask(i)
 
@@ -573,6 +587,8 @@ class _BlockRead:
             client.pushed_duplicates += 1
             if self.stream is not None:
                 self.stream.pushed(idx, client.clock())  # the stream is alive, and where it says
+            elif self.joined_at is not None:
+                self._join(idx, client.clock())  # the patch pass has a leader: follow it (nothing to take)
             return
         try:
             assembly.add(idx, reply.chunk_count, reply.value_len, pushed.value, reply.version, reply.value_csum)
@@ -596,8 +612,10 @@ class _BlockRead:
     def _join(self, idx: int, now: float) -> None:
         """The first push (of a pass): from now on the stream says what to ask for; queued GETs beyond it are taken
         back (in the first pass, unless `immediate_patch`, all of them: those below it wait for the pass's end)."""
-        options = self.client.options
-        self.stream = StreamPosition(idx, now, StreamPatience(lag=2 * options.window))
+        missed = idx if self.joined_at is None else self.joined_at
+        self.patch_at = None
+        self.stream = StreamPosition(idx, now, self.patience,
+                                     self.patience.defer_for(missed, self.chunks or 1))
         # From the first push on, one GET per chunk (docs/protocol.md, *Span GETs*): members that race for the lead
         # then race per chunk, not per span. A span's replies come together, so a member behind by one span that
         # wins the next race jumps past the newest push and leads again; both leading costs the node both reads
@@ -627,10 +645,18 @@ class _BlockRead:
         patch pass's first push: from then on it follows the stream as in the first pass."""
         self.joined_at, self.own_top = stream.first, -1
         self.stream, self.rest, self.asked = None, None, set()
-        waiting, has = self.window.waiting(), self.assembly.has
-        self.carried = waiting
-        self.todo = (i for i in range(self.chunks or 1) if not has(i) and i not in waiting)
+        waiting, has, joined = self.window.waiting(), self.assembly.has, self.joined_at
+        # The first pass's holes (at or beyond the join: the patch pass does not cover them) are asked for at once;
+        # their replies say nothing of where this read is in the patch pass (`carried`).
+        holes = [i for i in range(joined, self.chunks or 1) if not has(i) and i not in waiting]
+        self.carried = waiting | set(holes)
+        self.holes = iter(holes)
+        self.todo = itertools.chain(self.holes, (i for i in range(joined) if not has(i) and i not in waiting))
         self.window.wake_at = None
+        # Every late member learns the first pass ended at about the same moment: the one that missed most starts
+        # first, the others wait for its pushes (`StreamPatience.defer_for`), so its replies, not a burst of
+        # everyone's GETs of the same chunks, lead the patch pass, and nobody has to take over from it.
+        self.patch_at = self.client.clock() + self.patience.defer_for(joined, self.chunks or 1) * self._stream_rto()
         self.top_up()
 
     def _led(self, newest: int) -> bool:
