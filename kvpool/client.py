@@ -543,12 +543,15 @@ class _BlockRead:
             self._learn_count(answer.reply)
         elif answer.reply.chunk_shift != self.shift and not self.streamed:
             self._learn_shift(answer.reply.chunk_shift)
-        self.top_up()
         if self.early:
+            # Before asking for more: a late reader's held pushes say it is in a stream (and where it joined), so it
+            # does not ask for the chunks before its join now, only in the patch pass, which the member that missed
+            # most leads: each late reader's first window, read alone, cost the node (N - 2) x a span more.
             early, self.early = self.early, []
             for held in early:
                 if not self.assembly.complete:
                     self.pushed(held)
+        self.top_up()
 
     def _learn_count(self, reply: Header) -> None:
         if self.assembly.count:  # the first chunk tells count and size
@@ -656,7 +659,11 @@ class _BlockRead:
         # Every late member learns the first pass ended at about the same moment: the one that missed most starts
         # first, the others wait for its pushes (`StreamPatience.defer_for`), so its replies, not a burst of
         # everyone's GETs of the same chunks, lead the patch pass, and nobody has to take over from it.
-        self.patch_at = self.client.clock() + self.patience.defer_for(joined, self.chunks or 1) * self._stream_rto()
+        # In `min_rto`s, not this read's own RTO: the same unit for every member (with default options), so the
+        # deferrals order the members by what they missed whatever each one measured of its path, and when it
+        # measured it (a member that joined later, with more copies made per reply, measured longer round trips).
+        unit = self.client.options.min_rto
+        self.patch_at = self.client.clock() + self.patience.defer_for(joined, self.chunks or 1) * unit
         self.top_up()
 
     def _led(self, newest: int) -> bool:

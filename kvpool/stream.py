@@ -44,8 +44,9 @@ class StreamPatience:
     """The stream counts as ended after this many RTOs without any push: long enough for the origin to resend
     a lost request once, short enough that a dead origin costs the reader little."""
     defer_rtos: float = 4.0
-    """Most RTOs a member waits beyond `quiet_rtos` before it takes the lead (`StreamPosition.defer`): members
-    that find the stream quiet together would otherwise all read the same chunks at once."""
+    """Most RTOs a member waits beyond `quiet_rtos` before it takes the lead (`StreamPosition.defer`), and most
+    `min_rto`s a late member waits before it begins its patch pass (kvpool/client.py): members that find the
+    stream quiet, or its first pass over, together would otherwise all read the same chunks at once."""
 
     def __post_init__(self) -> None:
         if self.lag < 1 or self.hole_rtos <= 0 or self.quiet_rtos <= 0 or self.defer_rtos < 0:

@@ -1039,9 +1039,10 @@ class FrontierSwitch:
 
 
 def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, int]]], n: int,
-                  starts: dict[str, float] | None = None, **options):
+                  starts: dict[str, float] | None = None, count_known: bool = True, **options):
     """Each reader's `get_block` in its own thread, all started at once (or a reader in `starts` that many
-    simulated seconds later); (their results, their clients)."""
+    simulated seconds later), knowing the block's chunk count `n` or not (`count_known`); (their results, their
+    clients)."""
     starts = starts or {}
     import threading
 
@@ -1052,7 +1053,7 @@ def read_together(switch: FrontierSwitch, readers: list[tuple[str, tuple[str, in
         try:
             endpoint.sleep_until(switch.clock.now + starts.get(name, 0.0))
             with clients[name]:
-                results[name] = clients[name].get_block(PH, n)
+                results[name] = clients[name].get_block(PH, n if count_known else None)
         except Exception as exc:  # reported by the test
             results[name] = exc
         finally:
@@ -1151,7 +1152,8 @@ def test_late_readers_share_their_missed_chunks_in_the_patch_pass():
     assert served[False] < served[True]
 
 
-def test_eight_readers_spread_over_a_lone_block_time_cost_the_node_one_block_plus_the_last_join_point():
+@pytest.mark.parametrize("count_known", [True, False])
+def test_eight_readers_spread_over_a_lone_block_time_cost_the_node_one_block_plus_the_last_join_point(count_known):
     """Eight readers whose starts are spread evenly over the time one reader alone takes for the block, behind a
     switch whose round trip grows by half with each member it copies to (the softswitch's copies: the stream slows
     as readers join, so the last one joins about a third into the block). The node serves at least the block plus
@@ -1159,7 +1161,9 @@ def test_eight_readers_spread_over_a_lone_block_time_cost_the_node_one_block_plu
     each late reader's first window (before its first push) and a little slack, not a burst of everyone's GETs of
     the same chunks whenever the member leading the patch pass has what it needs, nor a GET per member of every
     chunk the front skipped when replies come out of order (before: 0.4-0.55 of a block more, each late reader
-    waiting out a quiet stream several times)."""
+    waiting out a quiet stream several times). A reader that does not know the count asks chunk 0 alone first;
+    the pushes held until its reply then put it in the stream before it asks for more, and the last joiner leads
+    the whole patch pass."""
     n, readers = 2048, 8
     data = block(n, seed=34)
     lone = FrontierSwitch(stored(data), lambda name, now, chunk: 0.002)
@@ -1176,7 +1180,7 @@ def test_eight_readers_spread_over_a_lone_block_time_cost_the_node_one_block_plu
 
         switch = FrontierSwitch(stored(data), rtt)
         switch.members = members
-        results, clients = read_together(switch, list(zip(names, addresses, strict=True)), n,
+        results, clients = read_together(switch, list(zip(names, addresses, strict=True)), n, count_known=count_known,
                                          starts={name: spread * i / (readers - 1) for i, name in enumerate(names) if i})
         for name in names:
             got = results[name]
@@ -1188,3 +1192,6 @@ def test_eight_readers_spread_over_a_lone_block_time_cost_the_node_one_block_plu
         assert 0.25 * n < last_join < 0.5 * n, (seed, switch.join_points)
         first_windows = 8 * (readers - 1)
         assert served <= n + last_join + first_windows + 64, (seed, served, last_join)
+        if not count_known:
+            last = max(switch.join_points, key=switch.join_points.__getitem__)
+            assert len(switch.gets[last]) <= last_join + 10, (seed, "the last joiner led the whole patch pass")
