@@ -590,7 +590,7 @@ class _BlockRead:
             client.pushed_duplicates += 1
             if self.stream is not None:
                 self.stream.pushed(idx, client.clock())  # the stream is alive, and where it says
-            elif self.joined_at is not None:
+            elif self.joined_at is not None and idx < self.joined_at:
                 self._join(idx, client.clock())  # the patch pass has a leader: follow it (nothing to take)
             return
         try:
@@ -601,10 +601,11 @@ class _BlockRead:
         client.pushed += 1
         now = client.clock()
         self.window.progress(reply)
-        if self.stream is None:
-            self._join(idx, now)
-        else:
+        if self.stream is not None:
             self.stream.pushed(idx, now)
+        elif self.joined_at is None or idx < self.joined_at:
+            self._join(idx, now)
+        # (else a first-pass push that came after this read began its patch pass: taken, it leads nothing)
         cancelled = self.window.cancel(idx) if idx in self.asked else None
         self.asked.discard(idx)
         self.served[idx] = ChunkReply(idx, _STATUSES[reply.status], cancelled.waited if cancelled else 0.0,
