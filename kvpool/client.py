@@ -491,6 +491,8 @@ class _BlockRead:
         """How long it trusts a stream (`kvpool.stream`)."""
         self.holes: Iterator[int] = iter(())
         """In the patch pass: the first pass's holes, asked for at once (the patch pass does not cover them)."""
+        self.probe: int | None = None
+        """In the patch pass, once its turn came: the one chunk it asked for first (None: none, or its reply came)."""
         self.patch_at: float | None = None
         """When its patch pass, begun, asks for what it missed unless a push of the pass came first (None: at
         once)."""
@@ -521,7 +523,17 @@ class _BlockRead:
             if self.client.clock() < self.patch_at:
                 window.wake_at = self.patch_at
                 return
+            # Its turn came: one GET first. A member whose turn came within a round trip of the leader's sees the
+            # leader's pushes before its own reply and follows; only the one whose reply comes first reads on.
             self.patch_at = None
+            self.probe = next(todo, None)
+            if self.probe is not None:
+                ask(self.probe)
+            return
+        if self.probe is not None:
+            if not self.assembly.has(self.probe):
+                return
+            self.probe = None
         while len(window) < self.queued and (i := next(todo, None)) is not None:
             ask(i)
 
@@ -617,7 +629,7 @@ class _BlockRead:
         """The first push (of a pass): from now on the stream says what to ask for; queued GETs beyond it are taken
         back (in the first pass, unless `immediate_patch`, all of them: those below it wait for the pass's end)."""
         missed = idx if self.joined_at is None else self.joined_at
-        self.patch_at = None
+        self.patch_at = self.probe = None
         self.stream = StreamPosition(idx, now, self.patience,
                                      self.patience.defer_for(missed, self.chunks or 1))
         # From the first push on, one GET per chunk (docs/protocol.md, *Span GETs*): members that race for the lead
