@@ -450,7 +450,9 @@ class _BlockRead:
     order. The chunks before the join wait (unless `immediate_patch`) until the stream's first pass ended (the last
     chunk is here; when pushes stop before, this read leads the rest of the first pass): then the read begins its
     patch pass, a read of what it misses, lowest first, that follows the stream's patch pass
-    (its pushes) exactly as the first pass."""
+    (its pushes) exactly as the first pass; it begins it after a deferral that is shorter the more it missed, with
+    one GET, so the member that missed most (whose missed chunks hold every other's) leads it and the others
+    follow."""
 
     def __init__(self, client: KVPClient, window: Window, prefix_hash: int, chunks: int | None,
                  version: int) -> None:
