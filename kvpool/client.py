@@ -239,6 +239,9 @@ class KVPClient:
         read asked for everything left."""
         self.stream_holes = 0
         """Chunks a read asked for because the stream skipped them (a push lost or late), joins not counted."""
+        self.stream_missed = 0
+        """Chunks before the points where reads joined a stream (each read's first pushed index of the stream's first
+        pass, once it began its patch pass): the prefixes the stream's patch pass brings, or the reads fetched."""
 
     def close(self) -> None:
         self.transport.close()
@@ -662,6 +665,7 @@ class _BlockRead:
         """Read what is missing as a read without pushes does, lowest first (requests under way stay), until the
         patch pass's first push: from then on it follows the stream as in the first pass."""
         self.joined_at, self.own_top = stream.first, -1
+        self.client.stream_missed += stream.first
         self.stream, self.rest, self.asked = None, None, set()
         waiting, has, joined = self.window.waiting(), self.assembly.has, self.joined_at
         # The first pass's holes (at or beyond the join: the patch pass does not cover them) are asked for at once;
