@@ -102,6 +102,7 @@ def _reader(server: str) -> int:
                       pushed=getattr(client, "pushed", None),  # a client without stream join has no such counter
                       pushed_duplicates=getattr(client, "pushed_duplicates", None),
                       stream_quiet=getattr(client, "stream_quiet", None), stream_holes=getattr(client, "stream_holes", None),
+                      stream_missed=getattr(client, "stream_missed", None),
                       rto_s=client.path.rto.rto, srtt_s=client.path.rto.smoothed)
         client.close()
         print(json.dumps(answer), flush=True)
@@ -171,7 +172,8 @@ class PoolRows:
                 "wall_s": wall,
                 "per_reader": [{"start_s": g["start"] - t0, "time_s": g["end"] - g["start"],
                                 **{k: g.get(k) for k in ("sent", "resent", "pushed", "pushed_duplicates",
-                                                         "stream_quiet", "stream_holes", "rto_s", "srtt_s")}} for g in got]}
+                                                         "stream_quiet", "stream_holes", "stream_missed", "rto_s",
+                                                         "srtt_s")}} for g in got]}
 
     def lone_block_time(self, chunk: int, repeats: int = 3) -> float:
         """Median time one reader alone takes to read a fresh block."""

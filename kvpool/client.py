@@ -239,6 +239,9 @@ class KVPClient:
         read asked for everything left."""
         self.stream_holes = 0
         """Chunks a read asked for because the stream skipped them (a push lost or late), joins not counted."""
+        self.stream_missed = 0
+        """Chunks before the points where reads joined a stream (each read's first pushed index of the stream's first
+        pass, once it began its patch pass): the prefixes the stream's patch pass brings, or the reads fetched."""
 
     def close(self) -> None:
         self.transport.close()
@@ -450,7 +453,9 @@ class _BlockRead:
     order. The chunks before the join wait (unless `immediate_patch`) until the stream's first pass ended (the last
     chunk is here; when pushes stop before, this read leads the rest of the first pass): then the read begins its
     patch pass, a read of what it misses, lowest first, that follows the stream's patch pass
-    (its pushes) exactly as the first pass."""
+    (its pushes) exactly as the first pass; it begins it after a deferral that is shorter the more it missed, with
+    one GET, so the member that missed most (whose missed chunks hold every other's) leads it and the others
+    follow."""
 
     def __init__(self, client: KVPClient, window: Window, prefix_hash: int, chunks: int | None,
                  version: int) -> None:
@@ -487,6 +492,15 @@ class _BlockRead:
         for `own_top` (they say nothing of where this read is in the patch pass)."""
         self.joined_at: int | None = None
         """The first pass's first pushed index, once the patch pass began (None: still in the first pass)."""
+        self.patience = StreamPatience(lag=2 * client.options.window)
+        """How long it trusts a stream (`kvpool.stream`)."""
+        self.holes: Iterator[int] = iter(())
+        """In the patch pass: the first pass's holes, asked for at once (the patch pass does not cover them)."""
+        self.probe: int | None = None
+        """In the patch pass, once its turn came: the one chunk it asked for first (None: none, or its reply came)."""
+        self.patch_at: float | None = None
+        """When its patch pass, begun, asks for what it missed unless a push of the pass came first (None: at
+        once)."""
         self.early: list[Pushed] = []
         """Pushes that came before the read's own first reply (at most `queued`): held until that reply decided
         the block's version, count and chunk size, then taken or ignored as any push."""
@@ -508,6 +522,23 @@ class _BlockRead:
             self._top_up_streamed()
             return
         window, todo, ask = self.window, self.todo, self.ask
+        if self.patch_at is not None:
+            while len(window) < self.queued and (i := next(self.holes, None)) is not None:
+                ask(i)
+            if self.client.clock() < self.patch_at:
+                window.wake_at = self.patch_at
+                return
+            # Its turn came: one GET first. A member whose turn came within a round trip of the leader's sees the
+            # leader's pushes before its own reply and follows; only the one whose reply comes first reads on.
+            self.patch_at = None
+            self.probe = next(todo, None)
+            if self.probe is not None:
+                ask(self.probe)
+            return
+        if self.probe is not None:
+            if not self.assembly.has(self.probe):
+                return
+            self.probe = None
         while len(window) < self.queued and (i := next(todo, None)) is not None:
             ask(i)
 
@@ -529,12 +560,15 @@ class _BlockRead:
             self._learn_count(answer.reply)
         elif answer.reply.chunk_shift != self.shift and not self.streamed:
             self._learn_shift(answer.reply.chunk_shift)
-        self.top_up()
         if self.early:
+            # Before asking for more: a late reader's held pushes say it is in a stream (and where it joined), so it
+            # does not ask for the chunks before its join now, only in the patch pass, which the member that missed
+            # most leads: each late reader's first window, read alone, cost the node (N - 2) x a span more.
             early, self.early = self.early, []
             for held in early:
                 if not self.assembly.complete:
                     self.pushed(held)
+        self.top_up()
 
     def _learn_count(self, reply: Header) -> None:
         if self.assembly.count:  # the first chunk tells count and size
@@ -573,6 +607,8 @@ class _BlockRead:
             client.pushed_duplicates += 1
             if self.stream is not None:
                 self.stream.pushed(idx, client.clock())  # the stream is alive, and where it says
+            elif self.joined_at is not None and idx < self.joined_at:
+                self._join(idx, client.clock())  # the patch pass has a leader: follow it (nothing to take)
             return
         try:
             assembly.add(idx, reply.chunk_count, reply.value_len, pushed.value, reply.version, reply.value_csum)
@@ -582,10 +618,11 @@ class _BlockRead:
         client.pushed += 1
         now = client.clock()
         self.window.progress(reply)
-        if self.stream is None:
-            self._join(idx, now)
-        else:
+        if self.stream is not None:
             self.stream.pushed(idx, now)
+        elif self.joined_at is None or idx < self.joined_at:
+            self._join(idx, now)
+        # (else a first-pass push that came after this read began its patch pass: taken, it leads nothing)
         cancelled = self.window.cancel(idx) if idx in self.asked else None
         self.asked.discard(idx)
         self.served[idx] = ChunkReply(idx, _STATUSES[reply.status], cancelled.waited if cancelled else 0.0,
@@ -596,8 +633,10 @@ class _BlockRead:
     def _join(self, idx: int, now: float) -> None:
         """The first push (of a pass): from now on the stream says what to ask for; queued GETs beyond it are taken
         back (in the first pass, unless `immediate_patch`, all of them: those below it wait for the pass's end)."""
-        options = self.client.options
-        self.stream = StreamPosition(idx, now, StreamPatience(lag=2 * options.window))
+        missed = idx if self.joined_at is None else self.joined_at
+        self.patch_at = self.probe = None
+        self.stream = StreamPosition(idx, now, self.patience,
+                                     self.patience.defer_for(missed, self.chunks or 1))
         # From the first push on, one GET per chunk (docs/protocol.md, *Span GETs*): members that race for the lead
         # then race per chunk, not per span. A span's replies come together, so a member behind by one span that
         # wins the next race jumps past the newest push and leads again; both leading costs the node both reads
@@ -626,11 +665,24 @@ class _BlockRead:
         """Read what is missing as a read without pushes does, lowest first (requests under way stay), until the
         patch pass's first push: from then on it follows the stream as in the first pass."""
         self.joined_at, self.own_top = stream.first, -1
+        self.client.stream_missed += stream.first
         self.stream, self.rest, self.asked = None, None, set()
-        waiting, has = self.window.waiting(), self.assembly.has
-        self.carried = waiting
-        self.todo = (i for i in range(self.chunks or 1) if not has(i) and i not in waiting)
+        waiting, has, joined = self.window.waiting(), self.assembly.has, self.joined_at
+        # The first pass's holes (at or beyond the join: the patch pass does not cover them) are asked for at once;
+        # their replies say nothing of where this read is in the patch pass (`carried`).
+        holes = [i for i in range(joined, self.chunks or 1) if not has(i) and i not in waiting]
+        self.carried = waiting | set(holes)
+        self.holes = iter(holes)
+        self.todo = itertools.chain(self.holes, (i for i in range(joined) if not has(i) and i not in waiting))
         self.window.wake_at = None
+        # Every late member learns the first pass ended at about the same moment: the one that missed most starts
+        # first, the others wait for its pushes (`StreamPatience.defer_for`), so its replies, not a burst of
+        # everyone's GETs of the same chunks, lead the patch pass, and nobody has to take over from it.
+        # In `min_rto`s, not this read's own RTO: the same unit for every member (with default options), so the
+        # deferrals order the members by what they missed whatever each one measured of its path, and when it
+        # measured it (a member that joined later, with more copies made per reply, measured longer round trips).
+        unit = self.client.options.min_rto
+        self.patch_at = self.client.clock() + self.patience.defer_for(joined, self.chunks or 1) * unit
         self.top_up()
 
     def _led(self, newest: int) -> bool:

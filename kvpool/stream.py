@@ -15,7 +15,9 @@ the read (kvpool/client.py) follows it only while the newest push is above every
   is due only once it is more than `lag` chunks behind H or an RTO old, since pushes arrive in the leader's order
   give or take its own resends;
 * whether pushes keep coming: `live` until none came for two RTOs (the stream ended: the members finished or
-  died, or a write ended it); after that the reader asks for everything left, as without a stream.
+  died, or a write ended it), plus a `defer` that is shorter the more of the block the reader missed (so the
+  members that find the stream quiet together take the lead one after the other, the one that misses most
+  first); after that the reader asks for everything left, as without a stream.
 
 Pure bookkeeping on times the caller passes: no I/O, no clock, no timers of its own.
 """
@@ -41,10 +43,22 @@ class StreamPatience:
     quiet_rtos: float = 2.0
     """The stream counts as ended after this many RTOs without any push: long enough for the origin to resend
     a lost request once, short enough that a dead origin costs the reader little."""
+    defer_rtos: float = 4.0
+    """Most RTOs a member waits beyond `quiet_rtos` before it takes the lead (`StreamPosition.defer`), and most
+    `min_rto`s a late member waits before it begins its patch pass (kvpool/client.py): members that find the
+    stream quiet, or its first pass over, together would otherwise all read the same chunks at once."""
 
     def __post_init__(self) -> None:
-        if self.lag < 1 or self.hole_rtos <= 0 or self.quiet_rtos <= 0:
-            raise ValueError("a stream needs lag >= 1, hole_rtos > 0 and quiet_rtos > 0")
+        if self.lag < 1 or self.hole_rtos <= 0 or self.quiet_rtos <= 0 or self.defer_rtos < 0:
+            raise ValueError("a stream needs lag >= 1, hole_rtos > 0, quiet_rtos > 0 and defer_rtos >= 0")
+
+    def defer_for(self, missed: int, chunks: int) -> float:
+        """RTOs a member that missed the block's first `missed` of `chunks` chunks waits, beyond `quiet_rtos`,
+        before it takes the lead: the more it missed, the sooner (docs/protocol.md, *Pushed chunks*). The member
+        that missed most is the one that needs every chunk the others miss (the missed prefixes nest), so once
+        it leads, nobody has to take over from it, and the others, seeing its pushes, never read the same
+        chunks at the same time."""
+        return self.defer_rtos * (1.0 - min(max(missed, 0), chunks) / max(chunks, 1))
 
 
 @dataclass(slots=True)
@@ -60,8 +74,11 @@ class _Hole:
 class StreamPosition:
     """The pushes one read received: the newest index, the holes, when the last one came."""
 
-    def __init__(self, first: int, now: float, patience: StreamPatience) -> None:
+    def __init__(self, first: int, now: float, patience: StreamPatience, defer: float = 0.0) -> None:
         self.patience = patience
+        self.defer = defer
+        """RTOs this member waits beyond `quiet_rtos` before the stream counts as ended
+        (`StreamPatience.defer_for`)."""
         self.first = first
         """The first pushed index: every chunk below it was passed before this reader joined."""
         self.newest = first
@@ -81,8 +98,8 @@ class StreamPosition:
         self.newest = max(self.newest, idx)
 
     def live(self, now: float, rto: float) -> bool:
-        """Pushes keep coming: one came within `quiet_rtos` RTOs."""
-        return now - self.last_push_at < self.patience.quiet_rtos * rto
+        """Pushes keep coming: one came within `quiet_rtos` (+ `defer`) RTOs."""
+        return now - self.last_push_at < (self.patience.quiet_rtos + self.defer) * rto
 
     def due(self, now: float, rto: float, missing: Callable[[int], bool], room: int, before: bool = True) -> list[int]:
         """Up to `room` chunks to ask for now, lowest first, each handed out once: those before the join (unless
@@ -114,4 +131,4 @@ class StreamPosition:
 
     def quiet_at(self, rto: float) -> float:
         """When the stream counts as ended if no push comes before."""
-        return self.last_push_at + self.patience.quiet_rtos * rto
+        return self.last_push_at + (self.patience.quiet_rtos + self.defer) * rto

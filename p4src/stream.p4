@@ -22,7 +22,11 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
      * at or beyond the front (the front moves past it), or when it is
      * addressed to the origin (so an origin's reordered reply is still
      * pushed); a member's reply below the front is a PATCH of a chunk it
-     * missed: not pushed.  So whichever member reads ahead feeds the
+     * missed: not pushed, unless it is the first reply of a chunk the
+     * front skipped (replies out of order: the front jumped past it) within
+     * STREAM_RECENT chunks below the front (stream_recent keeps which of
+     * those were pushed): no member has that chunk from the stream, so it
+     * is pushed (REORDERED).  So whichever member reads ahead feeds the
      * others.  The members' own GETs are always forwarded.
      *
      * The patch pass: a subscriber's JOIN POINT is the front when it
@@ -33,8 +37,9 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
      * join point max with its front back at 0 (the patch front).  A
      * member's reply of chunk c with patch front <= c < join point max is
      * pushed to every other member as in the first pass (the patch front
-     * moves past it), below the patch front it is a PATCH (not pushed),
-     * and the stream ends once the patch front reaches the join point max.
+     * moves past it), below the patch front it is a PATCH (not pushed;
+     * a skipped chunk's first reply within STREAM_RECENT is pushed, as in
+     * the first pass), and the stream ends once the patch front reaches the join point max.
      * So the late members, which ask for their missed chunks only once the
      * first pass ended, share them as they shared the rest.  A reader that
      * joins during the patch pass joins at the first pass's front (the
@@ -104,6 +109,14 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     /* at opening).  The patch pass covers the chunks below it.            */
     @name(".MyEgress.stream_join_max")
     register<bit<32>>(STREAM_ENTRIES) stream_join_max;
+    /* The chunks just below the front of the pass under way that were    */
+    /* pushed: bit k is chunk (front - 1 - k), k < STREAM_RECENT.  A reply  */
+    /* beyond the front moves the front past chunks whose replies had not  */
+    /* come yet (replies out of order); the first reply of such a chunk is */
+    /* still pushed, since no other member has it.  0 at opening and when */
+    /* the patch pass begins.                                               */
+    @name(".MyEgress.stream_recent")
+    register<bit<64>>(STREAM_ENTRIES) stream_recent;
     /* The pass under way: STREAM_MAIN_PASS, or STREAM_PATCH_PASS once the */
     /* block's last chunk was pushed with a join point max above 0.        */
     @name(".MyEgress.stream_pass")
@@ -276,6 +289,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
             stream_subscriber_count.write(st.index, 0);
             stream_front.write(st.index, 0);
             stream_join_max.write(st.index, 0);
+            stream_recent.write(st.index, 0);
             stream_pass.write(st.index, STREAM_MAIN_PASS);
             bit<32> new_gen = last_gen + 1;
             if (new_gen == 0) {
@@ -365,7 +379,9 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
     /* A GET_REPLY on its way to its reader: if it is a HIT with a value    */
     /* from the stream's node (in on the stream's port) to a member, push   */
     /* it to the other members when its chunk is at or beyond the front    */
-    /* (the front moves past it) or, in the first pass, it is the origin's; */
+    /* (the front moves past it), when it is the first reply of a chunk the */
+    /* front skipped within STREAM_RECENT below it, or, in the first pass,  */
+    /* it is the origin's;                                                  */
     /* in the patch pass only chunks below the join point max are pushed.  */
     /* A reply of the block's last chunk pushed begins the patch pass (or   */
     /* ends the stream when nobody joined past chunk 0); the patch front    */
@@ -386,6 +402,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<32> patch_front;
         bit<32> join_max;
         bit<8> pass;
+        bit<64> recent;
         stream_epoch.read(epoch, st.index);
         stream_last.read(last, st.index);
         stream_tenant.read(tenant, st.index);
@@ -400,6 +417,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         stream_patch_front.read(patch_front, st.index);
         stream_join_max.read(join_max, st.index);
         stream_pass.read(pass, st.index);
+        stream_recent.read(recent, st.index);
         stream_gen.read(st.gen, st.index);
         bit<32> member;
         hash(member, HashAlgorithm.crc32, 32w0,
@@ -431,20 +449,45 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<32> chunk = (bit<32>)hdr.kvp.chunk_idx;
         bool patching = pass == STREAM_PATCH_PASS;
         bool beyond = chunk >= front;
+        bit<32> top = front;  /* one past the highest chunk pushed in this pass */
         if (patching) {
             beyond = chunk >= patch_front && chunk < join_max;
+            top = patch_front;
         }
+        /* below the front, within STREAM_RECENT: was a reply of it pushed? */
+        bit<32> behind = top - 1 - chunk;
+        bool recent_window = chunk < top && behind < STREAM_RECENT;
+        bit<64> recent_bit = 0;
+        if (recent_window) {
+            recent_bit = (bit<64>)1 << (bit<8>)behind;
+        }
+        bool skipped = recent_window && (recent & recent_bit) == 0;
         if (!answers || !pushable) {
             /* not a member's reply, or nothing to push: forwarded as usual */
         } else if (now - last >= st.idle) {
             stream_epoch.write(st.index, 0);
             count_stream(stream_event_t.EXPIRED);
-        } else if (!beyond && (patching || !to_origin)) {
+        } else if (!beyond && !skipped && (patching || !to_origin)) {
             /* a member's patch of a chunk it missed: the others have it */
             count_stream(stream_event_t.PATCH);
         } else {
             stream_last.write(st.index, now);
-            if (patching) {
+            /* below the front (a chunk the front skipped, or the origin's   */
+            /* reordered reply in the first pass): pushed once from now on   */
+            bit<64> new_recent = recent | recent_bit;
+            if (beyond) {
+                /* the front moves past the chunk: bit 0 is the chunk itself */
+                bit<32> shift = chunk + 1 - top;
+                new_recent = 1;
+                if (shift < STREAM_RECENT) {
+                    new_recent = (recent << (bit<8>)shift) | 1;
+                }
+            } else if (skipped && (patching || !to_origin)) {
+                count_stream(stream_event_t.REORDERED);
+            }
+            if (!beyond) {
+                /* the front stays */
+            } else if (patching) {
                 stream_patch_front.write(st.index, chunk + 1);
                 count_stream(stream_event_t.PATCH_PUSHED);
                 if (chunk + 1 == join_max) {
@@ -452,9 +495,7 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
                     count_stream(stream_event_t.ENDED_PATCHED);
                 }
             } else {
-                if (beyond) {
-                    stream_front.write(st.index, chunk + 1);
-                }
+                stream_front.write(st.index, chunk + 1);
                 if (hdr.kvp.chunk_idx == hdr.kvp.chunk_count - 1) {
                     if (join_max == 0) {
                         stream_epoch.write(st.index, 0);
@@ -463,10 +504,12 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
                         /* the first pass is over: the patch pass, from 0 */
                         stream_pass.write(st.index, STREAM_PATCH_PASS);
                         stream_patch_front.write(st.index, 0);
+                        new_recent = 0;
                         count_stream(stream_event_t.PATCH_PASS);
                     }
                 }
             }
+            stream_recent.write(st.index, new_recent);
             if (subscribers != 0) {
                 /* the first member but the addressee; each copy clones on */
                 st.cell = st.index;

@@ -387,8 +387,12 @@ const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE = 2;
 /* point (docs/dataplane.md, "Stream join", "The patch pass").          */
 const bit<8> STREAM_MAIN_PASS = 0;
 const bit<8> STREAM_PATCH_PASS = 1;
+/* Chunks just below a stream's front whose first reply is still pushed */
+/* when the front has skipped it (replies out of order): the width of   */
+/* MyEgress.stream_recent, one bit per chunk.                           */
+const bit<32> STREAM_RECENT = 64;
 /* Size of the stream_events counter (>= largest code + 1).            */
-const bit<32> STREAM_EVENT_COUNT = 16;
+const bit<32> STREAM_EVENT_COUNT = 17;
 
 /* Index of MyEgress.stream_events: what the stream join did.          */
 enum bit<8> stream_event_t {
@@ -421,8 +425,11 @@ enum bit<8> stream_event_t {
                          /* max above 0: the patch pass began           */
     PATCH_PUSHED   = 14, /* a member's reply pushed in the patch pass    */
                          /* (once per reply; PUSHED counts the copies)  */
-    ENDED_PATCHED  = 15  /* the patch front reached the join point max:  */
+    ENDED_PATCHED  = 15, /* the patch front reached the join point max:  */
                          /* the stream ended                            */
+    REORDERED      = 16  /* a member's reply within STREAM_RECENT below  */
+                         /* the (patch) front of a chunk the front had  */
+                         /* skipped (no reply of it pushed yet): pushed */
 }
 
 /* ==================================================================== *

@@ -150,10 +150,10 @@ class StreamNet:
 
     def reply_frame(self, reader: Reader, chunk: int, req_id: int, block: Block = BLOCK, *, seed: int | None = None,
                     version: int = 3, status: int = Status.HIT_SERVER, flags: int = 0,
-                    src: str = STORAGE_IP) -> Ether:
+                    src: str = STORAGE_IP, chunk_count: int = CHUNKS) -> Ether:
         """The storage node's HIT for chunk `chunk` (value seeded by the chunk unless `seed`) to `reader`."""
         kvp = KVP(opcode=Opcode.GET_REPLY, status=status, tenant=block.tenant, prefix_hash=block.prefix_hash,
-                  chunk_idx=chunk, chunk_count=CHUNKS, req_id=req_id, version=version)
+                  chunk_idx=chunk, chunk_count=chunk_count, req_id=req_id, version=version)
         if status in (Status.HIT_SERVER, Status.HIT_SWITCH):
             kvp.flags = Flag.VALUE | flags
             kvp = kvp / KVPValue.from_bytes(value_chunk(chunk + 1 if seed is None else seed))
@@ -344,8 +344,9 @@ def test_a_subscribers_own_gets_do_not_subscribe_it_again(sn: StreamNet) -> None
         assert len(to_storage(sn.get(C, chunk, 20 + chunk))) == 1
     assert len(to_storage(sn.get(A, 1, 2))) == 1
     assert sn.event("JOINED") == 1
+    assert_pushed(sn.reply(A, 0, 1), A, 1, [C], chunk=0)
     assert_pushed(sn.reply(A, 1, 2), A, 2, [C], chunk=1)
-    assert_not_pushed(sn.reply(C, 0, 20), C)  # below the front: C's patch, to it only
+    assert_not_pushed(sn.reply(C, 0, 20), C)  # below the front, pushed before: C's patch, to it only
 
 
 def test_a_block_in_a_taken_cell_is_forwarded(sn: StreamNet) -> None:
@@ -525,6 +526,7 @@ def test_f_pushed_is_cleared_on_a_malformed_message_too(sn: StreamNet) -> None:
 def test_a_members_reply_beyond_the_front_is_pushed_to_every_other_member(sn: StreamNet) -> None:
     """A subscriber that reads ahead of the origin feeds the origin and the other subscribers (not itself); the
     front moves past each pushed chunk; a member's reply below the front is its patch (to it only), except the
+    first reply of a chunk the front skipped (replies out of order: no member has it from the stream yet) and the
     origin's, which is pushed whatever its chunk (a reordered reply of the origin's)."""
     sn.configure()
     assert len(to_storage(sn.get(A, 0, 1))) == 1
@@ -532,13 +534,35 @@ def test_a_members_reply_beyond_the_front_is_pushed_to_every_other_member(sn: St
     sn.get(D, 0, 30)
     assert sn.event("JOINED") == 2
     assert_pushed(sn.reply(A, 0, 1), A, 1, [C, D], chunk=0)  # front 1
-    assert_pushed(sn.reply(C, 2, 22), C, 22, [A, D], chunk=2)  # beyond the front: front 3
-    assert_not_pushed(sn.reply(D, 1, 31), D)  # below the front: D's patch
+    assert_pushed(sn.reply(C, 2, 22), C, 22, [A, D], chunk=2)  # beyond the front: front 3, chunk 1 skipped
+    assert_pushed(sn.reply(D, 1, 31), D, 31, [A, C], chunk=1)  # the skipped chunk's first reply: pushed
+    assert sn.event("REORDERED") == 1
+    assert_not_pushed(sn.reply(D, 1, 32), D)  # pushed before: D's patch
     assert_not_pushed(sn.reply(C, 2, 23), C)  # the front moved past chunk 2
-    assert sn.event("PATCH") == 2
+    assert_not_pushed(sn.reply(D, 0, 33), D)  # below the front, pushed before
+    assert sn.event("PATCH") == 3
     assert_pushed(sn.reply(A, 1, 2), A, 2, [C, D], chunk=1)  # the origin's, below the front: pushed all the same
-    assert (sn.event("PUSHED"), sn.event("ENDED_LAST")) == (6, 0)
+    assert (sn.event("PUSHED"), sn.event("ENDED_LAST"), sn.event("REORDERED")) == (8, 0, 1)
     assert_not_pushed(sn.reply(B, 2, 5), B)  # no member: forwarded
+
+
+def test_a_skipped_chunk_is_pushed_once_within_stream_recent_of_the_front(sn: StreamNet) -> None:
+    """Replies out of order: the front jumps past chunks whose replies have not passed yet. The first reply of such
+    a chunk is pushed (nobody has it from the stream), if it is within STREAM_RECENT (64) chunks below the front;
+    further below, the switch no longer knows and forwards it to its reader only (the others ask for it)."""
+    sn.configure()
+    big = 200
+    assert len(to_storage(sn.get(A, 0, 1, chunk_count=big))) == 1
+    sn.get(C, 0, 20, chunk_count=big)
+    assert_pushed(sn.reply(C, 70, 21, chunk_count=big), C, 21, [A], chunk=70)  # front 71: 0..69 skipped
+    assert_not_pushed(sn.reply(C, 6, 22, chunk_count=big), C)  # 64 below the front: beyond what the switch keeps
+    assert_pushed(sn.reply(C, 7, 23, chunk_count=big), C, 23, [A], chunk=7)  # 63 below: pushed
+    assert_not_pushed(sn.reply(C, 7, 24, chunk_count=big), C)  # once
+    assert_pushed(sn.reply(C, 72, 25, chunk_count=big), C, 25, [A], chunk=72)  # front 73: 71 skipped
+    assert_not_pushed(sn.reply(C, 8, 26, chunk_count=big), C)  # 65 below the front now
+    assert_pushed(sn.reply(C, 71, 27, chunk_count=big), C, 27, [A], chunk=71)
+    assert_not_pushed(sn.reply(C, 70, 28, chunk_count=big), C)  # pushed before, kept as the front moved
+    assert (sn.event("REORDERED"), sn.event("PATCH"), sn.event("PUSHED")) == (2, 4, 4)
 
 
 def test_the_last_chunk_pushed_by_a_subscriber_ends_the_stream(sn: StreamNet) -> None:
@@ -611,8 +635,10 @@ def test_a_reader_joining_in_the_patch_pass_makes_it_cover_the_whole_block(sn: S
     assert sn.event("JOINED") == 3
     assert_pushed(sn.reply(D, 0, 33), D, 33, [A, B, C], chunk=0)  # patch front 1
     assert_pushed(sn.reply(C, 2, 22), C, 22, [A, B, D], chunk=2)  # past the late members' join point max: pushed
-    assert_not_pushed(sn.reply(B, 1, 41), B)  # below the patch front (3): B's own
-    assert sn.event("ENDED_PATCHED") == 0
+    # chunk 1, skipped by the patch front (3): its first reply is pushed (D missed it), later ones are B's own
+    assert_pushed(sn.reply(B, 1, 41), B, 41, [A, C, D], chunk=1)
+    assert_not_pushed(sn.reply(D, 1, 34), D)
+    assert (sn.event("REORDERED"), sn.event("PATCH"), sn.event("ENDED_PATCHED")) == (1, 1, 0)
     assert_pushed(sn.reply(B, 3, 42), B, 42, [A, C, D], chunk=CHUNKS - 1)  # patch front 4: the block's end
     assert (sn.event("PATCH_PUSHED"), sn.event("ENDED_PATCHED")) == (3, 1)
 
