@@ -63,6 +63,9 @@ _GET_REPLY = int(Opcode.GET_REPLY)
 _GET = int(Opcode.GET)
 _AUX = slice(40, 44)
 """Bytes of `aux` in a header (docs/protocol.md): a span GET's chunk count."""
+DRAIN_MOST = 64
+"""Datagrams read in one go before the window sends or checks its timers again (at least its size): one wake-up
+takes a burst of replies, and a flood of pushes cannot starve the timers."""
 PUSHED_REQ_ID = 0
 """The req_id of every pushed copy; never given to a request."""
 
@@ -116,9 +119,10 @@ class _Outstanding:
     """Answered (or cleared): a copy left in a resend queue is skipped."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Answer:
-    """A reply matched to its request."""
+    """A reply matched to its request (read-only by convention: not a frozen dataclass, whose construction costs
+    a microsecond more, once per chunk a reader reads)."""
 
     tag: int
     """What the caller tagged the request with (a chunk index)."""
@@ -137,10 +141,11 @@ class Answer:
     """The request as sent (for a resend)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pushed:
     """A GET_REPLY a switch pushed to this reader (F_PUSHED, req_id 0): well-formed (`kvpool.wire.check`) with a
-    value, not yet checked against any block (that is the reader's part)."""
+    value, not yet checked against any block (that is the reader's part). Read-only by convention (per chunk,
+    as `Answer`)."""
 
     reply: Header
     value: bytes | memoryview
@@ -547,11 +552,17 @@ class Window:
             if self._delayed and self._delayed[0][0] > now and self._in_flight < self.size:
                 waits.append(self._delayed[0][0] - now)  # (one already due is ready: pacing says when)
             data = self.transport.recv(max(min(waits), 0.0))
-            if data is None:
-                continue
-            answer = self._match(data)
-            if answer is not None:
-                yield answer
+            # Then everything else already queued, before sending or checking timers again: replies come in bursts
+            # (a span's, a window's), and the bookkeeping above is done once per burst instead of once per reply.
+            most = max(DRAIN_MOST, self.size)
+            while data is not None:
+                answer = self._match(data)
+                if answer is not None:
+                    yield answer
+                most -= 1
+                if most <= 0:
+                    break
+                data = self.transport.recv(0.0)
 
     def _match(self, data: bytes) -> Answer | Pushed | None:
         if len(data) < HEADER.size or not has_magic(data):
