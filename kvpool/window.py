@@ -216,6 +216,8 @@ class Window:
         self._delivered_sent_at = float("-inf")
         """When the most recently sent request that was answered was sent (RACK's RACK.xmit_ts)."""
         self._in_flight = 0
+        self._losses_due = False
+        """A reply moved `_delivered_sent_at` on: look for losses once the burst is read."""
         self.submitted = 0
         self.sent = 0
         """Requests sent, resends included (a span GET sends one per chunk it asks for)."""
@@ -248,13 +250,21 @@ class Window:
         size = self.path.congestion.size
         return size if self.cap is None else min(size, self.cap)
 
-    def submit(self, tag: int, header: Header, value: bytes | memoryview | None = None) -> Header:
-        """Queue a request (its req_id is assigned here); it is sent when the window has room."""
+    def new_req_id(self) -> int:
+        """A req_id for a request of this window (never PUSHED_REQ_ID)."""
         req_id = self._next_req_id() & 0xFFFFFFFF
         if req_id == PUSHED_REQ_ID:
             req_id = self._next_req_id() & 0xFFFFFFFF
-        header = _with_req_id(header, req_id)
-        self._queue.append(_Outstanding(tag, header, encode(header, value)))
+        return req_id
+
+    def submit(self, tag: int, header: Header, value: bytes | memoryview | None = None) -> Header:
+        """Queue a request (its req_id is assigned here); it is sent when the window has room."""
+        return self.submit_numbered(tag, _with_req_id(header, self.new_req_id()), value)
+
+    def submit_numbered(self, tag: int, header: Header, value: bytes | memoryview | None = None) -> Header:
+        """`submit` a request whose header already carries a req_id from `new_req_id` (a reader builds its GET's
+        header once, not twice: per chunk)."""
+        self._queue.append(_Outstanding(tag, header, header.pack() if value is None else encode(header, value)))
         self.submitted += 1
         return header
 
@@ -540,6 +550,7 @@ class Window:
                     answer = self._match(data)
                     if answer is not None:
                         yield answer
+                self._after_burst()
                 self._expire(self._clock())
                 continue
             waits = [quiet_since + self.silence - now]
@@ -563,6 +574,15 @@ class Window:
                 if most <= 0:
                     break
                 data = self.transport.recv(0.0)
+            self._after_burst()
+
+    def _after_burst(self) -> None:
+        """What a burst of replies tells once it was read: the requests sent well before the newest one answered
+        are lost (RACK, `_detect_losses`; once per burst, not per reply: a reply later in the burst may still
+        answer one)."""
+        if self._losses_due:
+            self._losses_due = False
+            self._detect_losses(self._clock())
 
     def _match(self, data: bytes) -> Answer | Pushed | None:
         if len(data) < HEADER.size or not has_magic(data):
@@ -611,7 +631,7 @@ class Window:
             self.path.rto.sample(now - item.sent_at)
             if item.sent_at > self._delivered_sent_at:
                 self._delivered_sent_at = item.sent_at
-                self._detect_losses(now)
+                self._losses_due = True  # looked for once the burst of replies is read (`_receive`)
         self.path.congestion.on_reply(bool(reply.flags & _CONGESTED))
         value: bytes | memoryview = b""
         if reason is None and reply.flags & _VALUE:
