@@ -44,7 +44,7 @@ from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_GET_SPAN, KVP_SLOT_SHIFT, R
 from kvpool.errors import KVPTimeout
 from kvpool.rto import RtoBounds, RtoEstimator
 from kvpool.transport import Transport
-from kvpool.wire import HEADER, Header, Reason, checked, encode, has_magic
+from kvpool.wire import HEADER, Header, Reason, checked, encode
 
 _REPLY_CODE = {int(req): int(rep) for req, rep in REPLY_OF.items()}
 REORDERING = 1 / 4
@@ -335,11 +335,13 @@ class Window:
 
     # ---- sending ----------------------------------------------------------------------------------------
 
-    def _send(self, item: _Outstanding, now: float) -> None:
-        """Account for one send of `item` (the caller sends the datagram)."""
+    def _send(self, item: _Outstanding, now: float, first_rto: float | None = None) -> None:
+        """Account for one send of `item` (the caller sends the datagram); `first_rto`: the RTO of a first try,
+        when the caller (a span of fresh requests) computed it once for all."""
         item.attempts += 1
         item.sent_at = now
-        item.deadline = now + self.path.rto.backoff(item.attempts - item.busy)
+        tries = item.attempts - item.busy
+        item.deadline = now + (first_rto if first_rto is not None and tries == 1 else self.path.rto.backoff(tries))
         item.in_flight = True
         self._in_flight += 1
         req_id = item.header.req_id
@@ -388,10 +390,10 @@ class Window:
 
     def _send_span(self, group: list[_Outstanding], now: float) -> None:
         """Send `group` (from `_span_at_head`, still queued) as one GET whose aux is its length."""
-        for _ in group:
-            self._queue.popleft()
+        popleft, send, rto = self._queue.popleft, self._send, self.path.rto.backoff(1)
         for item in group:
-            self._send(item, now)
+            popleft()
+            send(item, now, rto)
         data = bytearray(group[0].data)
         data[_AUX] = len(group).to_bytes(4, "big")
         self.transport.send(bytes(data))
@@ -585,14 +587,15 @@ class Window:
             self._detect_losses(self._clock())
 
     def _match(self, data: bytes) -> Answer | Pushed | None:
-        if len(data) < HEADER.size or not has_magic(data):
-            self.strays += 1
-            return None
         verdict = checked(data)  # (the header unpacked once: this is a reader's cost per chunk)
         reason: Reason | None
-        if isinstance(verdict, Header):
+        if type(verdict) is Header:
             reason, reply = None, verdict
+        elif len(data) < HEADER.size or verdict is Reason.NOT_KVP:
+            self.strays += 1
+            return None
         else:
+            assert isinstance(verdict, Reason)
             reason, reply = verdict, Header.unpack(data)
         item = self._pending.get(reply.req_id)
         if item is None:
