@@ -144,9 +144,10 @@ class ClientOptions:
             raise ValueError(f"get_span must be 1 .. {KVP_MAX_GET_SPAN}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ChunkReply:
-    """How one chunk of a read was served."""
+    """How one chunk of a read was served (read-only by convention: one is built per chunk, and a frozen
+    dataclass's construction costs a reader about a microsecond more each)."""
 
     idx: int
     status: Status
@@ -513,8 +514,10 @@ class _BlockRead:
 
     def ask(self, idx: int) -> None:
         """Queue the GET of chunk `idx` (its header built positionally: this is a reader's cost per chunk)."""
-        self.window.submit(idx, Header(_GET, 0, self.get_flags, self.tenant, 0, self.prefix_hash, idx,
-                                       self.chunks or 1, 0, self.version, 0, 0, KVP_MAGIC, KVP_VERSION, self.shift))
+        window = self.window
+        window.submit_numbered(idx, Header(_GET, 0, self.get_flags, self.tenant, window.new_req_id(), self.prefix_hash,
+                                           idx, self.chunks or 1, 0, self.version, 0, 0, KVP_MAGIC, KVP_VERSION,
+                                           self.shift))
 
     def top_up(self) -> None:
         """Ask for what the read needs next, as much as fits in two windows."""

@@ -130,9 +130,10 @@ class StorageOptions:
             raise ValueError("queue_limit must be >= 1")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Datagram:
-    """One datagram the node sends; `parts` are sent as one payload (kept apart so a chunk is never copied)."""
+    """One datagram the node sends; `parts` are sent as one payload (kept apart so a chunk is never copied).
+    Read-only by convention (one is built per chunk served: a frozen dataclass would cost more each)."""
 
     parts: tuple[bytes | memoryview, ...]
     to: Address
@@ -356,17 +357,19 @@ class StorageNode:
         would be: HIT_SERVER, or MISS for a chunk dropped (TIER_MOVE), of an older version than asked, or that
         the backend cannot read now."""
         out: list[Datagram] = []
+        gets, read, hit, from_wire = self.gets, self.backend.read, self._hit, ChunkKey.from_wire
+        tenant, prefix_hash, version = h.tenant, h.prefix_hash, h.version
         for i in range(1, span):
             idx, req_id = h.chunk_idx + i, (h.req_id + i) & _REQ_ID_MASK
-            key = ChunkKey.from_wire(h.tenant, h.prefix_hash, idx)
-            self.gets[key] += 1
+            key = from_wire(tenant, prefix_hash, idx)
+            gets[key] += 1
             try:
-                found = self.backend.read(key)
+                found = read(key)
             except StoreUnavailable:
                 self.counters["store_unavailable"] += 1
                 found = None
-            if found is not None and h.version <= found[0].version:
-                out.append(Datagram(self._hit(h, req_id, idx, found[0], found[1], i), peer))
+            if found is not None and version <= found[0].version:
+                out.append(Datagram(hit(h, req_id, idx, found[0], found[1], i), peer))
             else:
                 version = 0 if found is None else found[0].version
                 out.append(Datagram((self._reply(h, Status.MISS, version=version, req_id=req_id, chunk_idx=idx,

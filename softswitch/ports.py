@@ -19,7 +19,6 @@ import logging
 import os
 import pathlib
 import select
-import selectors
 import socket
 import struct
 import threading
@@ -176,32 +175,34 @@ class PortSet:
             profiler.dump_stats(self._profile_to)
 
     def _serve(self) -> None:
-        sel = selectors.DefaultSelector()
-        for number, sock in self._socks.items():
-            sel.register(sock, selectors.EVENT_READ, number)
-        sel.register(self._wake_r, selectors.EVENT_READ, None)
         queues: dict[int, deque[tuple[int, bytes]]] = {number: deque() for number in self._socks}
         readable = select.poll()
         for sock in self._socks.values():
             readable.register(sock, select.POLLIN)
         port_of = {sock.fileno(): number for number, sock in self._socks.items()}
-        try:
-            while True:
-                for key, _ in sel.select():
-                    if key.data is None:
-                        return
-                self._merge(queues, readable, port_of)
-        finally:
-            sel.close()
+        # One blocking poll of every port and the wake-up pipe per wake-up, whose answer is also the first look
+        # at which ports have frames: a lone reader's frames come in small bursts, so what a wake-up costs
+        # besides its frames (a selector's epoll, then a poll of the ports) is paid often.
+        waiting = select.poll()
+        for sock in self._socks.values():
+            waiting.register(sock, select.POLLIN)
+        waiting.register(self._wake_r, select.POLLIN)
+        wake = self._wake_r
+        while True:
+            ready = waiting.poll()
+            if any(fd == wake for fd, _event in ready):
+                return
+            self._merge(queues, readable, port_of, ready)
 
     def _merge(self, queues: dict[int, deque[tuple[int, bytes]]], readable: select.poll,
-               port_of: dict[int, int]) -> None:
+               port_of: dict[int, int], ready: list[tuple[int, int]] | None = None) -> None:
         """Process what the ports received, oldest arrival first across ports.
 
         Every port with nothing queued is read (without blocking) before each pick, so no frame still waiting
         in a socket can be older than the one processed. Which of them have anything is asked in one poll
         of every port (`readable`, a socket's descriptor → its port in `port_of`) rather than by a read of
-        each: a failed read costs more than the poll, and a switch with many ports has most of them idle.
+        each: a failed read costs more than the poll, and a switch with many ports has most of them idle;
+        `ready` is such a poll's answer taken just before (the one that woke the loop), used for the first pick.
         When that leaves one port with frames queued, its whole queue is taken at once: those frames were
         received before the poll found every other port empty, so anything another port receives now
         arrived after all of them."""
@@ -210,8 +211,11 @@ class PortSet:
         taken = 0
         while taken < MERGE_BATCH:
             if not all(queues.values()):
-                for fd, _event in readable.poll(0):
-                    port = port_of[fd]
+                polled, ready = (readable.poll(0) if ready is None else ready), None
+                for fd, _event in polled:
+                    port = port_of.get(fd)
+                    if port is None:  # (the wake-up pipe, in `ready`)
+                        continue
                     queue = queues[port]
                     if not queue:
                         self._read(port, queue)
