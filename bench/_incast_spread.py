@@ -15,7 +15,7 @@ time (measured in the same run, per system)}, on four systems:
 * **Mooncake** and **Mooncake, dynamic replication**: `bench mooncake_fanout`'s bed and rows (Mooncake Store's own
   client over TCP, two storage segments), run in the same invocation after the pool's rows.
 
-The pool's bed is `bench.incast_bed.Bed` with one namespace per reader on its own switch port (`reader_net`), the
+The pool's bed is `bench._incast_bed.Bed` with one namespace per reader on its own switch port (`reader_net`), the
 client's default options (chunk size from the path MTU: 8 KiB at 9000), one long-lived reader process per
 namespace (`_reader`), each read by a fresh `KVPClient` verifying the block's SHA-256. Per row: bytes the busiest
 storage node sent per block read (its namespace's veth transmit counter, read as `bench mooncake_fanout` reads
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from bench.incast_bed import MTU, Bed, SwitchFunctions, block_data, percentile
+from bench._incast_bed import MTU, Bed, SwitchFunctions, block_data, percentile
 from bench.mooncake_fanout import Agent
 
 READERS = (8, 16, 32)

@@ -4,7 +4,7 @@
 Run in the client's namespace as ``python -m bench._restart_readers --server IP --phs A,B --size N
 --kill-pid PID``. Reader i is its own process with the client's default `ClientOptions` (only `give_up` may
 be raised, so the verdict does not depend on how fast a loaded machine restarts the switch); it reads the block
-`phs[i % len(phs)]`, whose bytes are `bench.incast_bed.block_data(ph & 0xFFFF, size)`, and verifies them.
+`phs[i % len(phs)]`, whose bytes are `bench._incast_bed.block_data(ph & 0xFFFF, size)`, and verifies them.
 
 The kill comes from the readers themselves so that it lands mid-read on any machine, however loaded: the
 first reply datagram that brings every reader to at least `--kill-after` replies sends SIGKILL to the switch
@@ -76,7 +76,7 @@ class KillingTransport:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.incast_bed import TENANT, block_data
+    from bench._incast_bed import TENANT, block_data
     from kvpool.client import ClientOptions, KVPClient
     from kvpool.transport import UdpTransport
 

@@ -84,7 +84,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.incast_bed import (
+from bench._incast_bed import (
     CHUNK,
     COALESCE_TIMEOUT_US,
     MTU,

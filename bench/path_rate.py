@@ -29,7 +29,7 @@ the machine's load as the rates do.
     sudo .venv/bin/python -m bench path_rate --out out/bench
     sudo .venv/bin/python -m bench.path_rate --mtus 1500 --mib 4 --out out/bench     (reduced)
 
-The bed is `bench.incast_bed.Bed` (`kvtesting.vethnet.VethNet`: client and storage node in their own namespaces,
+The bed is `bench._incast_bed.Bed` (`kvtesting.vethnet.VethNet`: client and storage node in their own namespaces,
 `python -m softswitch` between them on veth pairs), tag `prt`. The probe's sender uses a second address of the
 storage namespace (`PROBE_SOURCE`), because the storage node holds port 7420 of its own address.
 """
@@ -335,7 +335,7 @@ def table(rows: list[dict]) -> str:
 
 
 def run(out: Path, quick: bool = False, plan: Plan | None = None) -> dict:
-    from bench.incast_bed import Bed
+    from bench._incast_bed import Bed
 
     plan = plan or (QUICK if quick else FULL)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Process level on veth: N-to-1 reads with the client's defaults through the softswitch process.
 
-The bed is `bench.incast_bed.Bed` (client and storage node in their own namespaces, the softswitch between them on
+The bed is `bench._incast_bed.Bed` (client and storage node in their own namespaces, the softswitch between them on
 veth pairs, coalescing configured as the controller does); each reader is its own process with default
 `ClientOptions`, released at one instant, and checks its block's SHA-256 (`bench.incast._realistic_readers`).
 """
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.root,
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    from bench.incast_bed import Bed
+    from bench._incast_bed import Bed
 
     with Bed(tmp_path_factory.mktemp("incast-veth"), tag="ivt") as bed:
         bed.coalescing(True)
@@ -65,8 +65,8 @@ def test_the_spread_table_quick_run_gives_every_system_and_spread_with_no_failed
     import json
 
     from bench import _incast_spread
+    from bench._incast_bed import stream_join_available
     from bench.incast import Realistic, run
-    from bench.incast_bed import stream_join_available
 
     result = run(tmp_path, quick=True, realistic=Realistic(readers=()),
                  spread=dataclasses.replace(_incast_spread.SPREAD_QUICK, bed_tag="ist"))

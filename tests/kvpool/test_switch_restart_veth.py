@@ -1,13 +1,13 @@
 """Process level on veth: reads with the client's defaults survive a switch restart (docs/protocol.md, *Transport*).
 
-Two kinds of case. In the first, the test itself reconfigures the restarted softswitch as `bench.incast_bed.Bed`
+Two kinds of case. In the first, the test itself reconfigures the restarted softswitch as `bench._incast_bed.Bed`
 configured the first one. In the others the CONTROLLER process (`python -m controller serve`, from a hosts.json)
 configures the switch and, after the restart, must notice the empty switch and install everything again on its
 own (pipeline, routes, port roles, coalescing groups and configuration: controller/service.py's reconnection);
 those run on the softswitch process and on BMv2 (`simple_switch_grpc`), both started empty (`--no-p4`) so the
 controller pushes the pipeline after the restart as well.
 
-The first case's bed is `bench.incast_bed.Bed` (client and storage node in their own namespaces, the softswitch
+The first case's bed is `bench._incast_bed.Bed` (client and storage node in their own namespaces, the softswitch
 PROCESS between them on veth pairs at MTU 1500, so blocks are in the default 1 KiB chunks; routes, the storage
 port's role and coalescing configured as the controller does). Readers in the client namespace
 (`bench._restart_readers`, one process each) read blocks of a few MiB; once every reader has had some replies,
@@ -53,7 +53,7 @@ READERS = 3
 
 @pytest.fixture
 def bed(tmp_path_factory):
-    from bench.incast_bed import Bed
+    from bench._incast_bed import Bed
 
     with Bed(tmp_path_factory.mktemp("switch-restart"), tag="rsr") as bed:
         bed.set_mtu(1500)
