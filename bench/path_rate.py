@@ -76,6 +76,8 @@ class Plan:
     """Seconds the switch's forwarding rate is measured for (after a warm-up of a quarter of that)."""
     repeats: int = 3
     """Rounds of (switch rate, warm read) per MTU; the best of each is reported."""
+    get_span: int | None = None
+    """The reader's `ClientOptions.get_span`; None: the client's default (what the goal is about)."""
 
 
 FULL = Plan()
@@ -218,7 +220,8 @@ def _agent(args: argparse.Namespace) -> int:
         return 0
     digest = hashlib.sha256(data).hexdigest()
     del data
-    client = KVPClient(ClientOptions(server=(args.server, KVP_PORT), tenant=TENANT))  # defaults, nothing tuned
+    span = {} if args.get_span is None else {"get_span": args.get_span}  # defaults unless a run asks otherwise
+    client = KVPClient(ClientOptions(server=(args.server, KVP_PORT), tenant=TENANT, **span))
     cpu = time.process_time()
     began = time.monotonic()
     block = client.get_block(args.ph)
@@ -290,8 +293,9 @@ def measure_mtu(bed: Any, mtu: int, plan: Plan, ph: int) -> dict:
 
     def read() -> dict:
         with _Meter(pids) as meter:
+            span = () if plan.get_span is None else ("--get-span", str(plan.get_span))
             got = _in_ns(client_ns, "--agent", "read", "--server", net.options.storage.ip, "--ph", str(ph),
-                         "--size", str(size))
+                         "--size", str(size), *span)
         got["cpu_s"] = {**meter.spent, "reader": round(got.pop("cpu_s"), 3)}
         got["cpu_us_per_chunk"] = {k: round(1e6 * v / got["chunks"], 1) for k, v in got["cpu_s"].items()}
         return got
@@ -366,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, help="block size in MiB")
     parser.add_argument("--seconds", type=float, help="probe seconds")
     parser.add_argument("--repeats", type=int, help="rounds of (switch rate, warm read) per MTU")
+    parser.add_argument("--get-span", type=int, help="the reader's ClientOptions.get_span (default: the client's)")
     # internal: the probe and the namespace agents
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--agent", choices=("write", "read"), help=argparse.SUPPRESS)
@@ -382,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     base = QUICK if args.quick else FULL
     plan = Plan(mtus=tuple(int(m) for m in args.mtus.split(",")) if args.mtus else base.mtus,
                 block_mib=args.mib or base.block_mib, probe_seconds=args.seconds or base.probe_seconds,
-                repeats=args.repeats or base.repeats)
+                repeats=args.repeats or base.repeats, get_span=args.get_span)
     run(args.out, plan=plan)
     return 0
 
