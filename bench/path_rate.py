@@ -28,6 +28,7 @@ the machine's load as the rates do.
 
     sudo .venv/bin/python -m bench path_rate --out out/bench
     sudo .venv/bin/python -m bench.path_rate --mtus 1500 --mib 4 --out out/bench     (reduced)
+    sudo .venv/bin/python -m bench.path_rate --get-span 16 --out out/bench           (another span width)
 
 The bed is `bench._incast_bed.Bed` (`kvtesting.vethnet.VethNet`: client and storage node in their own namespaces,
 `python -m softswitch` between them on veth pairs), tag `prt`. The probe's sender uses a second address of the
@@ -293,9 +294,7 @@ def measure_mtu(bed: Any, mtu: int, plan: Plan, ph: int) -> dict:
 
     def read() -> dict:
         with _Meter(pids) as meter:
-            span = () if plan.get_span is None else ("--get-span", str(plan.get_span))
-            got = _in_ns(client_ns, "--agent", "read", "--server", net.options.storage.ip, "--ph", str(ph),
-                         "--size", str(size), *span)
+            got = _in_ns(client_ns, *read_agent_args(net.options.storage.ip, ph, size, plan.get_span))
         got["cpu_s"] = {**meter.spent, "reader": round(got.pop("cpu_s"), 3)}
         got["cpu_us_per_chunk"] = {k: round(1e6 * v / got["chunks"], 1) for k, v in got["cpu_s"].items()}
         return got
@@ -313,6 +312,12 @@ def measure_mtu(bed: Any, mtu: int, plan: Plan, ph: int) -> dict:
                                                      r["cpu_us_per_chunk"]["switch"])
     return {"mtu": mtu, "chunk_bytes": chunk, "block_bytes": size, "switch": switch, "reader": reads,
             "trials": {"switch": probes, "warm": warms}}
+
+
+def read_agent_args(server: str, ph: int, size: int, get_span: int | None) -> list[str]:
+    """The reader agent's arguments: the client's defaults but for the span width when a run sets one."""
+    span = [] if get_span is None else ["--get-span", str(get_span)]
+    return ["--agent", "read", "--server", server, "--ph", str(ph), "--size", str(size), *span]
 
 
 def switch_bound_ratio(us_per_frame: float, us_per_chunk_read: float) -> float:

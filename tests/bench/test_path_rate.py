@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bench.path_rate import _cpu_seconds, probe_frames, switch_bound_ratio, table
+from bench.path_rate import _cpu_seconds, probe_frames, read_agent_args, switch_bound_ratio, table
 from kvpool.constants import KVP_HEADER_LEN, Flag, Opcode
 from kvpool.wire import Header, check
 
@@ -47,3 +47,9 @@ def test_table_row_has_the_ratios_and_the_verdict():
     line = table([row]).splitlines()[-1]
     assert line.startswith("| 1500 | 1024 | 50.0 (48,828) | 20.0 | 15.0 (0.30) | 15.0 (0.30) | 60 / 20 / 40 | 0.33 |")
     assert line.endswith("| NO |"), "one unverified read marks the row"
+
+
+def test_the_reader_keeps_the_client_default_span_unless_the_run_sets_one():
+    default = read_agent_args("10.0.0.2", 7, 1 << 20, None)
+    assert default == ["--agent", "read", "--server", "10.0.0.2", "--ph", "7", "--size", str(1 << 20)]
+    assert read_agent_args("10.0.0.2", 7, 1 << 20, 16) == [*default, "--get-span", "16"]
