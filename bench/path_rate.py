@@ -29,6 +29,7 @@ the machine's load as the rates do.
     sudo .venv/bin/python -m bench path_rate --out out/bench
     sudo .venv/bin/python -m bench.path_rate --mtus 1500 --mib 4 --out out/bench     (reduced)
     sudo .venv/bin/python -m bench.path_rate --get-span 16 --out out/bench           (another span width)
+    sudo .venv/bin/python -m bench.path_rate --window 64 --out out/bench             (another largest window)
 
 The bed is `bench._incast_bed.Bed` (`kvtesting.vethnet.VethNet`: client and storage node in their own namespaces,
 `python -m softswitch` between them on veth pairs), tag `prt`. The probe's sender uses a second address of the
@@ -79,6 +80,8 @@ class Plan:
     """Rounds of (switch rate, warm read) per MTU; the best of each is reported."""
     get_span: int | None = None
     """The reader's `ClientOptions.get_span`; None: the client's default (what the goal is about)."""
+    window: int | None = None
+    """The reader's `ClientOptions.window` (its largest congestion window); None: the client's default."""
 
 
 FULL = Plan()
@@ -221,15 +224,17 @@ def _agent(args: argparse.Namespace) -> int:
         return 0
     digest = hashlib.sha256(data).hexdigest()
     del data
-    span = {} if args.get_span is None else {"get_span": args.get_span}  # defaults unless a run asks otherwise
-    client = KVPClient(ClientOptions(server=(args.server, KVP_PORT), tenant=TENANT, **span))
+    asked = {"get_span": args.get_span, "window": args.window}
+    overrides = {name: value for name, value in asked.items() if value is not None}  # defaults unless a run asks
+    client = KVPClient(ClientOptions(server=(args.server, KVP_PORT), tenant=TENANT, **overrides))
     cpu = time.process_time()
     began = time.monotonic()
     block = client.get_block(args.ph)
     elapsed = time.monotonic() - began
+    cpu_s = time.process_time() - cpu  # the read's own CPU: taken before the check below hashes the block
     print(json.dumps({"seconds": elapsed, "verified": hashlib.sha256(block.data).hexdigest() == digest,
                       "chunks": len(block.chunks),
-                      "sent": client.sent, "resent": client.resent, "cpu_s": time.process_time() - cpu,
+                      "sent": client.sent, "resent": client.resent, "cpu_s": cpu_s,
                       "payload_MB_per_s": args.size / 1e6 / elapsed}))
     client.close()
     return 0
@@ -294,7 +299,7 @@ def measure_mtu(bed: Any, mtu: int, plan: Plan, ph: int) -> dict:
 
     def read() -> dict:
         with _Meter(pids) as meter:
-            got = _in_ns(client_ns, *read_agent_args(net.options.storage.ip, ph, size, plan.get_span))
+            got = _in_ns(client_ns, *read_agent_args(net.options.storage.ip, ph, size, plan.get_span, plan.window))
         got["cpu_s"] = {**meter.spent, "reader": round(got.pop("cpu_s"), 3)}
         got["cpu_us_per_chunk"] = {k: round(1e6 * v / got["chunks"], 1) for k, v in got["cpu_s"].items()}
         return got
@@ -314,10 +319,12 @@ def measure_mtu(bed: Any, mtu: int, plan: Plan, ph: int) -> dict:
             "trials": {"switch": probes, "warm": warms}}
 
 
-def read_agent_args(server: str, ph: int, size: int, get_span: int | None) -> list[str]:
-    """The reader agent's arguments: the client's defaults but for the span width when a run sets one."""
+def read_agent_args(server: str, ph: int, size: int, get_span: int | None, window: int | None = None) -> list[str]:
+    """The reader agent's arguments: the client's defaults but for the span width and the largest window when a
+    run sets them."""
     span = [] if get_span is None else ["--get-span", str(get_span)]
-    return ["--agent", "read", "--server", server, "--ph", str(ph), "--size", str(size), *span]
+    cap = [] if window is None else ["--window", str(window)]
+    return ["--agent", "read", "--server", server, "--ph", str(ph), "--size", str(size), *span, *cap]
 
 
 def switch_bound_ratio(us_per_frame: float, us_per_chunk_read: float) -> float:
@@ -376,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help="probe seconds")
     parser.add_argument("--repeats", type=int, help="rounds of (switch rate, warm read) per MTU")
     parser.add_argument("--get-span", type=int, help="the reader's ClientOptions.get_span (default: the client's)")
+    parser.add_argument("--window", type=int, help="the reader's ClientOptions.window (default: the client's)")
     # internal: the probe and the namespace agents
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--agent", choices=("write", "read"), help=argparse.SUPPRESS)
@@ -392,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     base = QUICK if args.quick else FULL
     plan = Plan(mtus=tuple(int(m) for m in args.mtus.split(",")) if args.mtus else base.mtus,
                 block_mib=args.mib or base.block_mib, probe_seconds=args.seconds or base.probe_seconds,
-                repeats=args.repeats or base.repeats, get_span=args.get_span)
+                repeats=args.repeats or base.repeats, get_span=args.get_span, window=args.window)
     run(args.out, plan=plan)
     return 0
 

@@ -49,7 +49,9 @@ def test_table_row_has_the_ratios_and_the_verdict():
     assert line.endswith("| NO |"), "one unverified read marks the row"
 
 
-def test_the_reader_keeps_the_client_default_span_unless_the_run_sets_one():
+def test_the_reader_keeps_the_client_defaults_unless_the_run_sets_one():
     default = read_agent_args("10.0.0.2", 7, 1 << 20, None)
     assert default == ["--agent", "read", "--server", "10.0.0.2", "--ph", "7", "--size", str(1 << 20)]
     assert read_agent_args("10.0.0.2", 7, 1 << 20, 16) == [*default, "--get-span", "16"]
+    assert read_agent_args("10.0.0.2", 7, 1 << 20, None, 64) == [*default, "--window", "64"]
+    assert read_agent_args("10.0.0.2", 7, 1 << 20, 16, 64) == [*default, "--get-span", "16", "--window", "64"]
