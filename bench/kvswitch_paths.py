@@ -62,6 +62,8 @@ PROBE_UDP = 47420
 """bench.path_rate's probe receiver port on the reader's host."""
 CHUNK = 1024
 """path_rate's chunk at MTU 1500."""
+PROBE_FRAMES = 256
+"""path_rate's probe cycles through 256 distinct replies: chunks 0..255 of a 256-chunk block."""
 SPAN = 8
 """The client's default get_span."""
 BLOCK_CHUNKS = 16384
@@ -145,8 +147,9 @@ def build_frames(spans: int, seed: int = 1500) -> Frames:
         out.append((get_frame, replies))
     probes = [
         _udp_frame(STORAGE_MAC, SWITCH_MAC, STORAGE_IP, READER_IP, KVP_PORT, PROBE_UDP, encode(
-            Header(Opcode.GET_REPLY, tenant=TENANT, req_id=i + 1, prefix_hash=0x9A7E_0000 + CHUNK, chunk_idx=i,
-                   chunk_count=256, chunk_shift=shift, version=1), rng.randbytes(CHUNK)))
+            Header(Opcode.GET_REPLY, tenant=TENANT, req_id=i % PROBE_FRAMES + 1, prefix_hash=0x9A7E_0000 + CHUNK,
+                   chunk_idx=i % PROBE_FRAMES, chunk_count=PROBE_FRAMES, chunk_shift=shift, version=1),
+            rng.randbytes(CHUNK)))
         for i in range(spans * SPAN)]
     return Frames(out, probes)
 
