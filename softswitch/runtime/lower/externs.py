@@ -4,6 +4,9 @@ digests, clone/resubmit/recirculate, and the extern objects each instance gets a
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from softswitch.frontend import ir
 from softswitch.runtime import hashing
 from softswitch.runtime.externs import CounterArray, MeterArray, RegisterArray
@@ -52,25 +55,9 @@ class ExternCallCodegen(CompilerState):
             raise LoweringError(loc, f"{ext}.{m} on a non-instance")
         obj = self.instance_name(target.name, loc)
         if ext == "register":
-            reg = self.registers[target.name]
-            if m == "read":
-                idx = self.fresh("_i")
-                self.out(f"{idx} = {self.ex(c.args[1])}")
-                self.out(f"if {idx} < {reg.size}:")
-                self.out.indent()
-                self.store(c.args[0], f"{obj}[{idx}]")
-                self.out.dedent()
-                self.out("else:")
-                self.out(f"    _oob({target.name!r}, {idx})")
-            elif m == "write":
-                idx = self.fresh("_i")
-                self.out(f"{idx} = {self.ex(c.args[0])}")
-                self.out(f"if {idx} < {reg.size}:")
-                self.out(f"    {obj}[{idx}] = {self.ex(c.args[1])}")
-                self.out("else:")
-                self.out(f"    _oob({target.name!r}, {idx})")
-            else:
+            if m not in ("read", "write"):
                 raise LoweringError(loc, f"register.{m} is not supported")
+            self.register_accesses([c])
             return
         if ext == "counter" and m == "count":
             self.out(f"{obj}.count({self.ex(c.args[0])}, F[{self.std['packet_length']}])")
@@ -84,6 +71,70 @@ class ExternCallCodegen(CompilerState):
             self.store(c.args[0], "0")
             return
         raise LoweringError(loc, f"{ext}.{m} is not supported")
+
+    def register_accesses(self, calls: list[ir.ExternMethodCall]) -> None:
+        """Reads and writes of registers of one size at one index (`register_run` found them consecutive, the
+        index unchanged by them): the index is computed and bounds-checked once for all. Out of range, each
+        access is skipped and logged as alone (`_oob`); a constant index in range needs no check at all."""
+        first = calls[0]
+        size = self.registers[self._register_name(first)].size
+        index = self.ex(register_index(first))
+        if index.isdigit() and int(index) < size:
+            for c in calls:
+                self._register_access(c, index)
+            return
+        idx = self.fresh("_i")
+        self.out(f"{idx} = {index}")
+        self.out(f"if {idx} < {size}:")
+        self.out.indent()
+        for c in calls:
+            self._register_access(c, idx)
+        self.out.dedent()
+        self.out("else:")
+        for c in calls:
+            self.out(f"    _oob({self._register_name(c)!r}, {idx})")
+
+    def _register_name(self, c: ir.ExternMethodCall) -> str:
+        assert isinstance(c.target, ir.ExternInstanceRef)
+        return c.target.name
+
+    def _register_access(self, c: ir.ExternMethodCall, idx: str) -> None:
+        obj = self.instance_name(self._register_name(c), c.loc)
+        if c.method == "read":
+            self.store(c.args[0], f"{obj}[{idx}]")
+        else:
+            self.out(f"{obj}[{idx}] = {self.ex(c.args[1])}")
+
+    def register_run(self, stmts: Sequence[ir.Stmt], start: int) -> list[ir.ExternMethodCall]:
+        """The register accesses `register_accesses` may do under one bounds check, from `stmts[start]` on:
+        consecutive reads/writes of registers of one size whose index code is the same pure expression (slots,
+        locals, constants, operators: no call) that none of the run's reads stores into, and whose written values
+        are pure too. Fewer than two: no run (the statement is lowered alone)."""
+        run: list[ir.ExternMethodCall] = []
+        index = ""
+        size = -1
+        for s in stmts[start:]:
+            c = s.call if isinstance(s, ir.CallStmt) else None
+            if not (isinstance(c, ir.ExternMethodCall) and c.extern == "register" and c.method in ("read", "write")
+                    and isinstance(c.target, ir.ExternInstanceRef) and c.target.name in self.registers):
+                break
+            code = self.ex(register_index(c))
+            if not run:
+                if not pure_code(code):
+                    break
+                index, size = code, self.registers[c.target.name].size
+            elif code != index or self.registers[c.target.name].size != size:
+                break
+            if c.method == "read":
+                if isinstance(c.args[0], ir.Slice):
+                    break
+                dest = self.scalar_code(self.ref(c.args[0]), c.loc)
+                if not pure_code(dest) or dest in index_names(index):
+                    break
+            elif not pure_code(self.ex(c.args[1])):
+                break
+            run.append(c)
+        return run if len(run) > 1 else []
 
     def extract(self, arg: ir.Expr, loc: ir.SourceLoc) -> None:
         r = self.ref(arg)
@@ -359,3 +410,31 @@ class ExternCallCodegen(CompilerState):
                 self.ns[n] = None
             else:
                 raise LoweringError(inst.loc, f"extern {t.name} is not supported")
+
+
+def register_index(c: ir.ExternMethodCall) -> ir.Expr:
+    """The index argument of `register.read(dest, index)` / `register.write(index, value)`."""
+    return c.args[1] if c.method == "read" else c.args[0]
+
+
+_TOKEN = re.compile(r"F\[\d+\]|[A-Za-z_]\w*|\d+|\S")
+_PURE_NAME = re.compile(r"(v|p)_\w+|and|or|not|True|False")
+
+
+def index_names(code: str) -> set[str]:
+    """The slots (`F[n]`) and locals code of `pure_code` reads."""
+    return {t for t in _TOKEN.findall(code) if t.startswith("F[") or _PURE_NAME.fullmatch(t)}
+
+
+def pure_code(code: str) -> bool:
+    """Whether generated expression code only reads constant slots and locals (no call, no computed slot):
+    evaluating it twice, or once for several statements that do not store into what it reads, gives one value."""
+    for t in _TOKEN.findall(code):
+        if t.startswith("F["):
+            continue
+        if t[0].isalpha() or t[0] == "_":
+            if not _PURE_NAME.fullmatch(t):
+                return False
+        elif t == "[" or t == "]" or t == "." or t == "," or t == ":":
+            return False
+    return True

@@ -103,8 +103,16 @@ class StatementCodegen(CompilerState):
             self.out(f"F[{base}:{base + size}] = {name}")
 
     def block(self, b: ir.Block) -> None:
-        for s in b.stmts:
-            self.stmt(s)
+        stmts = b.stmts
+        i = 0
+        while i < len(stmts):
+            run = self.register_run(stmts, i)
+            if run:
+                self.register_accesses(run)
+                i += len(run)
+            else:
+                self.stmt(stmts[i])
+                i += 1
 
     def body(self, b: ir.Block | None) -> None:
         self.out.indent()
