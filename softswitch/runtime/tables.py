@@ -122,7 +122,9 @@ class Table:
         self._level_order: list[tuple[int, dict]] = []
         self._scan: list[Outcome] = []
         self._seq = 0
-        self._default = self._make_default(*default_action)
+        self.default_outcome = self._make_default(*default_action)
+        """What a miss runs (a keyless table runs nothing else: its generated code reads this directly, no
+        lookup call; `set_default` replaces it)."""
         self.lookup = self._choose_lookup()
 
     # ---- lookup (per packet) ---------------------------------------------------------------------------
@@ -137,10 +139,10 @@ class Table:
         return self._lookup_scan
 
     def _lookup_keyless(self, key: tuple) -> Outcome:
-        return self._default
+        return self.default_outcome
 
     def _lookup_exact(self, key: tuple) -> Outcome:
-        return self._exact.get(key, self._default)
+        return self._exact.get(key, self.default_outcome)
 
     def _lookup_lpm_single(self, key: tuple) -> Outcome:
         value = key[0]
@@ -148,7 +150,7 @@ class Table:
             out = level.get(value & mask)
             if out is not None:
                 return out
-        return self._default
+        return self.default_outcome
 
     def _lookup_lpm(self, key: tuple) -> Outcome:
         pos = self._lpm_pos
@@ -158,7 +160,7 @@ class Table:
             out = level.get((rest, value & mask))
             if out is not None:
                 return out
-        return self._default
+        return self.default_outcome
 
     def _lookup_scan(self, key: tuple) -> Outcome:
         for out in self._scan:
@@ -167,7 +169,7 @@ class Table:
                     break
             else:
                 return out
-        return self._default
+        return self.default_outcome
 
     # ---- default action -------------------------------------------------------------------------------
 
@@ -207,10 +209,10 @@ class Table:
     def set_default(self, action: str, params: Mapping[str, int] | None = None) -> None:
         if self.const_default:
             raise TargetError("PERMISSION_DENIED", f"table {self.name}: default action is const")
-        self._default = self._make_default(action, params or {})
+        self.default_outcome = self._make_default(action, params or {})
 
     def get_default(self) -> tuple[str, Mapping[str, int]]:
-        return self._default.action, dict(self._default.default_params)
+        return self.default_outcome.action, dict(self.default_outcome.default_params)
 
     # ---- entries ---------------------------------------------------------------------------------------
 

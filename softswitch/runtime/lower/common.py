@@ -6,6 +6,7 @@ each code generator reads and writes while one program is compiled).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -135,6 +136,29 @@ class Emitter:
     def ensure_body(self, mark: int) -> None:
         if len(self.lines) == mark:
             self("pass")
+
+
+_TOKEN = re.compile(r"F\[\d+\]|[A-Za-z_]\w*|\d+|\S")
+_PURE_NAME = re.compile(r"(v|p)_\w+|and|or|not|True|False")
+
+
+def index_names(code: str) -> set[str]:
+    """The slots (`F[n]`) and locals code of `pure_code` reads."""
+    return {t for t in _TOKEN.findall(code) if t.startswith("F[") or _PURE_NAME.fullmatch(t)}
+
+
+def pure_code(code: str) -> bool:
+    """Whether generated expression code only reads constant slots and locals (no call, no computed slot):
+    evaluating it twice, or once for several statements that do not store into what it reads, gives one value."""
+    for t in _TOKEN.findall(code):
+        if t.startswith("F["):
+            continue
+        if t[0].isalpha() or t[0] == "_":
+            if not _PURE_NAME.fullmatch(t):
+                return False
+        elif t == "[" or t == "]" or t == "." or t == "," or t == ":":
+            return False
+    return True
 
 
 # ---- helpers the generated code calls (bound in its namespace) ---------------------------------------

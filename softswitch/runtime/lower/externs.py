@@ -4,7 +4,6 @@ digests, clone/resubmit/recirculate, and the extern objects each instance gets a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from softswitch.frontend import ir
@@ -17,7 +16,9 @@ from softswitch.runtime.lower.common import (
     LoweringError,
     Ref,
     ValueSet,
+    index_names,
     pattern_code,
+    pure_code,
     signed,
     wrap_code,
 )
@@ -343,7 +344,14 @@ class ExternCallCodegen(CompilerState):
             self.algo(algo, loc)
             value = self.digest_of(algo, data, loc)
             w = ir.bit_width(result.type)
-            self.store(result, f"({self.ex(base)} + {value} % ({self.ex(max_)} or 1)) & {(1 << w) - 1}")
+            base_code, max_code = self.ex(base), self.ex(max_)
+            if not signed(result.type) and base_code.isdigit() and max_code.isdigit() and int(max_code) > 0 \
+                    and int(base_code) + int(max_code) - 1 < 1 << w:
+                # constants whose sum fits the result: the BMv2 formula without the folding it cannot need
+                offset = f"{base_code} + " if int(base_code) else ""
+                self.store(result, f"{offset}{value} % {max_code}")
+            else:
+                self.store(result, f"({base_code} + {value} % ({max_code} or 1)) & {(1 << w) - 1}")
         elif n == "random":
             w = ir.bit_width(a[0].type)
             self.store(a[0], f"_rand({self.ex(a[1])}, {self.ex(a[2])}) & {(1 << w) - 1}")
@@ -416,25 +424,3 @@ def register_index(c: ir.ExternMethodCall) -> ir.Expr:
     """The index argument of `register.read(dest, index)` / `register.write(index, value)`."""
     return c.args[1] if c.method == "read" else c.args[0]
 
-
-_TOKEN = re.compile(r"F\[\d+\]|[A-Za-z_]\w*|\d+|\S")
-_PURE_NAME = re.compile(r"(v|p)_\w+|and|or|not|True|False")
-
-
-def index_names(code: str) -> set[str]:
-    """The slots (`F[n]`) and locals code of `pure_code` reads."""
-    return {t for t in _TOKEN.findall(code) if t.startswith("F[") or _PURE_NAME.fullmatch(t)}
-
-
-def pure_code(code: str) -> bool:
-    """Whether generated expression code only reads constant slots and locals (no call, no computed slot):
-    evaluating it twice, or once for several statements that do not store into what it reads, gives one value."""
-    for t in _TOKEN.findall(code):
-        if t.startswith("F["):
-            continue
-        if t[0].isalpha() or t[0] == "_":
-            if not _PURE_NAME.fullmatch(t):
-                return False
-        elif t == "[" or t == "]" or t == "." or t == "," or t == ":":
-            return False
-    return True

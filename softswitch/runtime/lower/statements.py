@@ -348,7 +348,10 @@ class StatementCodegen(CompilerState):
         key_code = "(" + ", ".join(keys) + ("," if len(keys) == 1 else "") + ")"
         self.out(f"def {fn}(F):")
         self.out.indent()
-        self.out(f"_o = {obj}.lookup({key_code})")
+        if keys:
+            self.out(f"_o = {obj}.lookup({key_code})")
+        else:  # keyless: only the default action, whatever the control plane set it to
+            self.out(f"_o = {obj}.default_outcome")
         if t.counters:
             self.out("_c = _o.counter")
             self.out("if _c is not None:")
