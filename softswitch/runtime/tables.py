@@ -117,7 +117,8 @@ class Table:
         else:
             self._mode = "scan"
         self._by_key: dict[tuple, Outcome] = {}
-        self._exact: dict[tuple, Outcome] = {}
+        self.exact_entries: dict[tuple, Outcome] = {}
+        """An exact-only table's entries by key tuple (its generated code looks up here directly)."""
         self._levels: dict[int, dict] = {}
         self._level_order: list[tuple[int, dict]] = []
         self._scan: list[Outcome] = []
@@ -142,7 +143,7 @@ class Table:
         return self.default_outcome
 
     def _lookup_exact(self, key: tuple) -> Outcome:
-        return self._exact.get(key, self.default_outcome)
+        return self.exact_entries.get(key, self.default_outcome)
 
     def _lookup_lpm_single(self, key: tuple) -> Outcome:
         value = key[0]
@@ -372,7 +373,7 @@ class Table:
 
     def _place(self, out: Outcome) -> None:
         if self._mode == "exact":
-            self._exact[out.key] = out
+            self.exact_entries[out.key] = out
         elif self._mode == "lpm":
             plen, k = self._lpm_parts(out)
             level = self._levels.get(plen)
@@ -389,7 +390,7 @@ class Table:
 
     def _unplace(self, out: Outcome) -> None:
         if self._mode == "exact":
-            del self._exact[out.key]
+            del self.exact_entries[out.key]
         elif self._mode == "lpm":
             plen, k = self._lpm_parts(out)
             level = self._levels[plen]

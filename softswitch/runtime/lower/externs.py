@@ -73,10 +73,12 @@ class ExternCallCodegen(CompilerState):
             return
         raise LoweringError(loc, f"{ext}.{m} is not supported")
 
-    def register_accesses(self, calls: list[ir.ExternMethodCall]) -> None:
+    def register_accesses(self, calls: list[ir.ExternMethodCall], zero_on_skip: dict[str, str] | None = None) -> None:
         """Reads and writes of registers of one size at one index (`register_run` found them consecutive, the
         index unchanged by them): the index is computed and bounds-checked once for all. Out of range, each
-        access is skipped and logged as alone (`_oob`); a constant index in range needs no check at all."""
+        access is skipped and logged as alone (`_oob`), and the locals of `zero_on_skip` (name: zero code),
+        declared just before and first set by these reads, get the value their declaration would have given;
+        a constant index in range needs no check at all."""
         first = calls[0]
         size = self.registers[self._register_name(first)].size
         index = self.ex(register_index(first))
@@ -92,6 +94,8 @@ class ExternCallCodegen(CompilerState):
             self._register_access(c, idx)
         self.out.dedent()
         self.out("else:")
+        for name, zero in (zero_on_skip or {}).items():
+            self.out(f"    {name} = {zero}")
         for c in calls:
             self.out(f"    _oob({self._register_name(c)!r}, {idx})")
 
@@ -105,6 +109,25 @@ class ExternCallCodegen(CompilerState):
             self.store(c.args[0], f"{obj}[{idx}]")
         else:
             self.out(f"{obj}[{idx}] = {self.ex(c.args[1])}")
+
+    def register_run_defines(self, run: list[ir.ExternMethodCall], names: set[str]) -> set[str]:
+        """Which of the locals `names` the run's reads store into without the run reading them first (not in
+        its index nor in a written value): their declaration's zero is needed only where the run is skipped."""
+        if not run:
+            return set()
+        used = index_names(self.ex(register_index(run[0])))
+        for c in run:
+            if c.method == "write":
+                used |= index_names(self.ex(c.args[1]))
+        defined = set()
+        for c in run:
+            if c.method == "read":
+                dest = self.scalar_code(self.ref(c.args[0]), c.loc)
+                if dest in names and dest not in used:
+                    defined.add(dest)
+            else:
+                used |= index_names(self.ex(c.args[1]))
+        return defined
 
     def register_run(self, stmts: Sequence[ir.Stmt], start: int) -> list[ir.ExternMethodCall]:
         """The register accesses `register_accesses` may do under one bounds check, from `stmts[start]` on:

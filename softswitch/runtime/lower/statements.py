@@ -106,13 +106,35 @@ class StatementCodegen(CompilerState):
         stmts = b.stmts
         i = 0
         while i < len(stmts):
-            run = self.register_run(stmts, i)
+            j = i
+            while j < len(stmts) and self._uninitialised_local(stmts[j]):
+                j += 1
+            zeros: dict[str, str] = {}
+            for d in stmts[i:j]:
+                assert isinstance(d, ir.VarDecl)
+                v = PyVar(self.fresh("v_"), d.type)
+                assert self.fscope is not None
+                self.fscope[d.name] = v
+                zeros[v.name] = "False" if isinstance(d.type, ir.BoolType) else "0"
+            run = self.register_run(stmts, j)
+            # locals the run's reads give their first value: zeroed only where the run is skipped
+            deferred = self.register_run_defines(run, set(zeros))
+            for name, zero in zeros.items():
+                if name not in deferred:
+                    self.out(f"{name} = {zero}")
             if run:
-                self.register_accesses(run)
-                i += len(run)
+                self.register_accesses(run, {name: zero for name, zero in zeros.items() if name in deferred})
+                i = j + len(run)
+            elif j > i:
+                i = j
             else:
                 self.stmt(stmts[i])
                 i += 1
+
+    def _uninitialised_local(self, s: ir.Stmt) -> bool:
+        """A scalar local of an action or function declared without a value (a Python local set to 0/False)."""
+        return (isinstance(s, ir.VarDecl) and s.init is None and self.fscope is not None
+                and isinstance(s.type, ir.BitType | ir.BoolType | ir.EnumType | ir.ErrorType | ir.IntType))
 
     def body(self, b: ir.Block | None) -> None:
         self.out.indent()
@@ -348,10 +370,12 @@ class StatementCodegen(CompilerState):
         key_code = "(" + ", ".join(keys) + ("," if len(keys) == 1 else "") + ")"
         self.out(f"def {fn}(F):")
         self.out.indent()
-        if keys:
-            self.out(f"_o = {obj}.lookup({key_code})")
-        else:  # keyless: only the default action, whatever the control plane set it to
+        if not keys:  # keyless: only the default action, whatever the control plane set it to
             self.out(f"_o = {obj}.default_outcome")
+        elif all(k.match_kind == "exact" for k in t.keys):  # one dict probe, no lookup call
+            self.out(f"_o = {obj}.exact_entries.get({key_code}, {obj}.default_outcome)")
+        else:
+            self.out(f"_o = {obj}.lookup({key_code})")
         if t.counters:
             self.out("_c = _o.counter")
             self.out("if _c is not None:")

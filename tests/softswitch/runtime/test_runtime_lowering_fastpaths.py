@@ -53,12 +53,21 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         r1.read(hdr.q.v1, 3);
         r2.write(3, hdr.q.v2);
     }
+    action locals_from_registers() {
+        bit<32> a;
+        bit<32> b;
+        r0.read(a, (bit<32>)hdr.q.idx);
+        r1.read(b, (bit<32>)hdr.q.idx);
+        hdr.q.v0 = a + 1;
+        hdr.q.v1 = b;
+    }
     action set_v2(bit<32> v) { hdr.q.v2 = v; }
     table cfg { actions = { set_v2; } default_action = set_v2(7); }
     apply {
         if (hdr.q.op == 0) { round_trip(); }
         else if (hdr.q.op == 1) { chase(); }
         else if (hdr.q.op == 2) { constant_index(); }
+        else if (hdr.q.op == 4) { locals_from_registers(); }
         else { cfg.apply(); }
         hdr.q.shl = hdr.q.s << hdr.q.amt;
         hdr.q.shr = hdr.q.s >> hdr.q.amt;
@@ -129,6 +138,15 @@ def test_out_of_range_index_skips_and_logs_every_access(sw: SoftSwitch, caplog: 
     logged = [r.getMessage() for r in caplog.records if "out of range" in r.getMessage()]
     assert len(logged) == 6, logged
     assert [m.split()[1].rstrip(":") for m in logged] == ["I.r0", "I.r1", "I.r2", "I.r0", "I.r1", "I.r2"]
+
+
+def test_locals_first_set_by_skipped_reads_keep_their_declared_zero(sw: SoftSwitch) -> None:
+    sw.register_write("I.r0", 4, 40)
+    sw.register_write("I.r1", 4, 41)
+    got = run(sw, op=4, idx=4, v0=5, v1=6)
+    assert (got["v0"], got["v1"]) == (41, 41)
+    got = run(sw, op=4, idx=200, v0=5, v1=6)  # out of range: a and b as declared (0)
+    assert (got["v0"], got["v1"]) == (1, 0)
 
 
 def test_a_read_into_its_own_index_ends_the_group(sw: SoftSwitch) -> None:
