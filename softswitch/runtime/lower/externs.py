@@ -61,7 +61,21 @@ class ExternCallCodegen(CompilerState):
             self.register_accesses([c])
             return
         if ext == "counter" and m == "count":
-            self.out(f"{obj}.count({self.ex(c.args[0])}, F[{self.std['packet_length']}])")
+            # inline in range (no method call); out of range, the method logs it as before
+            size = self.counters[target.name].size
+            plen = f"F[{self.std['packet_length']}]"
+            index = self.ex(c.args[0])
+            if index.isdigit() and int(index) < size:
+                self.out(f"{obj}_packets[{index}] += 1")
+                self.out(f"{obj}_bytes[{index}] += {plen}")
+                return
+            idx = self.fresh("_c")
+            self.out(f"{idx} = {index}")
+            self.out(f"if 0 <= {idx} < {size}:")
+            self.out(f"    {obj}_packets[{idx}] += 1")
+            self.out(f"    {obj}_bytes[{idx}] += {plen}")
+            self.out("else:")
+            self.out(f"    {obj}.count({idx}, {plen})")
             return
         if ext == "direct_counter" and m == "count":
             return  # counted on every hit of the table's entry (BMv2 does the same)
@@ -429,7 +443,9 @@ class ExternCallCodegen(CompilerState):
                 self.ns[n] = reg.cells
             elif t.name == "counter":
                 kind = next((a.member for a in inst.args if isinstance(a, ir.EnumMember)), "packets_and_bytes")
-                self.ns[n] = self.counters[inst.qualified_name] = CounterArray(inst.qualified_name, inst.size or 0, kind)
+                counter = CounterArray(inst.qualified_name, inst.size or 0, kind)
+                self.ns[n] = self.counters[inst.qualified_name] = counter
+                self.ns[f"{n}_packets"], self.ns[f"{n}_bytes"] = counter.packets, counter.bytes  # never replaced
             elif t.name == "meter":
                 kind = next((a.member for a in inst.args if isinstance(a, ir.EnumMember)), "packets")
                 self.ns[n] = self.meters[inst.qualified_name] = MeterArray(inst.qualified_name, inst.size or 0, kind)

@@ -1,6 +1,7 @@
 """The lowering's fast paths behave as the plain ones: register accesses at one index under one bounds check
 (values, order, out-of-range skips and logs, a read into its own index), a constant in-range register index,
-`bit<W>` shifts by a variable amount, `hash()` with constant base and max, keyless tables' default action."""
+counters counted inline, `bit<W>` shifts by a variable amount, `hash()` with constant base and max, keyless
+tables' default action."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
     register<bit<32>>(16) r1;
     register<bit<32>>(16) r2;
     register<bit<32>>(16) chain;
+    counter(8, CounterType.packets_and_bytes) hits;
     action round_trip() {
         bit<32> i = (bit<32>)hdr.q.idx;
         r0.write(i, hdr.q.v0);
@@ -68,6 +70,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         else if (hdr.q.op == 1) { chase(); }
         else if (hdr.q.op == 2) { constant_index(); }
         else if (hdr.q.op == 4) { locals_from_registers(); }
+        else if (hdr.q.op == 5) { hits.count((bit<32>)hdr.q.idx); hits.count(7); }
         else { cfg.apply(); }
         hdr.q.shl = hdr.q.s << hdr.q.amt;
         hdr.q.shr = hdr.q.s >> hdr.q.amt;
@@ -166,6 +169,18 @@ def test_a_constant_index_reads_and_writes(sw: SoftSwitch) -> None:
     got = run(sw, op=2, v2=77)
     assert (got["v0"], got["v1"]) == (30, 31)
     assert sw.register_read("I.r2", 3) == 77
+
+
+def test_counters_count_inline_and_log_out_of_range(sw: SoftSwitch, caplog: pytest.LogCaptureFixture) -> None:
+    size = len(packet())
+    run(sw, op=5, idx=2)
+    run(sw, op=5, idx=2)
+    with caplog.at_level(logging.ERROR, logger="softswitch.runtime.externs"):
+        run(sw, op=5, idx=8)
+    assert sw.counter_read("I.hits", 2) == (2, 2 * size)
+    assert sw.counter_read("I.hits", 7) == (3, 3 * size)
+    assert sum(sw.counter_read("I.hits", i)[0] for i in range(8)) == 5, "the index 8 counted nowhere"
+    assert any("out-of-range index 8" in r.getMessage() for r in caplog.records)
 
 
 def test_keyless_table_runs_the_default_the_control_plane_sets(sw: SoftSwitch) -> None:
