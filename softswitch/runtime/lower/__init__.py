@@ -18,7 +18,9 @@ locals, constants, operators) share one bounds check, and the locals they read f
 check fails; a constant index in range is not checked; a counter counts inline; a keyless table reads its default outcome and an
 exact-only one probes its dict, without a lookup call; a `bit<W>` shift by a variable amount is inline; `hash()`
 with constant base and max whose sum fits the result skips the folding it cannot need; crc32 is `binascii.crc32`
-itself. They cut the CPU of the kvswitch program's coalescing and stream paths (`bench.kvswitch_paths`).
+itself; a P4 function that only returns an expression of its parameters is that expression at a call inside
+an expression (its arguments pure). They cut the CPU of the kvswitch program's coalescing and stream paths
+(`bench.kvswitch_paths`).
 
 One module per concern: `common` (errors, references, the shared state), `expressions`, `statements`,
 `externs` (extern calls and objects), `parser`, `table_objects` (tables are objects, not code) and `compiler`

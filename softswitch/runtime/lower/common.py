@@ -139,7 +139,7 @@ class Emitter:
 
 
 _TOKEN = re.compile(r"F\[\d+\]|[A-Za-z_]\w*|\d+|\S")
-_PURE_NAME = re.compile(r"(v|p)_\w+|and|or|not|True|False")
+_PURE_NAME = re.compile(r"(v|p)_\w+|and|or|not|if|else|True|False")
 
 
 def index_names(code: str) -> set[str]:
@@ -258,6 +258,9 @@ class CompilerState:
         self.action_fn: dict[str, str] = {}
         self.table_fn: dict[str, str] = {}
         self.function_fn: dict[str, str] = {}
+        self.inline_fn: dict[str, tuple[list[str], str]] = {}
+        """Generated function → (its parameters, the expression it returns): a P4 function of one `return` of
+        pure code, which a call inside an expression becomes."""
         self.instances: dict[str, str] = {}
         self.registers: dict[str, RegisterArray] = {}
         self.counters: dict[str, CounterArray] = {}

@@ -4,6 +4,8 @@ actions, P4 functions, table applications and controls.
 
 from __future__ import annotations
 
+import re
+
 from softswitch.frontend import ir
 from softswitch.runtime.layout import HeaderSlots, Layout, Slot, StackSlots, StructSlots
 from softswitch.runtime.lower.common import (
@@ -13,9 +15,13 @@ from softswitch.runtime.lower.common import (
     PyVar,
     Ref,
     pattern_code,
+    pure_code,
     signed,
     wrap_code,
 )
+
+_PARAM = re.compile(r"\bp_\w+")
+"""A parameter of a generated function (`p_<name>`), as it appears in the function's code."""
 
 
 class StatementCodegen(CompilerState):
@@ -289,6 +295,12 @@ class StatementCodegen(CompilerState):
         if not outs:
             if statement:
                 self.out(call)
+                return call
+            inline = self.inline_fn.get(fn)
+            if inline is not None and all(pure_code(a) for a in ins):
+                # `return <expr>;` of parameters only: the expression itself, each parameter read as its argument
+                by_param = dict(zip(inline[0], ins, strict=True))
+                return "(" + _PARAM.sub(lambda m: f"({by_param.get(m.group(0), m.group(0))})", inline[1]) + ")"
             return call
         if not statement:
             raise LoweringError(c.loc, f"function {c.function} with out parameters used inside an expression")
@@ -316,6 +328,11 @@ class StatementCodegen(CompilerState):
                 args.append(v.name)
                 if p.direction is ir.Direction.INOUT:
                     self.fn_outs.append(v)
+        stmts = f.body.stmts
+        if not self.fn_outs and len(stmts) == 1 and isinstance(stmts[0], ir.Return) and stmts[0].value is not None:
+            code = self.ex(stmts[0].value)
+            if pure_code(code):  # its callers may use the expression itself (`function_call`)
+                self.inline_fn[name] = (args, code)
         self.out(f"def {name}(F{', ' if args else ''}{', '.join(args)}):")
         self.out.indent()
         for v in self.fn_outs:

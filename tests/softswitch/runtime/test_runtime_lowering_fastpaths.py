@@ -1,7 +1,7 @@
 """The lowering's fast paths behave as the plain ones: register accesses at one index under one bounds check
 (values, order, out-of-range skips and logs, a read into its own index), a constant in-range register index,
 counters counted inline, `bit<W>` shifts by a variable amount, `hash()` with constant base and max, keyless
-tables' default action."""
+tables' default action, one-expression functions inlined."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ header q_h {
     bit<8> s; bit<8> amt; bit<8> shl; bit<8> shr; bit<16> wide_shl; bit<8> near_top; bit<32> hashed;
 }
 struct headers_t { q_h q; }
+bit<8> plus_one(in bit<8> x) { return x + 1; }
+bit<16> widened_shift(in bit<8> x, in bit<8> n) { return ((bit<16>)x) << n; }
 struct meta_t { }
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     state start { pkt.extract(hdr.q); transition accept; }
@@ -71,6 +73,10 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         else if (hdr.q.op == 2) { constant_index(); }
         else if (hdr.q.op == 4) { locals_from_registers(); }
         else if (hdr.q.op == 5) { hits.count((bit<32>)hdr.q.idx); hits.count(7); }
+        else if (hdr.q.op == 6) {
+            hdr.q.v0 = (bit<32>)plus_one(hdr.q.s);
+            hdr.q.v1 = (bit<32>)widened_shift(plus_one(hdr.q.s), hdr.q.amt);
+        }
         else { cfg.apply(); }
         hdr.q.shl = hdr.q.s << hdr.q.amt;
         hdr.q.shr = hdr.q.s >> hdr.q.amt;
@@ -181,6 +187,14 @@ def test_counters_count_inline_and_log_out_of_range(sw: SoftSwitch, caplog: pyte
     assert sw.counter_read("I.hits", 7) == (3, 3 * size)
     assert sum(sw.counter_read("I.hits", i)[0] for i in range(8)) == 5, "the index 8 counted nowhere"
     assert any("out-of-range index 8" in r.getMessage() for r in caplog.records)
+
+
+def test_one_expression_functions_are_their_expression(sw: SoftSwitch) -> None:
+    control = sw.dump_source().split("\ndef ingress(F):")[1]
+    assert "plus_one(" not in control and "widened_shift(" not in control, "inlined"
+    for s, amt in ((0, 0), (255, 1), (200, 9), (17, 15), (17, 16), (3, 255)):
+        got = run(sw, op=6, s=s, amt=amt)
+        assert (got["v0"], got["v1"]) == ((s + 1) & 0xFF, bits.shl((s + 1) & 0xFF, amt, 16))
 
 
 def test_keyless_table_runs_the_default_the_control_plane_sets(sw: SoftSwitch) -> None:
