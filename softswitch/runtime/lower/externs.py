@@ -4,7 +4,7 @@ digests, clone/resubmit/recirculate, and the extern objects each instance gets a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from softswitch.frontend import ir
 from softswitch.runtime import hashing
@@ -275,42 +275,60 @@ class ExternCallCodegen(CompilerState):
             return [(cond, pattern_code(f"F[{r.index}]", r.type), ir.bit_width(r.type))]
         raise LoweringError(None, "this field list element is not supported")
 
-    def pack_int(self, data: ir.Expr) -> tuple[str, str]:
-        """Emit code computing the field list as one integer; returns (value code, bit-count code).
-
-        Fields of invalid headers are left out, as BMv2's BufBuilder does; when no field depends on a
-        header's validity the width is a constant and no per-packet bookkeeping is generated.
-        """
-        items = self.flatten(data)
+    def _field_groups(self, data: ir.Expr) -> list[tuple[str | None, list[tuple[str, int]]]]:
+        """The field list's (value code, width) pairs in runs of one validity condition (None: always in)."""
         groups: list[tuple[str | None, list[tuple[str, int]]]] = []
-        for cond, code, w in items:
+        for cond, code, w in self.flatten(data):
             if groups and groups[-1][0] == cond:
                 groups[-1][1].append((code, w))
             else:
                 groups.append((cond, [(code, w)]))
+        return groups
 
-        def concat(members: list[tuple[str, int]]) -> str:
-            parts, shift = [], sum(w for _, w in members)
-            for code, w in members:
-                shift -= w
-                parts.append(f"({code} << {shift})" if shift else code)
-            return " | ".join(parts) if parts else "0"
+    def _by_validity(self, groups: list[tuple[str | None, list[tuple[str, int]]]],
+                     leaf: Callable[[list[tuple[str, int]]], None]) -> bool:
+        """Emit an if/else tree over the (at most 3, pure) validity conditions of `groups`, calling `leaf` with the
+        fields each combination includes: every leaf packs a constant width, with no per-field bookkeeping.
+        False (nothing emitted) when there are none or more conditions."""
+        conds: list[str] = []
+        for cond, _ in groups:
+            if cond is not None and cond not in conds:
+                conds.append(cond)
+        if not 1 <= len(conds) <= 3 or not all(pure_code(c) for c in conds):
+            return False
 
+        def tree(i: int, truth: dict[str, bool]) -> None:
+            if i == len(conds):
+                leaf([m for cond, members in groups if cond is None or truth[cond] for m in members])
+                return
+            for branch, value in ((f"if {conds[i]}:", True), ("else:", False)):
+                self.out(branch)
+                self.out.indent()
+                tree(i + 1, {**truth, conds[i]: value})
+                self.out.dedent()
+
+        tree(0, {})
+        return True
+
+    def pack_int(self, data: ir.Expr) -> tuple[str, str]:
+        """Emit code computing the field list as one integer; returns (value code, bit-count code).
+
+        Fields of invalid headers are left out, as BMv2's BufBuilder does; when no field depends on a
+        header's validity the width is a constant and no per-packet bookkeeping is generated; a few validity
+        conditions branch to constant widths (`_by_validity`).
+        """
+        groups = self._field_groups(data)
         if all(cond is None for cond, _ in groups):
-            self.out(f"_acc = {concat([(c, w) for _, c, w in items])}")
-            return "_acc", str(sum(w for _, _, w in items))
-        if len(groups) == 1:
-            cond, members = groups[0]
-            self.out(f"if {cond}:")
-            self.out(f"    _acc = {concat(members)}; _nb = {sum(w for _, w in members)}")
-            self.out("else:")
-            self.out("    _acc = 0; _nb = 0")
+            members = [m for _, ms in groups for m in ms]
+            self.out(f"_acc = {_concat(members)}")
+            return "_acc", str(sum(w for _, w in members))
+        if self._by_validity(groups, lambda ms: self.out(f"_acc = {_concat(ms)}; _nb = {sum(w for _, w in ms)}")):
             return "_acc", "_nb"
         self.out("_acc = 0")
         self.out("_nb = 0")
         for cond, members in groups:
             gw = sum(w for _, w in members)
-            line = f"_acc = (_acc << {gw}) | {concat(members)}; _nb += {gw}"
+            line = f"_acc = (_acc << {gw}) | {_concat(members)}; _nb += {gw}"
             if cond is None:
                 self.out(line)
             else:
@@ -320,12 +338,19 @@ class ExternCallCodegen(CompilerState):
 
     def pack(self, data: ir.Expr, out_var: str, with_payload: bool = False) -> None:
         """Emit code leaving in `out_var` the bytes BMv2 would hash for this field list."""
-        acc, nb = self.pack_int(data)
-        if nb.isdigit():
-            total = int(nb)
+
+        def to_bytes(members: list[tuple[str, int]]) -> None:
+            total = sum(w for _, w in members)
             pad = -total % 8
-            self.out(f"{out_var} = ({acc} << {pad}).to_bytes({(total + pad) // 8}, 'big')")
-        else:
+            value = _concat(members)
+            self.out(f"{out_var} = (({value}) << {pad}).to_bytes({(total + pad) // 8}, 'big')" if pad
+                     else f"{out_var} = ({value}).to_bytes({total // 8}, 'big')")
+
+        groups = self._field_groups(data)
+        if all(cond is None for cond, _ in groups):
+            to_bytes([m for _, ms in groups for m in ms])
+        elif not self._by_validity(groups, to_bytes):
+            acc, nb = self.pack_int(data)
             self.out(f"{out_var} = ({acc} << (-{nb} % 8)).to_bytes(({nb} + 7) >> 3, 'big')")
         if with_payload:
             self.out(f"{out_var} += F[{self.special['DATA']}][F[{self.special['POS']}]:]")
@@ -463,3 +488,18 @@ def register_index(c: ir.ExternMethodCall) -> ir.Expr:
     """The index argument of `register.read(dest, index)` / `register.write(index, value)`."""
     return c.args[1] if c.method == "read" else c.args[0]
 
+
+
+def _concat(members: list[tuple[str, int]]) -> str:
+    """Code of the fields' bit patterns concatenated, the first most significant ("0" for none); constant fields
+    (a salt) are placed at compile time, as one number."""
+    parts, shift, constant = [], sum(w for _, w in members), 0
+    for code, w in members:
+        shift -= w
+        if code.isdigit():
+            constant |= int(code) << shift
+        else:
+            parts.append(f"({code} << {shift})" if shift else code)
+    if constant:
+        parts.insert(0, str(constant))
+    return " | ".join(parts) if parts else "0"

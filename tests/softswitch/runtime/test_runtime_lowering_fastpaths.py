@@ -1,7 +1,7 @@
 """The lowering's fast paths behave as the plain ones: register accesses at one index under one bounds check
 (values, order, out-of-range skips and logs, a read into its own index), a constant in-range register index,
 counters counted inline, `bit<W>` shifts by a variable amount, `hash()` with constant base and max, keyless
-tables' default action, one-expression functions inlined."""
+tables' default action, one-expression functions inlined, hashed field lists packed per header validity."""
 
 from __future__ import annotations
 
@@ -23,12 +23,14 @@ header q_h {
     bit<8> op; bit<8> idx; bit<32> v0; bit<32> v1; bit<32> v2;
     bit<8> s; bit<8> amt; bit<8> shl; bit<8> shr; bit<16> wide_shl; bit<8> near_top; bit<32> hashed;
 }
-struct headers_t { q_h q; }
+header opt_h { bit<8> x; }
+struct headers_t { q_h q; opt_h opt; }
 bit<8> plus_one(in bit<8> x) { return x + 1; }
 bit<16> widened_shift(in bit<8> x, in bit<8> n) { return ((bit<16>)x) << n; }
 struct meta_t { }
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.q); transition accept; }
+    state start { pkt.extract(hdr.q); transition select(hdr.q.op) { 7: parse_opt; default: accept; } }
+    state parse_opt { pkt.extract(hdr.opt); transition accept; }
 }
 control V(inout headers_t hdr, inout meta_t meta) { apply { } }
 control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
@@ -73,6 +75,11 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         else if (hdr.q.op == 2) { constant_index(); }
         else if (hdr.q.op == 4) { locals_from_registers(); }
         else if (hdr.q.op == 5) { hits.count((bit<32>)hdr.q.idx); hits.count(7); }
+        else if (hdr.q.op == 7 || hdr.q.op == 8) {
+            /* fields of an invalid header are left out (opt is there for op 7 only) */
+            hash(hdr.q.v0, HashAlgorithm.crc32, 32w0, { 8w0xAB, hdr.opt.x, hdr.q.s }, 64w4294967296);
+            hash(hdr.q.v1, HashAlgorithm.crc32, 32w0, { 4w0xA, hdr.opt.x }, 64w4294967296);
+        }
         else if (hdr.q.op == 6) {
             hdr.q.v0 = (bit<32>)plus_one(hdr.q.s);
             hdr.q.v1 = (bit<32>)widened_shift(plus_one(hdr.q.s), hdr.q.amt);
@@ -88,7 +95,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
 }
 control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
 control C(inout headers_t hdr, inout meta_t meta) { apply { } }
-control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.q); } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.q); pkt.emit(hdr.opt); } }
 V1Switch(P(), V(), I(), E(), C(), D()) main;
 """
 FIELDS = [("op", 1), ("idx", 1), ("v0", 4), ("v1", 4), ("v2", 4), ("s", 1), ("amt", 1), ("shl", 1), ("shr", 1),
@@ -195,6 +202,19 @@ def test_one_expression_functions_are_their_expression(sw: SoftSwitch) -> None:
     for s, amt in ((0, 0), (255, 1), (200, 9), (17, 15), (17, 16), (3, 255)):
         got = run(sw, op=6, s=s, amt=amt)
         assert (got["v0"], got["v1"]) == ((s + 1) & 0xFF, bits.shl((s + 1) & 0xFF, amt, 16))
+
+
+@pytest.mark.parametrize("with_opt", [True, False])
+def test_hashed_field_lists_leave_out_invalid_headers(sw: SoftSwitch, with_opt: bool) -> None:
+    data = packet(op=7 if with_opt else 8, s=0x5C) + (b"\x3D" if with_opt else b"")
+    [(port, out)] = sw.process(0, data)
+    assert port == 1
+    got = fields(out)
+    if with_opt:
+        assert out[-1:] == b"\x3D"
+        assert (got["v0"], got["v1"]) == (zlib.crc32(bytes([0xAB, 0x3D, 0x5C])), zlib.crc32(bytes([0xA3, 0xD0])))
+    else:
+        assert (got["v0"], got["v1"]) == (zlib.crc32(bytes([0xAB, 0x5C])), zlib.crc32(bytes([0xA0])))
 
 
 def test_keyless_table_runs_the_default_the_control_plane_sets(sw: SoftSwitch) -> None:
