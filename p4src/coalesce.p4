@@ -236,16 +236,13 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         coalesce_span.read(span, coal.index);
         coalesce_answered.read(answered, coal.index);
         coalesce_gen.read(gen, coal.index);
-        coalesce_last_gen.read(last_gen, 0);
-        coalesce_parked_hash();
-        coalesce_parked.read(parked_gen, coal.parked_cell);
-        coalesce_parked_who.read(parked_who, coal.parked_cell);
-        bit<48> who = hdr.udp.src_port ++ hdr.kvp.req_id;
         coalesce_server.read(server, coal.index);
         coalesce_origin_ip.read(origin_ip, coal.index);
         coalesce_origin_udp_port.read(origin_udp_port, coal.index);
         coalesce_origin_req_id.read(origin_req_id, coal.index);
         coalesce_waiter_count.read(waiters, coal.index);
+        coalesce_last_gen.read(last_gen, 0);
+        bit<48> who = hdr.udp.src_port ++ hdr.kvp.req_id;
         bit<48> now = std_meta.ingress_global_timestamp;
         bool current = epoch == coal.epoch;
         bool live = current && now - since < coal.timeout;
@@ -262,11 +259,6 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
         bool is_origin = origin_ip == hdr.ipv4.src_addr
                          && origin_udp_port == hdr.udp.src_port
                          && origin_req_id == hdr.kvp.req_id;
-        /* a waiter's own retransmission (same IPv4, UDP port, req_id as a     */
-        /* request parked in this entry): it waited a whole retry timeout, so  */
-        /* the reply it waits for is not coming through this entry (lost, or  */
-        /* one that cannot replicate); parking it again would strand it.      */
-        coal.parked = parked_gen == gen && gen != 0 && parked_who == who;
         bit<32> base = coal.index << COALESCE_WAITER_WIDTH;
         if (!live) {
             if (current) {
@@ -297,27 +289,39 @@ control Coalesce(inout headers_t hdr, inout standard_metadata_t std_meta,
             count_coalesce(coalesce_event_t.COLLISION);
         } else if (is_origin) {
             /* the forwarded GET's own retransmission: forward it again */
-        } else if (coal.parked) {
-            /* a waiter's own retransmission: forward it (see above) */
-            count_coalesce(coalesce_event_t.RETRY);
-        } else if (answered == 1) {
-            /* a span whose replies began: a new waiter would miss some */
-            count_coalesce(coalesce_event_t.LATE);
-        } else if ((bit<32>)waiters >= COALESCE_WAITERS) {
-            count_coalesce(coalesce_event_t.OVERFLOW);
         } else {
-            bit<32> cell = base + (bit<32>)waiters;
-            coalesce_waiter_ip.write(cell, hdr.ipv4.src_addr);
-            coalesce_waiter_udp_port.write(cell, hdr.udp.src_port);
-            coalesce_waiter_req_id.write(cell, hdr.kvp.req_id);
-            coalesce_waiter_mac.write(cell, coal.sender_mac);
-            coalesce_waiter_port.write(cell, (bit<16>)std_meta.ingress_port);
-            coalesce_waiter_gen.write(cell, gen);
-            coalesce_parked.write(coal.parked_cell, gen);
-            coalesce_parked_who.write(coal.parked_cell, who);
-            coalesce_waiter_count.write(coal.index, waiters + 1);
-            count_coalesce(coalesce_event_t.COALESCED);
-            mark_to_drop(std_meta);
+            /* Another reader's GET of the pending key: only now is its parked */
+            /* cell looked at (an entry's opening, most GETs, needs none).     */
+            /* A waiter's own retransmission (same IPv4, UDP port, req_id as a */
+            /* request parked in this entry) waited a whole retry timeout, so  */
+            /* the reply it waits for is not coming through this entry (lost,  */
+            /* or one that cannot replicate); parking it again would strand it. */
+            coalesce_parked_hash();
+            coalesce_parked.read(parked_gen, coal.parked_cell);
+            coalesce_parked_who.read(parked_who, coal.parked_cell);
+            coal.parked = parked_gen == gen && gen != 0 && parked_who == who;
+            if (coal.parked) {
+                /* a waiter's own retransmission: forward it (see above) */
+                count_coalesce(coalesce_event_t.RETRY);
+            } else if (answered == 1) {
+                /* a span whose replies began: a new waiter would miss some */
+                count_coalesce(coalesce_event_t.LATE);
+            } else if ((bit<32>)waiters >= COALESCE_WAITERS) {
+                count_coalesce(coalesce_event_t.OVERFLOW);
+            } else {
+                bit<32> cell = base + (bit<32>)waiters;
+                coalesce_waiter_ip.write(cell, hdr.ipv4.src_addr);
+                coalesce_waiter_udp_port.write(cell, hdr.udp.src_port);
+                coalesce_waiter_req_id.write(cell, hdr.kvp.req_id);
+                coalesce_waiter_mac.write(cell, coal.sender_mac);
+                coalesce_waiter_port.write(cell, (bit<16>)std_meta.ingress_port);
+                coalesce_waiter_gen.write(cell, gen);
+                coalesce_parked.write(coal.parked_cell, gen);
+                coalesce_parked_who.write(coal.parked_cell, who);
+                coalesce_waiter_count.write(coal.index, waiters + 1);
+                count_coalesce(coalesce_event_t.COALESCED);
+                mark_to_drop(std_meta);
+            }
         }
     }
 

@@ -253,14 +253,8 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bit<32> last_gen;
         stream_last_gen.read(last_gen, 0);
         bit<32> member;
-        hash(member, HashAlgorithm.crc32, 32w0,
-             { STREAM_MEMBER_SALT, hdr.ipv4.src_addr, hdr.udp.src_port,
-               hdr.kvp.tenant, hdr.kvp.prefix_hash },
-             STREAM_MEMBER_CELLS);
         bit<32> member_gen;
         bit<48> member_who;
-        stream_member_gen.read(member_gen, member);
-        stream_member_who.read(member_who, member);
 
         bit<48> now = std_meta.egress_global_timestamp;
         bool opened = epoch == st.epoch;
@@ -273,6 +267,16 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         bool is_origin = origin_ip == hdr.ipv4.src_addr
                          && origin_udp_port == hdr.udp.src_port;
         bit<48> who = hdr.ipv4.src_addr ++ hdr.udp.src_port;
+        if (!live || (same && !is_origin)) {
+            /* the reader's member cell: only a stream's opening and another */
+            /* reader's GET use it (the origin's GETs, most of them, do not) */
+            hash(member, HashAlgorithm.crc32, 32w0,
+                 { STREAM_MEMBER_SALT, hdr.ipv4.src_addr, hdr.udp.src_port,
+                   hdr.kvp.tenant, hdr.kvp.prefix_hash },
+                 STREAM_MEMBER_CELLS);
+            stream_member_gen.read(member_gen, member);
+            stream_member_who.read(member_who, member);
+        }
         if (!live) {
             if (opened) {
                 count_stream(stream_event_t.EXPIRED);
@@ -419,24 +423,29 @@ control Stream(inout headers_t hdr, inout standard_metadata_t std_meta,
         stream_pass.read(pass, st.index);
         stream_recent.read(recent, st.index);
         stream_gen.read(st.gen, st.index);
-        bit<32> member;
-        hash(member, HashAlgorithm.crc32, 32w0,
-             { STREAM_MEMBER_SALT, hdr.ipv4.dst_addr, hdr.udp.dst_port,
-               hdr.kvp.tenant, hdr.kvp.prefix_hash },
-             STREAM_MEMBER_CELLS);
-        bit<32> member_gen;
-        bit<48> member_who;
-        stream_member_gen.read(member_gen, member);
-        stream_member_who.read(member_who, member);
         bit<48> now = std_meta.egress_global_timestamp;
         bit<48> addressee = hdr.ipv4.dst_addr ++ hdr.udp.dst_port;
         bool to_origin = origin_ip == hdr.ipv4.dst_addr
                          && origin_udp_port == hdr.udp.dst_port;
-        bool to_member = to_origin
-                         || (member_gen == st.gen && member_who == addressee);
-        bool answers = epoch == st.epoch
-                       && tenant == hdr.kvp.tenant
-                       && prefix_hash == hdr.kvp.prefix_hash
+        bool of_stream = epoch == st.epoch
+                         && tenant == hdr.kvp.tenant
+                         && prefix_hash == hdr.kvp.prefix_hash;
+        bool to_member = to_origin;
+        if (of_stream && !to_origin) {
+            /* a subscriber's own reply? its member cell says (looked at only */
+            /* here: a reply to the origin, or of no stream, needs none)      */
+            bit<32> member;
+            hash(member, HashAlgorithm.crc32, 32w0,
+                 { STREAM_MEMBER_SALT, hdr.ipv4.dst_addr, hdr.udp.dst_port,
+                   hdr.kvp.tenant, hdr.kvp.prefix_hash },
+                 STREAM_MEMBER_CELLS);
+            bit<32> member_gen;
+            bit<48> member_who;
+            stream_member_gen.read(member_gen, member);
+            stream_member_who.read(member_who, member);
+            to_member = member_gen == st.gen && member_who == addressee;
+        }
+        bool answers = of_stream
                        && server == st.reply_node
                        && server_port == (bit<16>)std_meta.ingress_port
                        && to_member

@@ -116,8 +116,8 @@ def xor16(data: bytes) -> int:
 ALGORITHMS: dict[str, HashFn] = {
     "crc16": crc16,
     "crc16_custom": crc16,
-    "crc32": crc32,
-    "crc32_custom": crc32,
+    "crc32": binascii.crc32,  # `crc32` itself, without a Python call around the C one (already unsigned)
+    "crc32_custom": binascii.crc32,
     "csum16": csum16,
     "identity": identity,
     "xor16": xor16,

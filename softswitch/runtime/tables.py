@@ -117,12 +117,15 @@ class Table:
         else:
             self._mode = "scan"
         self._by_key: dict[tuple, Outcome] = {}
-        self._exact: dict[tuple, Outcome] = {}
+        self.exact_entries: dict[tuple, Outcome] = {}
+        """An exact-only table's entries by key tuple (its generated code looks up here directly)."""
         self._levels: dict[int, dict] = {}
         self._level_order: list[tuple[int, dict]] = []
         self._scan: list[Outcome] = []
         self._seq = 0
-        self._default = self._make_default(*default_action)
+        self.default_outcome = self._make_default(*default_action)
+        """What a miss runs (a keyless table runs nothing else: its generated code reads this directly, no
+        lookup call; `set_default` replaces it)."""
         self.lookup = self._choose_lookup()
 
     # ---- lookup (per packet) ---------------------------------------------------------------------------
@@ -137,10 +140,10 @@ class Table:
         return self._lookup_scan
 
     def _lookup_keyless(self, key: tuple) -> Outcome:
-        return self._default
+        return self.default_outcome
 
     def _lookup_exact(self, key: tuple) -> Outcome:
-        return self._exact.get(key, self._default)
+        return self.exact_entries.get(key, self.default_outcome)
 
     def _lookup_lpm_single(self, key: tuple) -> Outcome:
         value = key[0]
@@ -148,7 +151,7 @@ class Table:
             out = level.get(value & mask)
             if out is not None:
                 return out
-        return self._default
+        return self.default_outcome
 
     def _lookup_lpm(self, key: tuple) -> Outcome:
         pos = self._lpm_pos
@@ -158,7 +161,7 @@ class Table:
             out = level.get((rest, value & mask))
             if out is not None:
                 return out
-        return self._default
+        return self.default_outcome
 
     def _lookup_scan(self, key: tuple) -> Outcome:
         for out in self._scan:
@@ -167,7 +170,7 @@ class Table:
                     break
             else:
                 return out
-        return self._default
+        return self.default_outcome
 
     # ---- default action -------------------------------------------------------------------------------
 
@@ -207,10 +210,10 @@ class Table:
     def set_default(self, action: str, params: Mapping[str, int] | None = None) -> None:
         if self.const_default:
             raise TargetError("PERMISSION_DENIED", f"table {self.name}: default action is const")
-        self._default = self._make_default(action, params or {})
+        self.default_outcome = self._make_default(action, params or {})
 
     def get_default(self) -> tuple[str, Mapping[str, int]]:
-        return self._default.action, dict(self._default.default_params)
+        return self.default_outcome.action, dict(self.default_outcome.default_params)
 
     # ---- entries ---------------------------------------------------------------------------------------
 
@@ -370,7 +373,7 @@ class Table:
 
     def _place(self, out: Outcome) -> None:
         if self._mode == "exact":
-            self._exact[out.key] = out
+            self.exact_entries[out.key] = out
         elif self._mode == "lpm":
             plen, k = self._lpm_parts(out)
             level = self._levels.get(plen)
@@ -387,7 +390,7 @@ class Table:
 
     def _unplace(self, out: Outcome) -> None:
         if self._mode == "exact":
-            del self._exact[out.key]
+            del self.exact_entries[out.key]
         elif self._mode == "lpm":
             plen, k = self._lpm_parts(out)
             level = self._levels[plen]

@@ -12,6 +12,17 @@ What the generated functions assume (the contract with `switch.py`):
 - the parser raises `ParserError(code)` on a parser error; the switch records it in `parser_error`.
 - controls catch `exit` themselves; `AssertionFailed` escapes to the switch, which drops the packet.
 
+Shortcuts the generated code takes (each with the plain form's behaviour, `tests/softswitch/runtime/
+test_runtime_lowering_fastpaths.py`): consecutive register reads/writes of one size at one pure index (slots,
+locals, constants, operators) share one bounds check, and the locals they read first are zeroed only where the
+check fails; a constant index in range is not checked; a counter counts inline; a keyless table reads its default
+outcome and an exact-only one probes its dict, without a lookup call; a `bit<W>` shift by a variable amount is
+inline; `hash()` with constant base and max whose sum fits the result skips the folding it cannot need; a hashed
+field list is packed per combination of its (up to 3) headers' validity, constants placed at compile time; crc32
+is `binascii.crc32` itself; a P4 function that only returns an expression of its parameters is that expression
+at a call inside an expression (its arguments pure). They cut the CPU of the kvswitch program's coalescing and
+stream paths (`bench.kvswitch_paths`).
+
 One module per concern: `common` (errors, references, the shared state), `expressions`, `statements`,
 `externs` (extern calls and objects), `parser`, `table_objects` (tables are objects, not code) and `compiler`
 (the whole program).

@@ -6,7 +6,8 @@ each code generator reads and writes while one program is compiled).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -137,6 +138,29 @@ class Emitter:
             self("pass")
 
 
+_TOKEN = re.compile(r"F\[\d+\]|[A-Za-z_]\w*|\d+|\S")
+_PURE_NAME = re.compile(r"(v|p)_\w+|and|or|not|if|else|True|False")
+
+
+def index_names(code: str) -> set[str]:
+    """The slots (`F[n]`) and locals code of `pure_code` reads."""
+    return {t for t in _TOKEN.findall(code) if t.startswith("F[") or _PURE_NAME.fullmatch(t)}
+
+
+def pure_code(code: str) -> bool:
+    """Whether generated expression code only reads constant slots and locals (no call, no computed slot):
+    evaluating it twice, or once for several statements that do not store into what it reads, gives one value."""
+    for t in _TOKEN.findall(code):
+        if t.startswith("F["):
+            continue
+        if t[0].isalpha() or t[0] == "_":
+            if not _PURE_NAME.fullmatch(t):
+                return False
+        elif t == "[" or t == "]" or t == "." or t == "," or t == ":":
+            return False
+    return True
+
+
 # ---- helpers the generated code calls (bound in its namespace) ---------------------------------------
 
 
@@ -234,6 +258,9 @@ class CompilerState:
         self.action_fn: dict[str, str] = {}
         self.table_fn: dict[str, str] = {}
         self.function_fn: dict[str, str] = {}
+        self.inline_fn: dict[str, tuple[list[str], str]] = {}
+        """Generated function → (its parameters, the expression it returns): a P4 function of one `return` of
+        pure code, which a call inside an expression becomes."""
         self.instances: dict[str, str] = {}
         self.registers: dict[str, RegisterArray] = {}
         self.counters: dict[str, CounterArray] = {}
@@ -268,6 +295,9 @@ class CompilerState:
         def action_function_name(self, qualified: str, loc: ir.SourceLoc | None) -> str: ...
         def instance_name(self, name: str, loc: ir.SourceLoc | None) -> str: ...
         def extern_method(self, c: ir.ExternMethodCall, loc: ir.SourceLoc) -> None: ...
+        def register_run(self, stmts: Sequence[ir.Stmt], start: int) -> list[ir.ExternMethodCall]: ...
+        def register_accesses(self, calls: list[ir.ExternMethodCall], zero_on_skip: dict[str, str] | None = None) -> None: ...
+        def register_run_defines(self, run: list[ir.ExternMethodCall], names: set[str]) -> set[str]: ...
         def extern_function(self, c: ir.ExternFunctionCall, loc: ir.SourceLoc) -> None: ...
         def emit(self, r: Ref, loc: ir.SourceLoc) -> None: ...
         def _invalidate_union_siblings(self, header_expr: ir.Expr, r: HeaderSlots) -> None: ...

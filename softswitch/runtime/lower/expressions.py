@@ -16,6 +16,7 @@ from softswitch.runtime.lower.common import (
     PyVar,
     Ref,
     pattern_code,
+    pure_code,
     signed,
     wrap_code,
 )
@@ -176,6 +177,14 @@ class ExpressionCodegen(CompilerState):
                     return f"(-1 if {a} < 0 else 0)" if s else "0"
                 return f"({a} >> {n})"
             b = self.ex(e.right)
+            rt = e.right.type
+            if not s and isinstance(rt, ir.BitType) and not rt.signed:
+                # inline for bit<W> (a < 2**W): `a >> b` is 0 from b >= W on by itself; `<<` masks, and is 0
+                # from b >= W on without building a huge int (b is read twice: only for pure code)
+                if op == ">>":
+                    return f"({a} >> {b})"
+                if pure_code(b):
+                    return f"(({a} << {b}) & {(1 << w) - 1} if {b} < {w} else 0)"
             return f"_shl({a}, {b}, {w}, {s})" if op == "<<" else f"_shr({a}, {b}, {w}, {s})"
         b = self.ex(e.right)
         if op in ("+", "-", "*"):

@@ -4,6 +4,8 @@ digests, clone/resubmit/recirculate, and the extern objects each instance gets a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from softswitch.frontend import ir
 from softswitch.runtime import hashing
 from softswitch.runtime.externs import CounterArray, MeterArray, RegisterArray
@@ -14,7 +16,9 @@ from softswitch.runtime.lower.common import (
     LoweringError,
     Ref,
     ValueSet,
+    index_names,
     pattern_code,
+    pure_code,
     signed,
     wrap_code,
 )
@@ -52,28 +56,26 @@ class ExternCallCodegen(CompilerState):
             raise LoweringError(loc, f"{ext}.{m} on a non-instance")
         obj = self.instance_name(target.name, loc)
         if ext == "register":
-            reg = self.registers[target.name]
-            if m == "read":
-                idx = self.fresh("_i")
-                self.out(f"{idx} = {self.ex(c.args[1])}")
-                self.out(f"if {idx} < {reg.size}:")
-                self.out.indent()
-                self.store(c.args[0], f"{obj}[{idx}]")
-                self.out.dedent()
-                self.out("else:")
-                self.out(f"    _oob({target.name!r}, {idx})")
-            elif m == "write":
-                idx = self.fresh("_i")
-                self.out(f"{idx} = {self.ex(c.args[0])}")
-                self.out(f"if {idx} < {reg.size}:")
-                self.out(f"    {obj}[{idx}] = {self.ex(c.args[1])}")
-                self.out("else:")
-                self.out(f"    _oob({target.name!r}, {idx})")
-            else:
+            if m not in ("read", "write"):
                 raise LoweringError(loc, f"register.{m} is not supported")
+            self.register_accesses([c])
             return
         if ext == "counter" and m == "count":
-            self.out(f"{obj}.count({self.ex(c.args[0])}, F[{self.std['packet_length']}])")
+            # inline in range (no method call); out of range, the method logs it as before
+            size = self.counters[target.name].size
+            plen = f"F[{self.std['packet_length']}]"
+            index = self.ex(c.args[0])
+            if index.isdigit() and int(index) < size:
+                self.out(f"{obj}_packets[{index}] += 1")
+                self.out(f"{obj}_bytes[{index}] += {plen}")
+                return
+            idx = self.fresh("_c")
+            self.out(f"{idx} = {index}")
+            self.out(f"if 0 <= {idx} < {size}:")
+            self.out(f"    {obj}_packets[{idx}] += 1")
+            self.out(f"    {obj}_bytes[{idx}] += {plen}")
+            self.out("else:")
+            self.out(f"    {obj}.count({idx}, {plen})")
             return
         if ext == "direct_counter" and m == "count":
             return  # counted on every hit of the table's entry (BMv2 does the same)
@@ -84,6 +86,93 @@ class ExternCallCodegen(CompilerState):
             self.store(c.args[0], "0")
             return
         raise LoweringError(loc, f"{ext}.{m} is not supported")
+
+    def register_accesses(self, calls: list[ir.ExternMethodCall], zero_on_skip: dict[str, str] | None = None) -> None:
+        """Reads and writes of registers of one size at one index (`register_run` found them consecutive, the
+        index unchanged by them): the index is computed and bounds-checked once for all. Out of range, each
+        access is skipped and logged as alone (`_oob`), and the locals of `zero_on_skip` (name: zero code),
+        declared just before and first set by these reads, get the value their declaration would have given;
+        a constant index in range needs no check at all."""
+        first = calls[0]
+        size = self.registers[self._register_name(first)].size
+        index = self.ex(register_index(first))
+        if index.isdigit() and int(index) < size:
+            for c in calls:
+                self._register_access(c, index)
+            return
+        idx = self.fresh("_i")
+        self.out(f"{idx} = {index}")
+        self.out(f"if {idx} < {size}:")
+        self.out.indent()
+        for c in calls:
+            self._register_access(c, idx)
+        self.out.dedent()
+        self.out("else:")
+        for name, zero in (zero_on_skip or {}).items():
+            self.out(f"    {name} = {zero}")
+        for c in calls:
+            self.out(f"    _oob({self._register_name(c)!r}, {idx})")
+
+    def _register_name(self, c: ir.ExternMethodCall) -> str:
+        assert isinstance(c.target, ir.ExternInstanceRef)
+        return c.target.name
+
+    def _register_access(self, c: ir.ExternMethodCall, idx: str) -> None:
+        obj = self.instance_name(self._register_name(c), c.loc)
+        if c.method == "read":
+            self.store(c.args[0], f"{obj}[{idx}]")
+        else:
+            self.out(f"{obj}[{idx}] = {self.ex(c.args[1])}")
+
+    def register_run_defines(self, run: list[ir.ExternMethodCall], names: set[str]) -> set[str]:
+        """Which of the locals `names` the run's reads store into without the run reading them first (not in
+        its index nor in a written value): their declaration's zero is needed only where the run is skipped."""
+        if not run:
+            return set()
+        used = index_names(self.ex(register_index(run[0])))
+        for c in run:
+            if c.method == "write":
+                used |= index_names(self.ex(c.args[1]))
+        defined = set()
+        for c in run:
+            if c.method == "read":
+                dest = self.scalar_code(self.ref(c.args[0]), c.loc)
+                if dest in names and dest not in used:
+                    defined.add(dest)
+            else:
+                used |= index_names(self.ex(c.args[1]))
+        return defined
+
+    def register_run(self, stmts: Sequence[ir.Stmt], start: int) -> list[ir.ExternMethodCall]:
+        """The register accesses `register_accesses` may do under one bounds check, from `stmts[start]` on:
+        consecutive reads/writes of registers of one size whose index code is the same pure expression (slots,
+        locals, constants, operators: no call) that none of the run's reads stores into, and whose written values
+        are pure too. Fewer than two: no run (the statement is lowered alone)."""
+        run: list[ir.ExternMethodCall] = []
+        index = ""
+        size = -1
+        for s in stmts[start:]:
+            c = s.call if isinstance(s, ir.CallStmt) else None
+            if not (isinstance(c, ir.ExternMethodCall) and c.extern == "register" and c.method in ("read", "write")
+                    and isinstance(c.target, ir.ExternInstanceRef) and c.target.name in self.registers):
+                break
+            code = self.ex(register_index(c))
+            if not run:
+                if not pure_code(code):
+                    break
+                index, size = code, self.registers[c.target.name].size
+            elif code != index or self.registers[c.target.name].size != size:
+                break
+            if c.method == "read":
+                if isinstance(c.args[0], ir.Slice):
+                    break
+                dest = self.scalar_code(self.ref(c.args[0]), c.loc)
+                if not pure_code(dest) or dest in index_names(index):
+                    break
+            elif not pure_code(self.ex(c.args[1])):
+                break
+            run.append(c)
+        return run if len(run) > 1 else []
 
     def extract(self, arg: ir.Expr, loc: ir.SourceLoc) -> None:
         r = self.ref(arg)
@@ -186,42 +275,60 @@ class ExternCallCodegen(CompilerState):
             return [(cond, pattern_code(f"F[{r.index}]", r.type), ir.bit_width(r.type))]
         raise LoweringError(None, "this field list element is not supported")
 
-    def pack_int(self, data: ir.Expr) -> tuple[str, str]:
-        """Emit code computing the field list as one integer; returns (value code, bit-count code).
-
-        Fields of invalid headers are left out, as BMv2's BufBuilder does; when no field depends on a
-        header's validity the width is a constant and no per-packet bookkeeping is generated.
-        """
-        items = self.flatten(data)
+    def _field_groups(self, data: ir.Expr) -> list[tuple[str | None, list[tuple[str, int]]]]:
+        """The field list's (value code, width) pairs in runs of one validity condition (None: always in)."""
         groups: list[tuple[str | None, list[tuple[str, int]]]] = []
-        for cond, code, w in items:
+        for cond, code, w in self.flatten(data):
             if groups and groups[-1][0] == cond:
                 groups[-1][1].append((code, w))
             else:
                 groups.append((cond, [(code, w)]))
+        return groups
 
-        def concat(members: list[tuple[str, int]]) -> str:
-            parts, shift = [], sum(w for _, w in members)
-            for code, w in members:
-                shift -= w
-                parts.append(f"({code} << {shift})" if shift else code)
-            return " | ".join(parts) if parts else "0"
+    def _by_validity(self, groups: list[tuple[str | None, list[tuple[str, int]]]],
+                     leaf: Callable[[list[tuple[str, int]]], None]) -> bool:
+        """Emit an if/else tree over the (at most 3, pure) validity conditions of `groups`, calling `leaf` with the
+        fields each combination includes: every leaf packs a constant width, with no per-field bookkeeping.
+        False (nothing emitted) when there are none or more conditions."""
+        conds: list[str] = []
+        for cond, _ in groups:
+            if cond is not None and cond not in conds:
+                conds.append(cond)
+        if not 1 <= len(conds) <= 3 or not all(pure_code(c) for c in conds):
+            return False
 
+        def tree(i: int, truth: dict[str, bool]) -> None:
+            if i == len(conds):
+                leaf([m for cond, members in groups if cond is None or truth[cond] for m in members])
+                return
+            for branch, value in ((f"if {conds[i]}:", True), ("else:", False)):
+                self.out(branch)
+                self.out.indent()
+                tree(i + 1, {**truth, conds[i]: value})
+                self.out.dedent()
+
+        tree(0, {})
+        return True
+
+    def pack_int(self, data: ir.Expr) -> tuple[str, str]:
+        """Emit code computing the field list as one integer; returns (value code, bit-count code).
+
+        Fields of invalid headers are left out, as BMv2's BufBuilder does; when no field depends on a
+        header's validity the width is a constant and no per-packet bookkeeping is generated; a few validity
+        conditions branch to constant widths (`_by_validity`).
+        """
+        groups = self._field_groups(data)
         if all(cond is None for cond, _ in groups):
-            self.out(f"_acc = {concat([(c, w) for _, c, w in items])}")
-            return "_acc", str(sum(w for _, _, w in items))
-        if len(groups) == 1:
-            cond, members = groups[0]
-            self.out(f"if {cond}:")
-            self.out(f"    _acc = {concat(members)}; _nb = {sum(w for _, w in members)}")
-            self.out("else:")
-            self.out("    _acc = 0; _nb = 0")
+            members = [m for _, ms in groups for m in ms]
+            self.out(f"_acc = {_concat(members)}")
+            return "_acc", str(sum(w for _, w in members))
+        if self._by_validity(groups, lambda ms: self.out(f"_acc = {_concat(ms)}; _nb = {sum(w for _, w in ms)}")):
             return "_acc", "_nb"
         self.out("_acc = 0")
         self.out("_nb = 0")
         for cond, members in groups:
             gw = sum(w for _, w in members)
-            line = f"_acc = (_acc << {gw}) | {concat(members)}; _nb += {gw}"
+            line = f"_acc = (_acc << {gw}) | {_concat(members)}; _nb += {gw}"
             if cond is None:
                 self.out(line)
             else:
@@ -231,12 +338,19 @@ class ExternCallCodegen(CompilerState):
 
     def pack(self, data: ir.Expr, out_var: str, with_payload: bool = False) -> None:
         """Emit code leaving in `out_var` the bytes BMv2 would hash for this field list."""
-        acc, nb = self.pack_int(data)
-        if nb.isdigit():
-            total = int(nb)
+
+        def to_bytes(members: list[tuple[str, int]]) -> None:
+            total = sum(w for _, w in members)
             pad = -total % 8
-            self.out(f"{out_var} = ({acc} << {pad}).to_bytes({(total + pad) // 8}, 'big')")
-        else:
+            value = _concat(members)
+            self.out(f"{out_var} = (({value}) << {pad}).to_bytes({(total + pad) // 8}, 'big')" if pad
+                     else f"{out_var} = ({value}).to_bytes({total // 8}, 'big')")
+
+        groups = self._field_groups(data)
+        if all(cond is None for cond, _ in groups):
+            to_bytes([m for _, ms in groups for m in ms])
+        elif not self._by_validity(groups, to_bytes):
+            acc, nb = self.pack_int(data)
             self.out(f"{out_var} = ({acc} << (-{nb} % 8)).to_bytes(({nb} + 7) >> 3, 'big')")
         if with_payload:
             self.out(f"{out_var} += F[{self.special['DATA']}][F[{self.special['POS']}]:]")
@@ -292,7 +406,14 @@ class ExternCallCodegen(CompilerState):
             self.algo(algo, loc)
             value = self.digest_of(algo, data, loc)
             w = ir.bit_width(result.type)
-            self.store(result, f"({self.ex(base)} + {value} % ({self.ex(max_)} or 1)) & {(1 << w) - 1}")
+            base_code, max_code = self.ex(base), self.ex(max_)
+            if not signed(result.type) and base_code.isdigit() and max_code.isdigit() and int(max_code) > 0 \
+                    and int(base_code) + int(max_code) - 1 < 1 << w:
+                # constants whose sum fits the result: the BMv2 formula without the folding it cannot need
+                offset = f"{base_code} + " if int(base_code) else ""
+                self.store(result, f"{offset}{value} % {max_code}")
+            else:
+                self.store(result, f"({base_code} + {value} % ({max_code} or 1)) & {(1 << w) - 1}")
         elif n == "random":
             w = ir.bit_width(a[0].type)
             self.store(a[0], f"_rand({self.ex(a[1])}, {self.ex(a[2])}) & {(1 << w) - 1}")
@@ -347,7 +468,9 @@ class ExternCallCodegen(CompilerState):
                 self.ns[n] = reg.cells
             elif t.name == "counter":
                 kind = next((a.member for a in inst.args if isinstance(a, ir.EnumMember)), "packets_and_bytes")
-                self.ns[n] = self.counters[inst.qualified_name] = CounterArray(inst.qualified_name, inst.size or 0, kind)
+                counter = CounterArray(inst.qualified_name, inst.size or 0, kind)
+                self.ns[n] = self.counters[inst.qualified_name] = counter
+                self.ns[f"{n}_packets"], self.ns[f"{n}_bytes"] = counter.packets, counter.bytes  # never replaced
             elif t.name == "meter":
                 kind = next((a.member for a in inst.args if isinstance(a, ir.EnumMember)), "packets")
                 self.ns[n] = self.meters[inst.qualified_name] = MeterArray(inst.qualified_name, inst.size or 0, kind)
@@ -359,3 +482,24 @@ class ExternCallCodegen(CompilerState):
                 self.ns[n] = None
             else:
                 raise LoweringError(inst.loc, f"extern {t.name} is not supported")
+
+
+def register_index(c: ir.ExternMethodCall) -> ir.Expr:
+    """The index argument of `register.read(dest, index)` / `register.write(index, value)`."""
+    return c.args[1] if c.method == "read" else c.args[0]
+
+
+
+def _concat(members: list[tuple[str, int]]) -> str:
+    """Code of the fields' bit patterns concatenated, the first most significant ("0" for none); constant fields
+    (a salt) are placed at compile time, as one number."""
+    parts, shift, constant = [], sum(w for _, w in members), 0
+    for code, w in members:
+        shift -= w
+        if code.isdigit():
+            constant |= int(code) << shift
+        else:
+            parts.append(f"({code} << {shift})" if shift else code)
+    if constant:
+        parts.insert(0, str(constant))
+    return " | ".join(parts) if parts else "0"

@@ -4,6 +4,8 @@ actions, P4 functions, table applications and controls.
 
 from __future__ import annotations
 
+import re
+
 from softswitch.frontend import ir
 from softswitch.runtime.layout import HeaderSlots, Layout, Slot, StackSlots, StructSlots
 from softswitch.runtime.lower.common import (
@@ -13,9 +15,13 @@ from softswitch.runtime.lower.common import (
     PyVar,
     Ref,
     pattern_code,
+    pure_code,
     signed,
     wrap_code,
 )
+
+_PARAM = re.compile(r"\bp_\w+")
+"""A parameter of a generated function (`p_<name>`), as it appears in the function's code."""
 
 
 class StatementCodegen(CompilerState):
@@ -103,8 +109,38 @@ class StatementCodegen(CompilerState):
             self.out(f"F[{base}:{base + size}] = {name}")
 
     def block(self, b: ir.Block) -> None:
-        for s in b.stmts:
-            self.stmt(s)
+        stmts = b.stmts
+        i = 0
+        while i < len(stmts):
+            j = i
+            while j < len(stmts) and self._uninitialised_local(stmts[j]):
+                j += 1
+            zeros: dict[str, str] = {}
+            for d in stmts[i:j]:
+                assert isinstance(d, ir.VarDecl)
+                v = PyVar(self.fresh("v_"), d.type)
+                assert self.fscope is not None
+                self.fscope[d.name] = v
+                zeros[v.name] = "False" if isinstance(d.type, ir.BoolType) else "0"
+            run = self.register_run(stmts, j)
+            # locals the run's reads give their first value: zeroed only where the run is skipped
+            deferred = self.register_run_defines(run, set(zeros))
+            for name, zero in zeros.items():
+                if name not in deferred:
+                    self.out(f"{name} = {zero}")
+            if run:
+                self.register_accesses(run, {name: zero for name, zero in zeros.items() if name in deferred})
+                i = j + len(run)
+            elif j > i:
+                i = j
+            else:
+                self.stmt(stmts[i])
+                i += 1
+
+    def _uninitialised_local(self, s: ir.Stmt) -> bool:
+        """A scalar local of an action or function declared without a value (a Python local set to 0/False)."""
+        return (isinstance(s, ir.VarDecl) and s.init is None and self.fscope is not None
+                and isinstance(s.type, ir.BitType | ir.BoolType | ir.EnumType | ir.ErrorType | ir.IntType))
 
     def body(self, b: ir.Block | None) -> None:
         self.out.indent()
@@ -259,6 +295,12 @@ class StatementCodegen(CompilerState):
         if not outs:
             if statement:
                 self.out(call)
+                return call
+            inline = self.inline_fn.get(fn)
+            if inline is not None and all(pure_code(a) for a in ins):
+                # `return <expr>;` of parameters only: the expression itself, each parameter read as its argument
+                by_param = dict(zip(inline[0], ins, strict=True))
+                return "(" + _PARAM.sub(lambda m: f"({by_param.get(m.group(0), m.group(0))})", inline[1]) + ")"
             return call
         if not statement:
             raise LoweringError(c.loc, f"function {c.function} with out parameters used inside an expression")
@@ -286,6 +328,11 @@ class StatementCodegen(CompilerState):
                 args.append(v.name)
                 if p.direction is ir.Direction.INOUT:
                     self.fn_outs.append(v)
+        stmts = f.body.stmts
+        if not self.fn_outs and len(stmts) == 1 and isinstance(stmts[0], ir.Return) and stmts[0].value is not None:
+            code = self.ex(stmts[0].value)
+            if pure_code(code):  # its callers may use the expression itself (`function_call`)
+                self.inline_fn[name] = (args, code)
         self.out(f"def {name}(F{', ' if args else ''}{', '.join(args)}):")
         self.out.indent()
         for v in self.fn_outs:
@@ -340,7 +387,12 @@ class StatementCodegen(CompilerState):
         key_code = "(" + ", ".join(keys) + ("," if len(keys) == 1 else "") + ")"
         self.out(f"def {fn}(F):")
         self.out.indent()
-        self.out(f"_o = {obj}.lookup({key_code})")
+        if not keys:  # keyless: only the default action, whatever the control plane set it to
+            self.out(f"_o = {obj}.default_outcome")
+        elif all(k.match_kind == "exact" for k in t.keys):  # one dict probe, no lookup call
+            self.out(f"_o = {obj}.exact_entries.get({key_code}, {obj}.default_outcome)")
+        else:
+            self.out(f"_o = {obj}.lookup({key_code})")
         if t.counters:
             self.out("_c = _o.counter")
             self.out("if _c is not None:")
