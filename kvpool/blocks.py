@@ -141,9 +141,10 @@ class Reassembly:
         self._taken = False
         """The buffer was handed out (`take`)."""
 
-    def add(self, idx: int, count: int, value_len: int, value: bytes | memoryview, version: int, csum: int) -> None:
-        """Accept one chunk; raises BlockError if it contradicts the chunks seen so far or its checksum. The chunk
-        is copied into the block's buffer: `value` may be a view the caller reuses afterwards."""
+    def add(self, idx: int, count: int, value_len: int, value: bytes | memoryview, version: int, csum: int) -> bool:
+        """Accept one chunk: True when it was new, False when the assembly had it (a duplicate, left as it was);
+        raises BlockError if it contradicts the chunks seen so far or its checksum. The chunk is copied into the
+        block's buffer: `value` may be a view the caller reuses afterwards."""
         size = len(value)
         if size not in _CHUNK_SIZES:
             raise BlockError(f"chunk {idx}: value must be a chunk size ({', '.join(map(str, CHUNK_SIZES))} bytes), "
@@ -176,13 +177,14 @@ class Reassembly:
             self.count, self.version, self.chunk_len = count, version, size
         have = self._have
         if have[idx]:
-            return
+            return False
         start = idx * size
         self._view[start:start + size] = value
         have[idx] = 1
         self._received += 1
         if idx == count - 1:
             self._last_len = value_len
+        return True
 
     def has(self, idx: int) -> bool:
         """Whether chunk `idx` was received (False while the count is unknown or `idx` is out of range)."""

@@ -332,9 +332,10 @@ class KVPClient:
         assembly, served = read.assembly, read.served
         return BlockRead(assembly.take(), assembly.version or 0, tuple(served[i] for i in sorted(served)))
 
-    def _accept_chunk(self, window: Window, assembly: Reassembly, answer: Answer, prefix_hash: int) -> bool:
-        """Verify one GET_REPLY into `assembly` (True), or ask again for a damaged chunk (False); raises on a
-        refusal, and VersionMismatch (window cleared) when the block changed version under the read."""
+    def _accept_chunk(self, window: Window, assembly: Reassembly, answer: Answer, prefix_hash: int) -> bool | None:
+        """Verify one GET_REPLY into `assembly`: True for a chunk new to it, False for one it had; None when it
+        asked again for a damaged chunk. Raises on a refusal, and VersionMismatch (window cleared) when the block
+        changed version under the read."""
         reply = answer.reply
         if reply.status not in _HITS or not answer.value:
             status = _status(reply.status)
@@ -342,19 +343,18 @@ class KVPClient:
                 raise BlockNotFound(f"block {prefix_hash:#018x} chunk {reply.chunk_idx}: MISS", Status.MISS)
             raise KVPError(f"{_chunk_read(prefix_hash, reply.chunk_idx)}: unexpected reply {describe(reply)} {_name(reply.status)}", status)
         try:
-            assembly.add(reply.chunk_idx, reply.chunk_count, reply.value_len, answer.value, reply.version,
-                         reply.value_csum)
+            return assembly.add(reply.chunk_idx, reply.chunk_count, reply.value_len, answer.value, reply.version,
+                                reply.value_csum)
         except VersionMismatch:
             window.clear()
             raise
         except ChecksumError as exc:
             if window.retry(answer):
-                return False
+                return None
             raise KVPError(f"{_chunk_read(prefix_hash, reply.chunk_idx)}: {exc} (from {_name(reply.status)}, {answer.attempts} tries)",
                            Status.ERR_CHECKSUM) from None
         except BlockError as exc:
             raise KVPError(f"{_chunk_read(prefix_hash, reply.chunk_idx)}: {exc} (from {_name(reply.status)})", Status.ERR_CHECKSUM) from None
-        return True
 
     def path_mtu(self) -> int | None:
         """The MTU of the path towards the server, when the transport can tell (a UDP socket on Linux)."""
@@ -555,22 +555,21 @@ class _BlockRead:
 
     def answered(self, answer: Answer) -> None:
         """A reply to one of this read's GETs."""
-        stream = self.stream
+        stream, tag, reply = self.stream, answer.tag, answer.reply
         if stream is not None:
-            self.asked.discard(answer.tag)
-        new = not self.assembly.has(answer.tag)
-        if not self.client._accept_chunk(self.window, self.assembly, answer, self.prefix_hash):
+            self.asked.discard(tag)
+        new = self.client._accept_chunk(self.window, self.assembly, answer, self.prefix_hash)
+        if new is None:
             if stream is not None:
-                self.asked.add(answer.tag)  # damaged on the way: asked again
+                self.asked.add(tag)  # damaged on the way: asked again
             return
-        if new and answer.tag > self.own_top and answer.tag not in self.carried:
-            self.own_top = answer.tag
-        self.served[answer.tag] = ChunkReply(answer.tag, _STATUSES[answer.reply.status], answer.latency,
-                                             answer.attempts)
+        if new and tag > self.own_top and tag not in self.carried:
+            self.own_top = tag
+        self.served[tag] = ChunkReply(tag, _STATUSES[reply.status], answer.latency, answer.attempts)
         if self.chunks is None:
-            self._learn_count(answer.reply)
-        elif answer.reply.chunk_shift != self.shift and not self.streamed:
-            self._learn_shift(answer.reply.chunk_shift)
+            self._learn_count(reply)
+        elif reply.chunk_shift != self.shift and not self.streamed:
+            self._learn_shift(reply.chunk_shift)
         if self.early:
             # Before asking for more: a late reader's held pushes say it is in a stream (and where it joined), so it
             # does not ask for the chunks before its join now, only in the patch pass, which the member that missed

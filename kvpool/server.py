@@ -380,6 +380,7 @@ class StorageNode:
         span = min(span, head[0].chunk_count - first)
         pack, magic, ver = HEADER.pack, h.magic, h.ver
         out: list[Datagram] = []
+        hits = 0
         for i in range(span):
             idx = first + i
             if i:
@@ -398,11 +399,12 @@ class StorageNode:
                                           (req_id + i) & _REQ_ID_MASK, prefix_hash, idx, chunk.chunk_count,
                                           chunk.value_len, len(value).bit_length() - 1, 0, chunk.version, chunk.csum,
                                           i), value), peer))
+                hits += 1
             else:
                 out.append(Datagram((self._reply(h, Status.MISS, version=0 if hit is None else hit[0].version,
                                                  req_id=(req_id + i) & _REQ_ID_MASK, chunk_idx=idx,
                                                  aux=i).pack(),), peer))
-        self.counters[_HIT_SERVER_KEY] += sum(len(d.parts) == 2 for d in out)
+        self.counters[_HIT_SERVER_KEY] += hits
         return out
 
     def _rest_of_span(self, h: Header, span: int, peer: Address) -> list[Datagram]:

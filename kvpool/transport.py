@@ -153,18 +153,18 @@ class LossyTransport:
     For tests and loss experiments; `dropped` counts what it threw away."""
 
     def __init__(self, inner: Transport, loss: float, rng: random.Random,
-                 drop: Callable[[bytes | memoryview, str], bool] | None = None) -> None:
+                 drop: Callable[[bytes, str], bool] | None = None) -> None:
         self.inner = inner
         self.peer = inner.peer
         self.loss = loss
         self.rng = rng
         self.drop = drop
-        """Extra rule: drop(datagram, "out" | "in") -> True to drop it (on top of the random loss); a datagram
-        "in" may be a view valid only during the call."""
+        """Extra rule: drop(datagram, "out" | "in") -> True to drop it (on top of the random loss); it is given
+        bytes (a copy of a datagram the inner transport handed out as a view)."""
         self.dropped = 0
 
     def _lost(self, data: bytes | memoryview, direction: str) -> bool:
-        lost = self.rng.random() < self.loss or (self.drop is not None and self.drop(data, direction))
+        lost = self.rng.random() < self.loss or (self.drop is not None and self.drop(bytes(data), direction))
         self.dropped += lost
         return lost
 
