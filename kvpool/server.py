@@ -380,12 +380,12 @@ class StorageNode:
         span = min(span, head[0].chunk_count - first)
         pack, magic, ver = HEADER.pack, h.magic, h.ver
         out: list[Datagram] = []
-        hits = 0
+        hits, read = 0, len(found)
         for i in range(span):
             idx = first + i
             if i:
                 gets[(tenant, prefix_hash, idx)] += 1
-            if i < len(found):
+            if i < read:
                 hit = found[i]
             else:  # beyond what was read, as far as the request's count: the stored block has more chunks
                 try:

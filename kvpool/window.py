@@ -644,12 +644,13 @@ class Window:
             item.in_flight = False
             self._in_flight -= 1
         sent_at = item.sent_at
+        path = self.path
         if attempts == 1:  # Karn: a resent request's reply may answer any of its sends
-            self.path.rto.sample(now - sent_at)
+            path.rto.sample(now - sent_at)
             if sent_at > self._delivered_sent_at:
                 self._delivered_sent_at = sent_at
                 self._losses_due = True  # looked for once the burst of replies is read (`_receive`)
-        self.path.congestion.on_reply(bool(reply.flags & _CONGESTED))
+        path.congestion.on_reply(bool(reply.flags & _CONGESTED))
         value: bytes | memoryview = b""
         if reason is None and reply.flags & _VALUE:
             view = data if type(data) is memoryview else memoryview(data)
