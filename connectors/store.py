@@ -211,7 +211,7 @@ class PoolStore:
         self.breaker.success()
         self.stats.gets += 1
         self.stats.bytes_read += len(block.data)
-        return block.data
+        return bytes(block.data)  # (the read hands out its buffer, a bytearray: callers here are given bytes)
 
     def put(self, key: int, blob: bytes | memoryview) -> bool:
         """Store `blob` under `key`; True when the pool holds a block under `key` afterwards (this one, or one

@@ -84,11 +84,10 @@ class CongestionWindow:
         self._round_replies += 1
         self._round_marks += marked
         if not marked:
-            if self.cwnd < self.ssthresh:
-                self.cwnd += 1.0
-            else:
-                self.cwnd += 1.0 / self.cwnd
-            self.cwnd = min(self.cwnd, float(self.limits.cap))
+            cwnd = self.cwnd
+            cwnd += 1.0 if cwnd < self.ssthresh else 1.0 / cwnd
+            cap = self.limits.cap
+            self.cwnd = cwnd if cwnd <= cap else float(cap)  # (`min` with the cap, without two calls per reply)
         if self._round_replies >= self._round_size:
             self._end_round()
 

@@ -19,6 +19,8 @@ BETA = 1 / 4
 """Gain of RTTVAR (RFC 6298)."""
 K = 4
 """RTO = SRTT + K x RTTVAR (RFC 6298)."""
+_KEEP_SRTT, _KEEP_RTTVAR = 1 - ALPHA, 1 - BETA
+"""1 - ALPHA and 1 - BETA, computed once (a sample is taken per reply)."""
 FLOOR_DECAY = 0.999
 """Per RTT sample, how a raised RTO floor returns towards the minimum (about 700 samples to halve: a few
 hundred ms of a busy reader, so a stall that recurs every few hundred ms keeps the floor up)."""
@@ -55,12 +57,14 @@ class RtoEstimator:
 
     def sample(self, rtt: float) -> None:
         """One measured round trip of a request sent once (Karn's rule: the caller never passes a resend's)."""
-        rtt = max(rtt, 0.0)
-        if self.srtt is None:
+        if rtt < 0.0:
+            rtt = 0.0
+        srtt = self.srtt
+        if srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
-            self.rttvar = (1 - BETA) * self.rttvar + BETA * abs(self.srtt - rtt)
-            self.srtt = (1 - ALPHA) * self.srtt + ALPHA * rtt
+            self.rttvar = _KEEP_RTTVAR * self.rttvar + BETA * abs(srtt - rtt)
+            self.srtt = _KEEP_SRTT * srtt + ALPHA * rtt
         self.samples += 1
         if self.floor > self.bounds.minimum:
             self.floor = max(self.bounds.minimum, self.floor * FLOOR_DECAY)

@@ -32,8 +32,9 @@ class Transport(Protocol):
     def send(self, data: bytes) -> None:
         """Send one datagram to the peer (best effort: UDP may lose it)."""
 
-    def recv(self, timeout: float) -> bytes | None:
-        """The next datagram received, or None when none came within `timeout` seconds."""
+    def recv(self, timeout: float) -> bytes | memoryview | None:
+        """The next datagram received, or None when none came within `timeout` seconds. A transport may hand
+        out a view into a buffer it reuses (`UdpTransport`): valid until the next `recv`; copy what is kept."""
 
     def close(self) -> None: ...
 
@@ -43,7 +44,9 @@ class UdpTransport:
 
     The socket is non-blocking and a receive tries the socket before it waits: replies come in bursts (a
     window of them), and a socket with a timeout would poll() before every read, two system calls per reply
-    where one does."""
+    where one does. Each datagram is read into one buffer allocated once (`recv_into`), and `recv` hands out a
+    view of it, valid until the next `recv`: a reader copies each chunk once, into its block (`recv(65535)`
+    allocated 64 KiB per datagram and shrank it, a reader's cost per chunk)."""
 
     def __init__(self, server: tuple[str, int], bind: str = "0.0.0.0") -> None:
         self.server = server
@@ -55,6 +58,8 @@ class UdpTransport:
         self._sock.setblocking(False)
         self._readable = select.poll()
         self._readable.register(self._sock, select.POLLIN)
+        self._buffer = bytearray(MAX_REPLY)
+        self._view = memoryview(self._buffer)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -80,15 +85,16 @@ class UdpTransport:
             select.select([], [self._sock], [], SEND_WAIT)
             self._sock.sendto(data, self.server)
 
-    def recv(self, timeout: float) -> bytes | None:
-        """The next datagram; None when none came within `timeout` seconds (at once when `timeout` <= 0)."""
+    def recv(self, timeout: float) -> memoryview | None:
+        """The next datagram, a view valid until the next `recv`; None when none came within `timeout` seconds
+        (at once when `timeout` <= 0)."""
         try:
-            return self._sock.recv(MAX_REPLY)
+            return self._view[:self._sock.recv_into(self._buffer)]
         except BlockingIOError:
             if timeout <= 0 or not self._readable.poll(timeout * 1000):
                 return None
         try:
-            return self._sock.recv(MAX_REPLY)
+            return self._view[:self._sock.recv_into(self._buffer)]
         except BlockingIOError:  # readable, then gone (cannot happen to a socket only we read)
             return None
 
@@ -153,11 +159,12 @@ class LossyTransport:
         self.loss = loss
         self.rng = rng
         self.drop = drop
-        """Extra rule: drop(datagram, "out" | "in") -> True to drop it (on top of the random loss)."""
+        """Extra rule: drop(datagram, "out" | "in") -> True to drop it (on top of the random loss); it is given
+        bytes (a copy of a datagram the inner transport handed out as a view)."""
         self.dropped = 0
 
-    def _lost(self, data: bytes, direction: str) -> bool:
-        lost = self.rng.random() < self.loss or (self.drop is not None and self.drop(data, direction))
+    def _lost(self, data: bytes | memoryview, direction: str) -> bool:
+        lost = self.rng.random() < self.loss or (self.drop is not None and self.drop(bytes(data), direction))
         self.dropped += lost
         return lost
 
@@ -169,7 +176,7 @@ class LossyTransport:
         if not self._lost(data, "out"):
             self.inner.send(data)
 
-    def recv(self, timeout: float) -> bytes | None:
+    def recv(self, timeout: float) -> bytes | memoryview | None:
         deadline = time.monotonic() + timeout
         while True:
             data = self.inner.recv(max(0.0, deadline - time.monotonic()))

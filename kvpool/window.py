@@ -81,6 +81,11 @@ def _with_req_id(h: Header, req_id: int) -> Header:
                   h.value_len, h.version, h.value_csum, h.aux, h.magic, h.ver, h.chunk_shift)
 
 
+def _datagram(item: _Outstanding) -> bytes:
+    """What `item` sends: its datagram, or its header packed now when it is the header alone."""
+    return item.data or item.header.pack()
+
+
 def describe(h: Header) -> str:
     """A short text of a header for error messages."""
     try:
@@ -102,6 +107,8 @@ class _Outstanding:
     tag: int
     header: Header
     data: bytes
+    """The datagram, or b"" for a request that is its header alone: packed when it is sent alone (`_datagram`; a
+    span GET sends its first request's header only, so its other members are never packed)."""
     attempts: int = 0
     """Times sent (BUSY resends included)."""
     busy: int = 0
@@ -127,7 +134,7 @@ class Answer:
     reply: Header
     value: bytes | memoryview
     """The reply's value bytes (`1 << chunk_shift`, padding included) when F_VALUE is set, else b"" (a view
-    into the datagram: no copy)."""
+    into the datagram: no copy; valid until the transport's next `recv`, as the datagram is: copy to keep it)."""
     latency: float
     """Seconds from the last send of the request to this reply."""
     attempts: int
@@ -135,7 +142,7 @@ class Answer:
     malformed: bool
     """The reply breaks the validity rules (still delivered: a refusal may echo a malformed request)."""
     sent: bytes
-    """The request as sent (for a resend)."""
+    """The request as sent (for a resend); b"" for a request that is its header alone (`request.pack()`)."""
 
 
 @dataclass(slots=True)
@@ -146,7 +153,8 @@ class Pushed:
 
     reply: Header
     value: bytes | memoryview
-    """The chunk (`1 << chunk_shift` bytes, padding included; a view into the datagram)."""
+    """The chunk (`1 << chunk_shift` bytes, padding included; a view into the datagram, valid until the
+    transport's next `recv`: copy to keep it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +269,7 @@ class Window:
     def submit_numbered(self, tag: int, header: Header, value: bytes | memoryview | None = None) -> Header:
         """`submit` a request whose header already carries a req_id from `new_req_id` (a reader builds its GET's
         header once, not twice: per chunk)."""
-        self._queue.append(_Outstanding(tag, header, header.pack() if value is None else encode(header, value)))
+        self._queue.append(_Outstanding(tag, header, b"" if value is None else encode(header, value)))
         self.submitted += 1
         return header
 
@@ -351,7 +359,7 @@ class Window:
 
     def _send_one(self, item: _Outstanding, now: float) -> None:
         self._send(item, now)
-        self.transport.send(item.data)
+        self.transport.send(_datagram(item))
         self.datagrams += 1
 
     def _span_now(self) -> int:
@@ -391,7 +399,7 @@ class Window:
         for item in group:
             popleft()
             send(item, now, rto)
-        data = bytearray(group[0].data)
+        data = bytearray(_datagram(group[0]))
         data[_AUX] = len(group).to_bytes(4, "big")
         self.transport.send(bytes(data))
         self.datagrams += 1
@@ -586,7 +594,7 @@ class Window:
             self._losses_due = False
             self._detect_losses(self._clock())
 
-    def _match(self, data: bytes) -> Answer | Pushed | None:
+    def _match(self, data: bytes | memoryview) -> Answer | Pushed | None:
         verdict = checked(data)  # (the header unpacked once: this is a reader's cost per chunk)
         reason: Reason | None
         if type(verdict) is Header:
@@ -597,20 +605,24 @@ class Window:
         else:
             assert isinstance(verdict, Reason)
             reason, reply = verdict, Header.unpack(data)
-        item = self._pending.get(reply.req_id)
+        req_id = reply.req_id
+        item = self._pending.get(req_id)
         if item is None:
-            if reply.req_id == PUSHED_REQ_ID and self._take_pushed:
+            if req_id == PUSHED_REQ_ID and self._take_pushed:
                 pushed = self._pushed(reply, data) if reason is None else None
                 if pushed is not None:
                     return pushed
             self.strays += 1
-            if self.path.resent_answered.pop(reply.req_id, False) and reason is None:
+            if self.path.resent_answered.pop(req_id, False) and reason is None:
                 self.path.rto.spurious()  # both sends were answered: the timer ran out too early
                 self.path.congestion.undo()
                 self.spurious += 1
             return None
-        if reason is None and not answers(reply, item.header):
-            self.wrong.append(f"{describe(reply)} does not answer {describe(item.header)}")
+        request = item.header
+        if reason is None and not (reply.opcode == _REPLY_CODE.get(request.opcode)  # `answers`, inline: per chunk
+                                   and reply.chunk_idx == request.chunk_idx
+                                   and reply.prefix_hash == request.prefix_hash and reply.tenant == request.tenant):
+            self.wrong.append(f"{describe(reply)} does not answer {describe(request)}")
             return None  # a reply to something else that carries our req_id: keep waiting
         now = self._clock()
         self._heard_at = self._answered_at = now
@@ -620,29 +632,32 @@ class Window:
             return None
         if reason is not None:
             self.wrong.append(f"{describe(reply)} ({reason.value})")
-        del self._pending[reply.req_id]
+        del self._pending[req_id]
         item.done = True
-        if item.attempts > item.busy + 1:  # resent: a second reply would show the resend was not needed
+        attempts = item.attempts
+        if attempts > item.busy + 1:  # resent: a second reply would show the resend was not needed
             remembered = self.path.resent_answered
-            remembered[reply.req_id] = True
+            remembered[req_id] = True
             if len(remembered) > RESENDS_REMEMBERED:
                 del remembered[next(iter(remembered))]
         if item.in_flight:
             item.in_flight = False
             self._in_flight -= 1
-        if item.attempts == 1:  # Karn: a resent request's reply may answer any of its sends
-            self.path.rto.sample(now - item.sent_at)
-            if item.sent_at > self._delivered_sent_at:
-                self._delivered_sent_at = item.sent_at
+        sent_at = item.sent_at
+        path = self.path
+        if attempts == 1:  # Karn: a resent request's reply may answer any of its sends
+            path.rto.sample(now - sent_at)
+            if sent_at > self._delivered_sent_at:
+                self._delivered_sent_at = sent_at
                 self._losses_due = True  # looked for once the burst of replies is read (`_receive`)
-        self.path.congestion.on_reply(bool(reply.flags & _CONGESTED))
+        path.congestion.on_reply(bool(reply.flags & _CONGESTED))
         value: bytes | memoryview = b""
         if reason is None and reply.flags & _VALUE:
-            value = memoryview(data)[KVP_HEADER_LEN:KVP_HEADER_LEN + reply.chunk_len]
-        return Answer(item.tag, item.header, reply, value, now - item.sent_at, item.attempts,
-                      reason is not None, item.data)
+            view = data if type(data) is memoryview else memoryview(data)
+            value = view[KVP_HEADER_LEN:KVP_HEADER_LEN + (1 << reply.chunk_shift)]
+        return Answer(item.tag, request, reply, value, now - sent_at, attempts, reason is not None, item.data)
 
-    def _pushed(self, reply: Header, data: bytes) -> Pushed | None:
+    def _pushed(self, reply: Header, data: bytes | memoryview) -> Pushed | None:
         """`data` (well-formed: `_match` checked it) as a pushed copy, or None when it is not a pushed GET_REPLY
         with a value."""
         if reply.opcode != _GET_REPLY or not reply.flags & _PUSHED or not reply.flags & _VALUE:

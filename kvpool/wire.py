@@ -191,35 +191,42 @@ def check(data: bytes | memoryview) -> Reason | None:
 
 _VALUE = int(Flag.VALUE)
 _NEEDS_VALUE = frozenset((int(Opcode.PUT), int(Opcode.SLOT_WRITE)))
+_unpack_header = HEADER.unpack_from
 
 
 def checked(data: bytes | memoryview) -> Header | Reason:
     """`check`, handing back the header it unpacked when the message is valid (a receiver's hot path then
-    unpacks it once), else the reason it is not."""
-    if len(data) < PREAMBLE_LEN:
+    unpacks it once), else the reason it is not. The rules run on the unpacked fields and the Header is built
+    last, once (a reader and a node call this per datagram)."""
+    size = len(data)
+    if size < PREAMBLE_LEN:
         return Reason.SHORT_HEADER
     if data[0] << 8 | data[1] != KVP_MAGIC:  # (`has_magic`, inline: every datagram of a reader and a node)
         return Reason.NOT_KVP
     if data[2] != KVP_VERSION:
         return Reason.BAD_VERSION
-    if len(data) < KVP_HEADER_LEN:
+    if size < KVP_HEADER_LEN:
         return Reason.SHORT_HEADER
-    h = Header.unpack(data)
-    if h.opcode not in _OPCODES:
+    (magic, ver, opcode, status, flags, tenant, req_id, prefix_hash, chunk_idx, chunk_count, value_len,
+     chunk_shift, _reserved, version, value_csum, aux) = _unpack_header(data)
+    if opcode not in _OPCODES:
         return Reason.UNKNOWN_OP
-    if not KVP_MIN_CHUNK_SHIFT <= h.chunk_shift <= KVP_MAX_CHUNK_SHIFT:
+    if not KVP_MIN_CHUNK_SHIFT <= chunk_shift <= KVP_MAX_CHUNK_SHIFT:
         return Reason.BAD_CHUNK_SIZE
-    if h.flags & _VALUE and len(data) < KVP_HEADER_LEN + h.chunk_len:
-        return Reason.VALUE_TRUNCATED
-    if not h.flags & _VALUE and h.opcode in _NEEDS_VALUE:
+    chunk_len = 1 << chunk_shift
+    if flags & _VALUE:
+        if size < KVP_HEADER_LEN + chunk_len:
+            return Reason.VALUE_TRUNCATED
+    elif opcode in _NEEDS_VALUE:
         return Reason.VALUE_MISSING
-    if h.chunk_count == 0:
+    if chunk_count == 0:
         return Reason.ZERO_CHUNK_COUNT
-    if h.chunk_idx >= h.chunk_count:
+    if chunk_idx >= chunk_count:
         return Reason.CHUNK_IDX_RANGE
-    if h.value_len > h.chunk_len:
+    if value_len > chunk_len:
         return Reason.VALUE_LEN_RANGE
-    return h
+    return Header(opcode, status, flags, tenant, req_id, prefix_hash, chunk_idx, chunk_count, value_len, version,
+                  value_csum, aux, magic, ver, chunk_shift)
 
 
 def value_of(data: bytes | memoryview) -> bytes | None:

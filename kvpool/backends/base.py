@@ -96,6 +96,12 @@ class StorageBackend(Protocol):
         backend holds the block in one buffer), or None (never bytes of another version than the meta's)."""
         ...
 
+    def read_span(self, block: BlockKey, first: int, count: int) -> Sequence[tuple[ChunkMeta, bytes | memoryview] | None]:
+        """`read` of chunks first .. first + count - 1 of `block`, in order, in one call (what a span GET asks
+        for; `count` <= KVP_MAX_GET_SPAN). Raises `StoreUnavailable` when any of them cannot be told: the node
+        then reads them one by one, to answer each as its own GET would be."""
+        ...
+
     def commit(self, block: BlockKey, version: int, chunks: Sequence[NewChunk]) -> bool:
         """Replace `block` by these chunks (index = position), all or nothing; False = no room, nothing changed.
         The node only calls this with a version newer than `newest(block)`."""

@@ -38,6 +38,15 @@ class StoredChunk:
     """Bytes of the padded value (the block's chunk size): what the chunk costs in DRAM."""
 
 
+@dataclass(slots=True)
+class _BlockRow:
+    """A block's chunks by index (None: not held), so a span GET reads its chunks without a key per chunk."""
+
+    chunks: list[StoredChunk | None]
+    held: int = 0
+    """Entries that are not None: the row goes when the last one does."""
+
+
 class DiskTier:
     """Chunks on disk: one SQLite table keyed by (tenant, prefix_hash, chunk_idx)."""
 
@@ -111,11 +120,14 @@ class MemoryBackend:
         self.disk = DiskTier(disk) if disk is not None else None
         self.chunks: dict[ChunkKey, StoredChunk] = {}
         self.blocks: dict[BlockKey, BlockState] = {}
+        self._rows: dict[BlockKey, _BlockRow] = {}
+        """`chunks` again, by block and index (`read_span`); kept in step by `_place` and `_drop`."""
         self.dram_used = 0
         """Bytes of DRAM holding chunk values (the chunk size per DRAM chunk)."""
         if self.disk is not None:
             self.chunks.update(self.disk.load())
             for key, chunk in self.chunks.items():
+                self._row_set(key, chunk)
                 state = self.blocks.get(key.block)
                 if state is None or chunk.version > state.version:
                     self.blocks[key.block] = BlockState(chunk.version, chunk.chunk_count)
@@ -129,6 +141,45 @@ class MemoryBackend:
     def read(self, key: ChunkKey) -> tuple[StoredChunk, bytes] | None:
         chunk = self.chunks.get(key)
         return None if chunk is None else (chunk, self._value(key, chunk))
+
+    def read_span(self, block: BlockKey, first: int, count: int) -> list[tuple[StoredChunk, bytes] | None]:
+        """`read` of chunks first .. first + count - 1 of `block`, in one call (a span GET's): from the block's
+        row, without a `ChunkKey` made and hashed per chunk (most of the node's Python time per chunk)."""
+        row = self._rows.get(block)
+        if row is None:
+            return [None] * count
+        chunks, held = row.chunks, len(row.chunks)
+        out: list[tuple[StoredChunk, bytes] | None] = []
+        for idx in range(first, first + count):
+            chunk = chunks[idx] if idx < held else None
+            if chunk is None:
+                out.append(None)
+            else:
+                value = chunk.value
+                out.append((chunk, value if value is not None else self._value(block.chunk(idx), chunk)))
+        return out
+
+    def _row_set(self, key: ChunkKey, chunk: StoredChunk) -> None:
+        block = key.block
+        row = self._rows.get(block)
+        if row is None:
+            row = self._rows[block] = _BlockRow([])
+        chunks = row.chunks
+        if key.chunk >= len(chunks):
+            chunks.extend([None] * (key.chunk + 1 - len(chunks)))
+        if chunks[key.chunk] is None:
+            row.held += 1
+        chunks[key.chunk] = chunk
+
+    def _row_clear(self, key: ChunkKey) -> None:
+        block = key.block
+        row = self._rows.get(block)
+        if row is None or key.chunk >= len(row.chunks) or row.chunks[key.chunk] is None:
+            return
+        row.chunks[key.chunk] = None
+        row.held -= 1
+        if not row.held:
+            del self._rows[block]
 
     def _value(self, key: ChunkKey, chunk: StoredChunk) -> bytes:
         if chunk.value is not None:
@@ -175,11 +226,13 @@ class MemoryBackend:
             chunk.value = None
             self.disk.write(key, chunk, value)
         self.chunks[key] = chunk
+        self._row_set(key, chunk)
 
     def _drop(self, key: ChunkKey) -> None:
         old = self.chunks.pop(key, None)
         if old is None:
             return
+        self._row_clear(key)
         if old.tier == Tier.STORAGE_DRAM:
             self.dram_used -= old.size
         elif self.disk is not None:

@@ -334,6 +334,9 @@ class MooncakeBackend:
         size = state.chunk_len
         return self._meta(state, idx), memoryview(data)[idx * size:(idx + 1) * size]  # a view: no copy
 
+    def read_span(self, block: BlockKey, first: int, count: int) -> list[tuple[MooncakeChunk, bytes | memoryview] | None]:
+        return [self.read(block.chunk(idx)) for idx in range(first, first + count)]
+
     def commit(self, block: BlockKey, version: int, chunks: Sequence[NewChunk]) -> bool:
         assert 0 < len(chunks) <= MAX_CHUNKS
         old = self._state(block)

@@ -240,7 +240,7 @@ def test_gets_over_the_queue_limit_are_answered_busy_without_a_value_and_nothing
     busy = [h for h in out if h.status == Status.BUSY]
     assert all(h.opcode == Opcode.GET_REPLY and h.value_len == 0 and not h.flags & Flag.VALUE for h in busy)
     assert [h.req_id for h in busy] == list(range(4, 10)), "each BUSY echoes its request"
-    assert n.counters["shed.busy"] == 6 and n.gets[ChunkKey(0, 1, 0)] == 4, "a shed GET is not served"
+    assert n.counters["shed.busy"] == 6 and n.gets_of(ChunkKey(0, 1, 0)) == 4, "a shed GET is not served"
 
 
 def test_shedding_is_fair_between_sources():
@@ -420,7 +420,7 @@ def test_every_chunk_of_a_span_counts_for_stat(make_node):
     put_block(n, 0x61, 10)
     replies(n, span_get(0x61, 0, 10, 8))
     replies(n, span_get(0x61, 4, 10, 8))
-    assert [n.gets[ChunkKey(0, 0x61, i)] for i in range(10)] == [1, 1, 1, 1, 2, 2, 2, 2, 1, 1]
+    assert [n.gets_of(ChunkKey(0, 0x61, i)) for i in range(10)] == [1, 1, 1, 1, 2, 2, 2, 2, 1, 1]
     assert request(n, Opcode.STAT, 0x61, idx=5)[0].aux == 2
 
 
@@ -468,7 +468,7 @@ def test_a_shed_span_is_answered_busy_per_chunk_and_weighs_its_chunks_in_the_lim
         [(Status.HIT_SERVER, i, i, i) for i in range(8)] + [(Status.HIT_SERVER, 0, 900, 0)]
         + [(Status.BUSY, 16 + i, 1600 + i, i) for i in range(4)] + [(Status.HIT_SERVER, 1, 901, 0)])
     assert all(h.opcode == Opcode.GET_REPLY and h.value_len == 0 for h in out if h.status == Status.BUSY)
-    assert n.counters["shed.busy"] == 4 and n.gets[ChunkKey(0, 0x64, 16)] == 0
+    assert n.counters["shed.busy"] == 4 and n.gets_of(ChunkKey(0, 0x64, 16)) == 0
 
 
 def test_a_batch_of_spans_within_the_limit_by_datagrams_but_over_it_by_chunks_is_shed():

@@ -25,7 +25,7 @@ def test_a_zero_timeout_receive_returns_what_is_queued_in_order_then_none():
         for data in (b"one", b"two", b"three"):
             peer.sendto(data, address)
         assert t.recv(ARRIVES_S) == b"one", "the first arrives (loopback delivers at once)"
-        assert [t.recv(0.0), t.recv(0.0)] == [b"two", b"three"]
+        assert [bytes(t.recv(0.0) or b""), bytes(t.recv(0.0) or b"")] == [b"two", b"three"]
         assert t.recv(0.0) is None
         assert t.recv(-1.0) is None, "a deadline already past is a zero timeout"
 
@@ -55,3 +55,21 @@ def test_a_receive_with_nothing_sent_ends_empty_and_close_may_come_twice():
         assert t.recv(0.01) is None
         t.close()
         t.close()
+
+
+def test_a_receive_hands_out_a_view_of_one_buffer_that_the_next_receive_reuses():
+    """Datagrams are read into one buffer (no allocation per datagram): each `recv` is a view of exactly the
+    datagram's bytes, and the next `recv` overwrites it, so a caller that keeps a datagram must copy it."""
+    with contextlib.closing(_peer()) as peer, contextlib.closing(UdpTransport(peer.getsockname(), "127.0.0.1")) as t:
+        t.send(b"ping")
+        _, address = peer.recvfrom(100)
+        big, small = bytes(range(256)) * 32, b"xy"
+        peer.sendto(big, address)
+        peer.sendto(small, address)
+        first = t.recv(ARRIVES_S)
+        assert isinstance(first, memoryview) and len(first) == len(big) and first == big
+        kept = bytes(first)
+        second = t.recv(ARRIVES_S)
+        assert second == small and len(second) == 2, "a view of the datagram only, not of the whole buffer"
+        assert first[:2] == small, "the buffer was reused: the first view now shows the second datagram"
+        assert kept == big, "a copy taken in time keeps the datagram"
