@@ -54,7 +54,7 @@ from kvpool.blocks import (
     default_chunk_len,
     split,
 )
-from kvpool.congestion import WindowLimits
+from kvpool.congestion import PACING_BURST, WindowLimits
 from kvpool.constants import (
     KVP_MAGIC,
     KVP_MAX_GET_SPAN,
@@ -101,9 +101,10 @@ class ClientOptions:
     """Set F_BYPASS on every request: the switch neither answers nor fills (the "no switch pool" baseline)."""
     bind: str = "0.0.0.0"
     """Local address of the socket."""
-    window: int = 32
+    window: int = 64
     """Largest congestion window: chunk requests of one block read or write in flight at most (a write's
-    chunks leave the window when the storage node answers STAGED)."""
+    chunks leave the window when the storage node answers STAGED). 64: four spans of `get_span` in flight, what
+    keeps a switch process, a storage node and this reader busy at once (docs/protocol.md, *Window and span*)."""
     chunk_size: int | None = None
     """Bytes per chunk of written blocks (128, 256, ..., 8192); None: 128 up to 32,640-byte blocks, beyond that
     the largest chunk whose datagram fits the path MTU towards the server (`kvpool.blocks.default_chunk_len`:
@@ -116,10 +117,11 @@ class ClientOptions:
     congestion_control: bool = True
     """Adapt the window to the path (`kvpool.congestion`: DCTCP-style on F_CONGESTED, halved on loss and BUSY,
     paced); False keeps a fixed window of `window` requests (the behaviour before, for baselines)."""
-    get_span: int = 8
+    get_span: int = 16
     """Most chunks one GET asks for when a read knows its block's chunks are larger than a switch slot (docs/
     protocol.md, *Span GETs*): consecutive chunks leave as one GET, in groups aligned to multiples of this, so a
-    chunk costs the switch about one packet instead of two; 1: one GET per chunk (the behaviour before)."""
+    chunk costs the switch 1 + 1/16 packets; 1: one GET per chunk (the behaviour before). At most
+    KVP_MAX_GET_SPAN (16), the widest span the switch coalesces."""
     initial_window: int = 8
     """Congestion window of a new client (requests), grown from there by slow start."""
     min_rto: float = 0.02
@@ -219,7 +221,8 @@ class KVPClient:
         self._req_ids = itertools.count(random.randrange(1 << 31))
         self.path = PathState.new(RtoBounds(options.timeout, min(options.min_rto, options.max_rto), options.max_rto),
                                   WindowLimits(min(options.initial_window, options.window), options.window),
-                                  adaptive=options.congestion_control, pacing=options.congestion_control)
+                                  adaptive=options.congestion_control, pacing=options.congestion_control,
+                                  pacing_burst=max(PACING_BURST, options.get_span))
         """Round-trip timers and congestion window towards the server, shared by every call of this client."""
         self.stray_replies = 0
         """Datagrams that answered nothing pending (late duplicates, wrong keys)."""
@@ -794,9 +797,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--give-up", type=float, default=30.0,
                         help="a block read or write fails after this many seconds without any reply (default 30)")
     parser.add_argument("--bypass", action="store_true", help="set F_BYPASS (switch must not answer)")
-    parser.add_argument("--window", type=int, default=32, help="chunk requests in flight per block read or write")
-    parser.add_argument("--get-span", type=int, default=8,
-                        help="most chunks one GET asks for, for blocks of chunks larger than 128 B (1: one per GET)")
+    defaults = ClientOptions()
+    parser.add_argument("--window", type=int, default=defaults.window,
+                        help=f"chunk requests in flight per block read or write (default {defaults.window})")
+    parser.add_argument("--get-span", type=int, default=defaults.get_span,
+                        help="most chunks one GET asks for, for blocks of chunks larger than 128 B (1: one per GET; "
+                             f"default {defaults.get_span})")
     parser.add_argument("--no-stream", action="store_true",
                         help="do not set F_STREAM on GETs (never join a block's stream; pushed chunks are ignored)")
     parser.add_argument("--chunk-size", type=int, default=None,

@@ -133,10 +133,14 @@ class CongestionWindow:
         self._round_size = self.cwnd
 
 
+PACING_BURST = 8
+"""Requests a paced sender may send ahead of its rate at least (a client raises it to its span width)."""
+
+
 class Pacer:
     """Sends spread at `gain` x cwnd per smoothed round trip, up to `burst` sends ahead of that rate."""
 
-    def __init__(self, burst: int = 8) -> None:
+    def __init__(self, burst: int = PACING_BURST) -> None:
         self.burst = burst
         self._next = float("-inf")
 

@@ -21,6 +21,8 @@ MAX_REPLY = 65535
 """Largest datagram read (any UDP payload); a KVP message is at most KVP_MAX_MESSAGE (8,236) bytes."""
 SEND_WAIT = 1.0
 """Seconds a send waits for room in a full socket buffer before it raises (UDP: the datagram is lost)."""
+FD_SETSIZE = 1024
+"""select() takes descriptors below this (glibc); a socket numbered higher waits with poll()."""
 
 
 class Transport(Protocol):
@@ -58,6 +60,10 @@ class UdpTransport:
         self._sock.setblocking(False)
         self._readable = select.poll()
         self._readable.register(self._sock, select.POLLIN)
+        self._fine_wait = self._sock.fileno() < FD_SETSIZE
+        """Wait with select(), whose timeout has microseconds: poll() rounds its timeout up to a whole
+        millisecond, and a reader's waits (pacing, room for a span) are tenths of one: each rounded wait that no
+        reply cut short left the path idle for the rest of the millisecond."""
         self._buffer = bytearray(MAX_REPLY)
         self._view = memoryview(self._buffer)
 
@@ -91,12 +97,18 @@ class UdpTransport:
         try:
             return self._view[:self._sock.recv_into(self._buffer)]
         except BlockingIOError:
-            if timeout <= 0 or not self._readable.poll(timeout * 1000):
+            if timeout <= 0 or not self._wait(timeout):
                 return None
         try:
             return self._view[:self._sock.recv_into(self._buffer)]
         except BlockingIOError:  # readable, then gone (cannot happen to a socket only we read)
             return None
+
+    def _wait(self, timeout: float) -> bool:
+        """Whether a datagram came within `timeout` seconds (> 0)."""
+        if self._fine_wait:
+            return bool(select.select((self._sock,), (), (), timeout)[0])
+        return bool(self._readable.poll(timeout * 1000))
 
     def close(self) -> None:
         with contextlib.suppress(KeyError, ValueError):  # closed before

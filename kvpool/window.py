@@ -39,7 +39,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from kvpool.congestion import CongestionWindow, Pacer, WindowLimits
+from kvpool.congestion import PACING_BURST, CongestionWindow, Pacer, WindowLimits
 from kvpool.constants import KVP_HEADER_LEN, KVP_MAX_GET_SPAN, KVP_SLOT_SHIFT, REPLY_OF, Flag, Opcode, Status
 from kvpool.errors import KVPTimeout
 from kvpool.rto import RtoBounds, RtoEstimator
@@ -180,8 +180,10 @@ class PathState:
 
     @classmethod
     def new(cls, rto: RtoBounds | None = None, limits: WindowLimits | None = None, adaptive: bool = True,
-            pacing: bool = True) -> PathState:
-        return cls(RtoEstimator(rto), CongestionWindow(limits, adaptive), Pacer(burst=8 if pacing else 1 << 30))
+            pacing: bool = True, pacing_burst: int = PACING_BURST) -> PathState:
+        """`pacing_burst`: requests that may leave ahead of the paced rate; at least a span GET's chunks, or every
+        span waits for its credit after the one before (docs/protocol.md, *Window and span*)."""
+        return cls(RtoEstimator(rto), CongestionWindow(limits, adaptive), Pacer(burst=pacing_burst if pacing else 1 << 30))
 
 
 class Window:

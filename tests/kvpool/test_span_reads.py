@@ -68,7 +68,8 @@ def test_a_read_asks_in_aligned_spans_and_gets_the_right_bytes(count_known):
     chunks = 45
     data = stored(n, chunks * CHUNK - 100)
     log = GetLog()
-    with local_client(n, drop=log, window=32, initial_window=32) as reader:
+    span_width = ClientOptions().get_span  # the default width, as a user's reads ask
+    with local_client(n, drop=log, window=2 * span_width, initial_window=2 * span_width) as reader:
         got = reader.get_block(PH, chunks if count_known else None)
         datagrams, requests = reader.datagrams, reader.sent
     assert got.data == data
@@ -77,12 +78,12 @@ def test_a_read_asks_in_aligned_spans_and_gets_the_right_bytes(count_known):
     assert spans[0] == (0, 1), "the first chunk tells the block's chunk size: asked alone"
     # A read that knows the count but not the chunk size sends its first window one chunk per GET (slot-sized
     # GETs, the switch's kind); the GETs still queued when the first reply tells the size leave in spans.
-    guessed = 32 if count_known else 1
+    guessed = 2 * span_width if count_known else 1
     assert all(span == 1 for _, span in spans[:guessed])
     for first, span in spans[guessed:]:
         end = first + span
-        assert span > 1 and span <= 8 and (end % 8 == 0 or end == chunks), f"span {first}+{span} not aligned"
-    assert len(spans) <= guessed + 7 and (datagrams, requests) == (len(spans), chunks)
+        assert 1 < span <= span_width and (end % span_width == 0 or end == chunks), f"span {first}+{span} not aligned"
+    assert len(spans) <= guessed + -(-chunks // span_width) + 1 and (datagrams, requests) == (len(spans), chunks)
 
 
 def test_one_get_per_chunk_with_a_span_of_one_and_for_slot_sized_chunks():

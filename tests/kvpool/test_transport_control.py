@@ -454,3 +454,19 @@ def test_a_resend_whose_first_reply_comes_after_all_is_recognised_and_undone():
         assert client.resent >= 1 and client.spurious == 1
         assert client.path.rto.spurious_timeouts == 1 and client.path.congestion.undone == 1
         assert client.path.congestion.cwnd == 4, "the window the spurious cut took is back"
+
+
+def test_a_client_paces_with_room_for_a_whole_span_ahead():
+    """A span GET is one datagram asking for `get_span` chunks: a pacer allowing fewer ahead of its rate would
+    hold every span after the first until its credit came, whatever the window's room."""
+    node = StorageNode(StorageOptions())
+    wide = sim_client(node, get_span=16)
+    narrow = sim_client(node, get_span=4)
+    assert wide.path.pacer.burst == 16 and narrow.path.pacer.burst == 8
+    assert sim_client(node, get_span=16, congestion_control=False).path.pacer.burst > 1 << 20, "unpaced"
+    p = wide.path.pacer
+    now, interval = 5.0, 0.001
+    p.sent(now, interval * 16)  # one span just left
+    assert p.delay(now, interval) == pytest.approx(0.0), "the next span may follow at once"
+    p.sent(now, interval * 16)
+    assert p.delay(now, interval) > 0, "two spans ahead of the rate: the third waits"

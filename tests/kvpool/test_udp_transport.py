@@ -73,3 +73,38 @@ def test_a_receive_hands_out_a_view_of_one_buffer_that_the_next_receive_reuses()
         assert second == small and len(second) == 2, "a view of the datagram only, not of the whole buffer"
         assert first[:2] == small, "the buffer was reused: the first view now shows the second datagram"
         assert kept == big, "a copy taken in time keeps the datagram"
+
+
+def test_a_wait_shorter_than_a_millisecond_is_asked_for_as_it_is(monkeypatch):
+    """poll() would round 0.2 ms up to 1 ms; select() gets the wait in microseconds."""
+    import select
+
+    asked: list[float] = []
+    real = select.select
+
+    def recording(r, w, x, timeout):
+        asked.append(timeout)
+        return real(r, w, x, timeout)
+
+    with contextlib.closing(_peer()) as peer:
+        t = UdpTransport(peer.getsockname(), "127.0.0.1")
+        monkeypatch.setattr(select, "select", recording)
+        assert t.recv(0.0002) is None
+        t.close()
+    assert asked == [0.0002]
+
+
+def test_a_socket_numbered_beyond_select_waits_with_poll(monkeypatch):
+    import select
+
+    from kvpool import transport
+
+    monkeypatch.setattr(transport, "FD_SETSIZE", 0)  # every descriptor is then beyond what select() takes
+    monkeypatch.setattr(select, "select", lambda *a: (_ for _ in ()).throw(AssertionError("select() called")))
+    with contextlib.closing(_peer()) as peer:
+        t = UdpTransport(peer.getsockname(), "127.0.0.1")
+        assert t.recv(0.0002) is None, "nothing sent: the poll times out"
+        peer.sendto(b"late", t.address)
+        got = t.recv(ARRIVES_S)
+        assert got is not None and bytes(got) == b"late"
+        t.close()
