@@ -46,6 +46,7 @@ from controller.streaming import (
     StreamingOptions,
     session_of,
 )
+from kvpool.client import ClientOptions
 from kvpool.constants import Flag, Opcode, Status
 from kvpool.wire import Header, encode
 from softswitch.runtime.switch import SoftSwitch
@@ -67,7 +68,7 @@ CHUNK = 1024
 """path_rate's chunk at MTU 1500."""
 PROBE_FRAMES = 256
 """path_rate's probe cycles through 256 distinct replies: chunks 0..255 of a 256-chunk block."""
-SPAN = 8
+SPAN = ClientOptions().get_span
 """The client's default get_span."""
 BLOCK_CHUNKS = 16384
 """A 16 MiB block of 1 KiB chunks (path_rate's reader's block)."""
