@@ -1,18 +1,18 @@
 """CPU time the softswitch spends per packet of each kind a lone reader's read and `bench.path_rate`'s probe make.
 
 `bench.path_rate` compares a lone reader against the switch process's own forwarding rate (its probe: GET_REPLYs
-that match no pending entry). What a reader's chunk costs the switch is one matched reply plus an eighth of a
-span GET; what the probe's costs is one unmatched reply. So the ratio rises only where the GET and the matched
+that match no pending entry). What a reader's chunk costs the switch is one matched reply plus a span's share of a
+span GET (1/16 at the client's default span); what the probe's costs is one unmatched reply. So the ratio rises only where the GET and the matched
 reply come to cost what the probe's reply costs; this benchmark measures the three, in-process, on one core:
 
 - `probe_reply`: a GET_REPLY from the storage port to a reader, no pending entry (path_rate's probe frames).
-- `span_get`: a reader's F_STREAM GET of 8 chunks (aux = 8) towards the storage node: opens a coalescing entry
-  and feeds the block's stream (the client's defaults: span 8, F_STREAM on a read of more than one chunk).
-- `span_reply`: the storage node's 8 replies to it (offsets 0..7: req_id + i, chunk_idx + i, aux = i, as
-  kvpool/server.py sends them), each matching the entry; the last frees it.
+- `span_get`: a reader's F_STREAM GET of `SPAN` chunks (aux = SPAN, the client's default `get_span`) towards the
+  storage node: opens a coalescing entry and feeds the block's stream (F_STREAM on a read of more than one chunk).
+- `span_reply`: the storage node's SPAN replies to it (offsets 0..SPAN − 1: req_id + i, chunk_idx + i, aux = i,
+  as kvpool/server.py sends them), each matching the entry; the last frees it.
 
-each in bursts of 1 (one `process_burst` per frame) and of 8 (eight spans' GETs in one burst; a span's 8 replies
-in one burst; 8 probe replies). The switch runs p4src/kvswitch.p4 configured as the bed's controller configures it
+each in bursts of 1 (one `process_burst` per frame) and of 8 (eight spans' GETs in one burst; a span's replies
+in one burst; as many probe replies). The switch runs p4src/kvswitch.p4 configured as the bed's controller configures it
 (bench/_incast_bed.py: routes, port roles, coalescing with the controller's multicast groups, the stream join, the
 hot-key sketch), with 1 KiB chunks (path_rate's chunk at MTU 1500). Every figure is thread CPU time
 (`time.thread_time_ns`) over a phase of several frames, the best of `repeats` runs, so other jobs on the machine's
@@ -127,14 +127,14 @@ def configured_switch() -> SoftSwitch:
 
 @dataclass(frozen=True)
 class Frames:
-    """Pre-built frames: `spans[i]` is (the span GET, its 8 replies); `probes` path_rate-style replies."""
+    """Pre-built frames: `spans[i]` is (the span GET, its SPAN replies); `probes` path_rate-style replies."""
 
     spans: list[tuple[bytes, list[bytes]]]
     probes: list[bytes]
 
 
 def build_frames(spans: int, seed: int = 1500) -> Frames:
-    """`spans` consecutive span GETs of one block (chunk 0, 8, 16, ...; wrapping), each with its storage node's
+    """`spans` consecutive span GETs of one block (chunk 0, SPAN, 2 SPAN, ...; wrapping), each with its storage node's
     replies, and as many probe replies as there are span replies."""
     rng = random.Random(seed)
     shift = CHUNK.bit_length() - 1
