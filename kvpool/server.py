@@ -345,10 +345,7 @@ class StorageNode:
             self.counters["malformed.get_span"] += 1
             return [Datagram((self._reply(h, Status.ERR_MALFORMED).pack(),), peer)]
         if span > 1:
-            try:
-                return self._span(h, span, peer)
-            except StoreUnavailable:  # one of them cannot be told: each answered as its single GET would be
-                pass
+            return self._span(h, span, peer)
         self.gets[(h.tenant, h.prefix_hash, h.chunk_idx)] += 1
         found = self.backend.read(_chunk_of(h))
         if found is None:
@@ -356,21 +353,21 @@ class StorageNode:
         chunk, value = found
         if h.version > chunk.version:  # asks for a newer version than we hold
             return [Datagram((self._reply(h, Status.MISS, version=chunk.version).pack(),), peer)]
-        out = [Datagram(self._hit(h, h.req_id, h.chunk_idx, chunk, value, 0), peer)]
-        if span > 1:
-            self.counters["get.span"] += 1
-            out += self._rest_of_span(h, min(span, chunk.chunk_count - h.chunk_idx), peer)
-        return out
+        return [Datagram(self._hit(h, h.req_id, h.chunk_idx, chunk, value, 0), peer)]
 
     def _span(self, h: Header, span: int, peer: Address) -> list[Datagram]:
-        """A span GET whose chunks the backend reads in one call (`read_span`): the same replies as
-        `_rest_of_span` after the first chunk's, each packed straight from the request's fields (no `Header`
-        per chunk), the counters counted once per span. Raises StoreUnavailable when the backend cannot tell
-        (the caller then answers chunk by chunk, as the single GETs would be)."""
+        """A span GET: its chunks read from the backend in one call (`read_span`) and each answered as its
+        single GET would be (HIT_SERVER, or MISS for a chunk dropped, of an older version than asked, or that
+        the backend cannot read now), packed straight from the request's fields (no `Header` per chunk), the
+        counters counted once per span. When the backend cannot tell the span whole, the first chunk is read as
+        a single GET would read it (its StoreUnavailable is the request's) and the others one by one."""
         tenant, prefix_hash, first, version, req_id = h.tenant, h.prefix_hash, h.chunk_idx, h.version, h.req_id
-        found = self.backend.read_span(_block_of(h), first, min(span, h.chunk_count - first))
         gets = self.gets
         gets[(tenant, prefix_hash, first)] += 1
+        try:
+            found = self.backend.read_span(_block_of(h), first, min(span, h.chunk_count - first))
+        except StoreUnavailable:
+            found = [self.backend.read(_chunk_of(h))]
         head = found[0]
         if head is None:
             return [Datagram((self._reply(h, Status.MISS, version=0).pack(),), peer)]
@@ -405,29 +402,6 @@ class StorageNode:
                                                  req_id=(req_id + i) & _REQ_ID_MASK, chunk_idx=idx,
                                                  aux=i).pack(),), peer))
         self.counters[_HIT_SERVER_KEY] += hits
-        return out
-
-    def _rest_of_span(self, h: Header, span: int, peer: Address) -> list[Datagram]:
-        """Offsets 1 .. span - 1 of a span GET whose first chunk was a hit, each answered as its single GET
-        would be: HIT_SERVER, or MISS for a chunk dropped (TIER_MOVE), of an older version than asked, or that
-        the backend cannot read now."""
-        out: list[Datagram] = []
-        gets, read, hit, from_wire = self.gets, self.backend.read, self._hit, ChunkKey.from_wire
-        tenant, prefix_hash, version = h.tenant, h.prefix_hash, h.version
-        for i in range(1, span):
-            idx, req_id = h.chunk_idx + i, (h.req_id + i) & _REQ_ID_MASK
-            gets[(tenant, prefix_hash, idx)] += 1
-            try:
-                found = read(from_wire(tenant, prefix_hash, idx))
-            except StoreUnavailable:
-                self.counters["store_unavailable"] += 1
-                found = None
-            if found is not None and version <= found[0].version:
-                out.append(Datagram(hit(h, req_id, idx, found[0], found[1], i), peer))
-            else:  # (the stored version, the request's kept for the chunks after: each as its own GET)
-                stored = 0 if found is None else found[0].version
-                out.append(Datagram((self._reply(h, Status.MISS, version=stored, req_id=req_id, chunk_idx=idx,
-                                                 aux=i).pack(),), peer))
         return out
 
     def _hit(self, h: Header, req_id: int, chunk_idx: int, chunk: ChunkMeta, value: bytes | memoryview,
