@@ -621,9 +621,7 @@ class Window:
                 self.spurious += 1
             return None
         request = item.header
-        if reason is None and not (reply.opcode == _REPLY_CODE.get(request.opcode)  # `answers`, inline: per chunk
-                                   and reply.chunk_idx == request.chunk_idx
-                                   and reply.prefix_hash == request.prefix_hash and reply.tenant == request.tenant):
+        if reason is None and not answers(reply, request):
             self.wrong.append(f"{describe(reply)} does not answer {describe(request)}")
             return None  # a reply to something else that carries our req_id: keep waiting
         now = self._clock()
