@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench._running_controller import ControllerSetup, RunningController
+from kvtesting.realtime import DEVICE_PRIORITY
 
 if TYPE_CHECKING:
     from kvtesting.vethnet import Host, VethNet, VethNetOptions
@@ -99,12 +100,15 @@ class Bed:
     default) the real controller as the switch's primary, its CPU seconds sampled per row.
 
     `readers` > 0 adds that many reader hosts, each in its own namespace on its own switch port (`reader_net`).
-    With `controller` False the bench programs coalescing itself over P4Runtime (no controller CPU to report)."""
+    With `controller` False the bench programs coalescing itself over P4Runtime (no controller CPU to report).
+    With `realtime_devices` the switch and the storage node run at SCHED_FIFO (`kvtesting.realtime`)."""
 
-    def __init__(self, workdir: Path, tag: str = "inc", readers: int = 0, controller: bool = True) -> None:
+    def __init__(self, workdir: Path, tag: str = "inc", readers: int = 0, controller: bool = True,
+                 realtime_devices: bool = False) -> None:
         from kvtesting.vethnet import VethNet, VethNetOptions
 
-        options = VethNetOptions(tag=tag, storage_args=("--capacity", str(4 << 30)))
+        options = VethNetOptions(tag=tag, storage_args=("--capacity", str(4 << 30)),
+                                 realtime_devices=realtime_devices)
         self.workdir = workdir
         self.readers = reader_hosts(readers)
         self.net = reader_net(options, workdir, self.readers) if readers else VethNet(options, workdir)
@@ -129,6 +133,13 @@ class Bed:
             self.net.__exit__(None, None, None)
             raise
         return self
+
+    def scheduling(self) -> str:
+        """How the switch and the node were scheduled, for a result and its table's heading."""
+        if self.net.realtime:
+            return (f"The switch and the storage node ran at SCHED_FIFO {DEVICE_PRIORITY} (machines of their own: "
+                    "no reader process preempts them); readers and controller under the fair scheduler.")
+        return "Every process shared the CPUs under the fair scheduler."
 
     def set_mtu(self, mtu: int) -> None:
         """Every veth of the bed (both ends) at `mtu` bytes."""

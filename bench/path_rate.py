@@ -20,7 +20,7 @@ row's figure (another process on the machine only ever slows either), and every 
 
 The ratio reader / switch is the goal's figure. Also per phase: CPU seconds of the switch process and of the
 storage node (from /proc), so the per-chunk cost of each is on the table: with span GETs (the client's default,
-8 chunks per GET, docs/protocol.md *Span GETs*) a reader costs the switch 1 + 1/8 packets per chunk (one GET per
+16 chunks per GET, docs/protocol.md *Span GETs*) a reader costs the switch 1 + 1/16 packets per chunk (one GET per
 span and each reply), the switch's own rate is measured with one (the reply); with one GET per chunk
 (`get_span` 1) it was two, which bounded the ratio near 1/2. The "switch-bound ratio" is that bound as this run
 measured it: the switch's CPU per forwarded frame over its CPU per chunk read, a figure that does not move with
@@ -32,7 +32,10 @@ the machine's load as the rates do.
     sudo .venv/bin/python -m bench.path_rate --window 64 --out out/bench             (another largest window)
 
 The bed is `bench._incast_bed.Bed` (`kvtesting.vethnet.VethNet`: client and storage node in their own namespaces,
-`python -m softswitch` between them on veth pairs), tag `prt`. The probe's sender uses a second address of the
+`python -m softswitch` between them on veth pairs), tag `prt`. As in `bench incast`'s realistic rows, the switch and
+the storage node run at SCHED_FIFO once they are up, the reader and the probe's sender and receiver under the fair
+scheduler (`kvtesting.realtime`); `--fair` schedules every process fairly. Both figures of a row, the switch's
+own rate and the reader's, are measured in the same scheduling. The probe's sender uses a second address of the
 storage namespace (`PROBE_SOURCE`), because the storage node holds port 7420 of its own address.
 """
 
@@ -82,6 +85,8 @@ class Plan:
     """The reader's `ClientOptions.get_span`; None: the client's default (what the goal is about)."""
     window: int | None = None
     """The reader's `ClientOptions.window` (its largest congestion window); None: the client's default."""
+    realtime_devices: bool = True
+    """The switch and the storage node at SCHED_FIFO (`kvtesting.realtime`); False: all under the fair scheduler."""
 
 
 FULL = Plan()
@@ -358,19 +363,20 @@ def run(out: Path, quick: bool = False, plan: Plan | None = None) -> dict:
     rows: list[dict] = []
     ph = 0x2A7E_0000 + (int(time.time()) & 0xFFFF) * 0x10
     started = time.perf_counter()
-    with Bed(out / "path-rate-bed", tag="prt") as bed:
+    with Bed(out / "path-rate-bed", tag="prt", realtime_devices=plan.realtime_devices) as bed:
+        scheduling = bed.scheduling()
         bed.coalescing(True)
         storage_ns, storage_if = bed.net.netns(bed.net.options.storage), bed.net.host_if(bed.net.options.storage)
         subprocess.run(["ip", "-n", storage_ns, "addr", "add", f"{PROBE_SOURCE}/32", "dev", storage_if], check=True)
         for i, mtu in enumerate(plan.mtus):
             rows.append(measure_mtu(bed, mtu, plan, ph + i))
             print(f"   {table(rows[-1:]).splitlines()[-1]}", flush=True)
-    result = {"bench": NAME, "plan": plan.__dict__, "rows": rows, "window": WINDOW,
+    result = {"bench": NAME, "plan": plan.__dict__, "rows": rows, "window": WINDOW, "scheduling": scheduling,
               "wall_s": time.perf_counter() - started,
               "note": "switch = the softswitch process forwarding GET_REPLY datagrams (one packet per chunk); a "
                       "reader costs it 1 + 1/span packets per chunk (a span GET, then each reply)"}
     (out / f"{NAME}.json").write_text(json.dumps(result, indent=2))
-    (out / f"{NAME}.md").write_text(table(rows) + "\n")
+    (out / f"{NAME}.md").write_text(scheduling + "\n\n" + table(rows) + "\n")
     return result
 
 
@@ -384,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="rounds of (switch rate, warm read) per MTU")
     parser.add_argument("--get-span", type=int, help="the reader's ClientOptions.get_span (default: the client's)")
     parser.add_argument("--window", type=int, help="the reader's ClientOptions.window (default: the client's)")
+    parser.add_argument("--fair", action="store_true",
+                        help="the switch and the node under the fair scheduler too (default: SCHED_FIFO)")
     # internal: the probe and the namespace agents
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--agent", choices=("write", "read"), help=argparse.SUPPRESS)
@@ -400,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     base = QUICK if args.quick else FULL
     plan = Plan(mtus=tuple(int(m) for m in args.mtus.split(",")) if args.mtus else base.mtus,
                 block_mib=args.mib or base.block_mib, probe_seconds=args.seconds or base.probe_seconds,
-                repeats=args.repeats or base.repeats, get_span=args.get_span, window=args.window)
+                repeats=args.repeats or base.repeats, get_span=args.get_span, window=args.window,
+                realtime_devices=not args.fair)
     run(args.out, plan=plan)
     return 0
 

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from kvtesting.realtime import make_realtime
+
 ROOT = Path(__file__).resolve().parents[1]
 """The repository: working directory of every process, so `python -m <package>` finds our packages."""
 PROGRAM = ROOT / "p4src" / "kvswitch.p4"
@@ -84,10 +86,17 @@ class VethNetOptions:
     """Seconds each process may take to come up (compiling and importing are slow on a busy machine)."""
     storage_args: tuple[str, ...] = field(default=())
     """Extra `python -m kvpool.server` arguments."""
+    realtime_devices: bool = False
+    """The switch and the storage node at SCHED_FIFO once they are up (`kvtesting.realtime`): benchmarks' reader
+    processes then never preempt them. `VethNet.realtime` tells whether the kernel agreed."""
 
     def __post_init__(self) -> None:
         if not (1 <= len(self.tag) <= 3 and self.tag.isalnum() and self.tag.islower()):
             raise ValueError(f"tag {self.tag!r}: 1 to 3 lower-case letters or digits")
+
+
+DEVICES = ("switch", "storage node")
+"""The bed's processes that stand for machines of their own (`VethNetOptions.realtime_devices`)."""
 
 
 def process_mark(pid: int | None = None) -> str:
@@ -270,6 +279,8 @@ class VethNet:
         self.switch: ShellSwitch | None = None
         self.agent: ClientAgent | None = None
         self.grpc_address = ""
+        self.realtime = False
+        """Whether the switch and the storage node run at SCHED_FIFO (asked for, and the kernel agreed)."""
 
     # ---- names -----------------------------------------------------------------------------------------
 
@@ -308,6 +319,9 @@ class VethNet:
             self.switch.route(host)
         self.switch.port_role(self.options.storage.port, "STORAGE")
         self._start_storage()
+        if self.options.realtime_devices:
+            self.realtime = all([make_realtime(process.popen.pid) for process in self.processes
+                                 if process.name in DEVICES])
         self._start_agent()
 
     def close(self) -> None:

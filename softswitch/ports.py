@@ -22,6 +22,7 @@ import select
 import socket
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -205,13 +206,23 @@ class PortSet:
         `ready` is such a poll's answer taken just before (the one that woke the loop), used for the first pick.
         When that leaves one port with frames queued, its whole queue is taken at once: those frames were
         received before the poll found every other port empty, so anything another port receives now
-        arrived after all of them."""
+        arrived after all of them. When several ports have frames, the oldest head's port gives every frame
+        older than the next port's head and than the poll (a run, not one frame per pick): a switch with
+        many ports (a reader on each) would otherwise poll all of them once per frame."""
         on_frame = self._on_frame
         burst: list[tuple[int, bytes]] | None = [] if self._on_burst is not None else None
         taken = 0
         while taken < MERGE_BATCH:
+            # the time before which every port with nothing queued is known to have received nothing: before a
+            # poll of the ports (frame times are the kernel's CLOCK_REALTIME); unknown (0) for the wake-up's
+            # poll, which may have found a port empty long before it returned
+            quiet_since = 1 << 63
             if not all(queues.values()):
-                polled, ready = (readable.poll(0) if ready is None else ready), None
+                if ready is None:
+                    quiet_since = time.time_ns()
+                    polled = readable.poll(0)
+                else:
+                    polled, ready, quiet_since = ready, None, 0
                 for fd, _event in polled:
                     port = port_of.get(fd)
                     if port is None:  # (the wake-up pipe, in `ready`)
@@ -222,13 +233,21 @@ class PortSet:
             heads = [(queue[0][0], port) for port, queue in queues.items() if queue]
             if not heads:
                 break
+            room = MERGE_BATCH - taken
             if len(heads) == 1:
                 port = heads[0][1]
                 queue = queues[port]
-                frames = [queue.popleft()[1] for _ in range(min(len(queue), MERGE_BATCH - taken))]
+                frames = [queue.popleft()[1] for _ in range(min(len(queue), room))]
             else:
-                port = min(heads)[1]
-                frames = [queues[port].popleft()[1]]
+                heads.sort()
+                port = heads[0][1]
+                queue = queues[port]
+                # what the oldest port received before every other port's head and before the poll that found
+                # the other ports empty is older than anything the switch has not taken yet
+                until = min(heads[1][0], quiet_since)
+                frames = [queue.popleft()[1]]
+                while queue and queue[0][0] < until and len(frames) < room:
+                    frames.append(queue.popleft()[1])
             taken += len(frames)
             if burst is not None:
                 burst.extend((port, frame) for frame in frames)

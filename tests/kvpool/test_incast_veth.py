@@ -82,3 +82,26 @@ def test_the_spread_table_quick_run_gives_every_system_and_spread_with_no_failed
         assert r["busiest_blocks_per_read"] > 0 and r["storage_gets_per_chunk"] > 0
         assert r["controller_cpu_s"] is not None and r["controller_cpu_s"] >= 0
     assert (tmp_path / "incast-spread.png").is_file() and "| system |" in (tmp_path / "incast.md").read_text()
+
+
+def test_with_the_devices_first_the_switch_and_the_node_run_at_fifo_and_readers_still_finish(tmp_path):
+    """The benchmarks' scheduling (`Bed(realtime_devices=True)`, `kvtesting.realtime`): the switch and the storage
+    node, with every thread, at SCHED_FIFO, the readers under the fair scheduler, and 8 readers of their own
+    blocks all finish with verified bytes."""
+    from bench._incast_bed import Bed
+    from bench.incast import measure_realistic
+    from kvtesting.realtime import is_realtime
+    from kvtesting.vethnet import DEVICES
+
+    with Bed(tmp_path, tag="irt", realtime_devices=True) as rt_bed:
+        rt_bed.coalescing(True)
+        assert rt_bed.net.realtime
+        devices = [p.popen.pid for p in rt_bed.net.processes if p.name in DEVICES]
+        assert len(devices) == 2 and all(is_realtime(pid) for pid in devices)
+        assert "SCHED_FIFO" in rt_bed.scheduling()
+        phs = [0x7E59_0000 + i for i in range(8)]
+        size = 1 << 20
+        chunk = write_blocks(rt_bed, 1500, phs, size)
+        row = measure_realistic(rt_bed, 1500, "own-blocks", 8, 0.0, phs, size, chunk)
+        assert row["failed_readers"] == 0, row["errors"]
+        assert len(row["reader_MB_per_s"]) == 8
