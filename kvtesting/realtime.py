@@ -59,6 +59,18 @@ def make_realtime(pid: int, priority: int = DEVICE_PRIORITY) -> bool:
     return bool(threads)
 
 
+def fifo_allowed() -> bool:
+    """Whether this kernel gives this process SCHED_FIFO (root alone is not enough in a cgroup with no real-time
+    budget): tried on the calling thread, which is put back as it was."""
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except PermissionError:
+        return False
+    os.sched_setscheduler(0, policy, param)
+    return True
+
+
 def is_realtime(pid: int) -> bool:
     """Whether every thread of `pid` (and its children) runs at SCHED_FIFO."""
     threads = process_threads(pid)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from kvtesting import realtime
-from kvtesting.realtime import is_realtime, make_realtime, process_threads
+from kvtesting.realtime import fifo_allowed, is_realtime, make_realtime, process_threads
 
 _LATER_THREAD = """
 import os, sys, threading
@@ -33,8 +33,8 @@ def _child(code: str, shell: bool = False) -> subprocess.Popen[str]:
 
 @pytest.fixture
 def may_set_fifo() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("SCHED_FIFO needs root (CAP_SYS_NICE)")
+    if not fifo_allowed():
+        pytest.skip("this kernel gives no SCHED_FIFO here (not root, or no real-time budget in this cgroup)")
 
 
 def test_a_device_and_the_threads_it_starts_later_run_at_fifo(may_set_fifo: None) -> None:
@@ -78,6 +78,14 @@ def test_a_refusing_kernel_leaves_the_process_as_it_was(monkeypatch: pytest.Monk
         assert not is_realtime(child.pid)
     finally:
         child.communicate("go\n", timeout=60)
+
+
+def test_asking_whether_fifo_is_allowed_leaves_the_caller_as_it_was() -> None:
+    before = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+    allowed = fifo_allowed()
+    assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == before
+    if os.geteuid() != 0:
+        assert not allowed, "without CAP_SYS_NICE no kernel gives SCHED_FIFO"
 
 
 def test_a_gone_process_is_not_made_realtime() -> None:
