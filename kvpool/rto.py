@@ -24,6 +24,8 @@ _KEEP_SRTT, _KEEP_RTTVAR = 1 - ALPHA, 1 - BETA
 FLOOR_DECAY = 0.999
 """Per RTT sample, how a raised RTO floor returns towards the minimum (about 700 samples to halve: a few
 hundred ms of a busy reader, so a stall that recurs every few hundred ms keeps the floor up)."""
+SPURIOUS_MARGIN = 1.25
+"""A spurious timeout raises the RTO's floor to this many times the wait the late reply proved (`spurious`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +71,19 @@ class RtoEstimator:
         if self.floor > self.bounds.minimum:
             self.floor = max(self.bounds.minimum, self.floor * FLOOR_DECAY)
 
-    def spurious(self) -> None:
+    def spurious(self, took: float | None = None) -> None:
         """A timer ran out for a request whose first reply came after all (its duplicate proved it): the path
-        stalls for longer than the RTO says (a loaded machine's scheduling, not the network), so the RTO's
-        floor doubles, up to a quarter of `maximum`, and decays back as samples come (as Eifel's response,
-        RFC 4015, makes the timer more conservative after a spurious timeout)."""
+        stalls for longer than the RTO says (a loaded machine's scheduling, not the network), so the RTO's floor
+        rises, up to a quarter of `maximum`, and decays back as samples come (as Eifel's response, RFC 4015, makes
+        the timer more conservative after a spurious timeout). `took`: how long the request waited for its first
+        reply (from its first send), which the late reply proved the path may take: the floor rises to
+        `SPURIOUS_MARGIN` times that, and at most doubles per timeout. Without it, the floor doubles. Only what
+        was seen, not a doubling per timeout: a reader with a small window recovers most losses by its timer,
+        and stalls of one length recurring (a few a second) doubled its floor to ten times that length."""
         self.spurious_timeouts += 1
-        self.floor = min(max(self.floor * 2, self.bounds.minimum), self.bounds.maximum / 4)
+        doubled = max(self.floor * 2, self.bounds.minimum)
+        raised = doubled if took is None else min(doubled, max(self.floor, SPURIOUS_MARGIN * took))
+        self.floor = min(raised, self.bounds.maximum / 4)
 
     @property
     def rto(self) -> float:

@@ -114,6 +114,7 @@ class _Outstanding:
     busy: int = 0
     """BUSY replies received: those sends are not tries."""
     sent_at: float = 0.0
+    first_sent_at: float = 0.0
     deadline: float = 0.0
     in_flight: bool = False
     """Counted in the window: sent, not answered, not presumed lost."""
@@ -174,9 +175,10 @@ class PathState:
     rto: RtoEstimator
     congestion: CongestionWindow
     pacer: Pacer
-    resent_answered: dict[int, bool] = field(default_factory=dict)
-    """req_ids of resent requests that were answered, oldest first: a later duplicate reply proves the resend
-    was not needed (recognised by any window of the client, the duplicate may come after its call ended)."""
+    resent_answered: dict[int, float] = field(default_factory=dict)
+    """req_ids of resent requests that were answered, oldest first, each with the wait from its first send to its
+    first reply: a later duplicate reply proves the resend was not needed, and that the path may take that long
+    (`RtoEstimator.spurious`; recognised by any window of the client, the duplicate may come after its call ended)."""
 
     @classmethod
     def new(cls, rto: RtoBounds | None = None, limits: WindowLimits | None = None, adaptive: bool = True,
@@ -347,6 +349,8 @@ class Window:
         when the caller (a span of fresh requests) computed it once for all."""
         item.attempts += 1
         item.sent_at = now
+        if item.attempts == 1:
+            item.first_sent_at = now
         tries = item.attempts - item.busy
         item.deadline = now + (first_rto if first_rto is not None and tries == 1 else self.path.rto.backoff(tries))
         item.in_flight = True
@@ -615,8 +619,9 @@ class Window:
                 if pushed is not None:
                     return pushed
             self.strays += 1
-            if self.path.resent_answered.pop(req_id, False) and reason is None:
-                self.path.rto.spurious()  # both sends were answered: the timer ran out too early
+            took = self.path.resent_answered.pop(req_id, None)
+            if took is not None and reason is None:
+                self.path.rto.spurious(took)  # both sends were answered: the timer ran out too early
                 self.path.congestion.undo()
                 self.spurious += 1
             return None
@@ -637,7 +642,7 @@ class Window:
         attempts = item.attempts
         if attempts > item.busy + 1:  # resent: a second reply would show the resend was not needed
             remembered = self.path.resent_answered
-            remembered[req_id] = True
+            remembered[req_id] = now - item.first_sent_at
             if len(remembered) > RESENDS_REMEMBERED:
                 del remembered[next(iter(remembered))]
         if item.in_flight:

@@ -450,10 +450,34 @@ def test_a_resend_whose_first_reply_comes_after_all_is_recognised_and_undone():
     inner = SlowReplyTransport(node, clock)
     options = ClientOptions(timeout=0.05, retries=0, initial_window=4, window=4, get_span=1)  # one GET per chunk
     with KVPClient(options, inner, clock=clock) as client:
+        proved: list[float | None] = []
+        spurious = client.path.rto.spurious
+        client.path.rto.spurious = lambda took=None: (proved.append(took), spurious(took))[1]  # type: ignore[method-assign]
         client.get_block(1, chunks=256)  # 64 round trips of 10 ms: the late reply comes during the read
         assert client.resent >= 1 and client.spurious == 1
         assert client.path.rto.spurious_timeouts == 1 and client.path.congestion.undone == 1
         assert client.path.congestion.cwnd == 4, "the window the spurious cut took is back"
+    (took,) = proved
+    assert took is not None and 0.02 <= took < 0.3, "the wait from the first send to the first reply (the resend's), " \
+        "not the late reply's 0.3 s"
+
+
+def test_a_spurious_timeout_raises_the_floor_to_the_wait_it_proved_and_no_further():
+    rto = RtoEstimator(RtoBounds(initial=0.5, minimum=0.02, maximum=4.0))
+    for _ in range(20):
+        rto.sample(0.001)
+    rto.spurious(took=0.025)
+    assert rto.floor == pytest.approx(1.25 * 0.025) and rto.rto == pytest.approx(1.25 * 0.025)
+    for _ in range(10):  # stalls of one length, recurring: the floor stays at what they take
+        rto.spurious(took=0.025)
+    assert rto.floor == pytest.approx(1.25 * 0.025)
+    rto.spurious(took=0.01)
+    assert rto.floor == pytest.approx(1.25 * 0.025), "a shorter wait never lowers it"
+    rto.spurious(took=3.0)
+    assert rto.floor == pytest.approx(2 * 1.25 * 0.025), "at most double per timeout"
+    for _ in range(10):
+        rto.spurious(took=3.0)
+    assert rto.floor == 1.0, "at most a quarter of the maximum"
 
 
 def test_a_client_paces_with_room_for_a_whole_span_ahead():
