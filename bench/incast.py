@@ -31,7 +31,7 @@ The switch and the storage node run at SCHED_FIFO once they are up, the readers 
 fair scheduler (`kvtesting.realtime`): N reader processes stand for N machines, the switch and the node for one
 each, and on two shared cores the fair scheduler would let every reader's wake-up preempt them and give them one
 share among N + 2 (with 32 readers of their own blocks at MTU 1500 that, not the pool, set the aggregate:
-0.63–0.75 × the lone reader fairly scheduled, 0.93–0.95 × with the devices first, in one sitting). `--fair`
+0.66–0.75 × the lone reader fairly scheduled in eight runs, 0.93–0.95 × with the devices first, in one sitting). `--fair`
 schedules every process fairly, as rounds before this one measured; the table's heading says which.
 
 Every bed runs the real controller (`python -m controller serve`, `bench._running_controller`) as the switch's
