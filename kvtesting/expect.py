@@ -7,6 +7,7 @@ and the wait on a switch process ends when that came (or at a cap no load eats, 
 fails to do it):
 
     process(target, port, data, frames)   that many output frames (`RemoteTarget.process_expecting`)
+    more(target, frames)                  that many more frames of work already under way, no packet sent
     digests(target, count)                that many digests (`RemoteTarget.drain_digests_expecting`)
     settled(target, read, expected)       `read()` again until it returns `expected` (counters)
 """
@@ -37,6 +38,15 @@ def process(target: Target, port: int, data: bytes, frames: int | None) -> list[
     if frames is None or not waits(target):
         return target.process(port, data)
     return target.process_expecting(port, data, frames)  # type: ignore[attr-defined]
+
+
+def more(target: Target, frames: int) -> list[tuple[int, bytes]]:
+    """Frames still to come from packets already sent, when the test learned only afterwards (from counters)
+    that a correct switch sends `frames` more: [] from an in-process switch, which had sent everything when its
+    `process` returned; a switch process is waited on until that many came (`RemoteTarget.receive_expecting`)."""
+    if not waits(target):
+        return []
+    return target.receive_expecting(frames)  # type: ignore[attr-defined]
 
 
 def digests(target: Target, count: int | None) -> list[DigestMessage]:

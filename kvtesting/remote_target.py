@@ -106,6 +106,11 @@ class RemoteTarget:
         self._send(ingress_port, data)
         return self._collect_until_quiet(frames)
 
+    def receive_expecting(self, frames: int) -> list[tuple[int, bytes]]:
+        """Frames the switch still sends for packets already sent, no packet sent now: waits for `frames` of
+        them however busy the machine is (up to `expect_cap_s`), then `quiet_s` for any extra one."""
+        return self._collect_until_quiet(frames)
+
     def _send(self, ingress_port: int, data: bytes) -> None:
         self.late_frames.extend(self._collect_ready())
         if ingress_port == self.cpu_port:
