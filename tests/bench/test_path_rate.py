@@ -4,11 +4,22 @@ derives from CPU times (the machine-independent bound) are computed as documente
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
-from bench.path_rate import _cpu_seconds, probe_frames, read_agent_args, switch_bound_ratio, table
+from bench.path_rate import (
+    _cpu_seconds,
+    _sustained_reads,
+    block_data,
+    probe_frames,
+    read_agent_args,
+    switch_bound_ratio,
+    table,
+)
+from kvpool.client import ClientOptions, KVPClient
 from kvpool.constants import KVP_HEADER_LEN, Flag, Opcode
+from kvpool.server import StorageNode, StorageOptions
 from kvpool.wire import Header, check
 
 
@@ -38,15 +49,20 @@ def test_cpu_seconds_of_a_process_grow_with_its_work():
     assert _cpu_seconds(os.getpid()) >= before + 0.05
 
 
-def test_table_row_has_the_ratios_and_the_verdict():
+def test_table_row_leads_with_the_sustained_rate_and_any_unverified_read_marks_it():
     read = {"payload_MB_per_s": 15.0, "vs_switch": 0.3, "resent": 0, "verified": True, "switch_bound_ratio": 0.33,
             "cpu_us_per_chunk": {"switch": 60.0, "storage_node": 20.0, "reader": 40.0}}
+    steady = {**read, "payload_MB_per_s": 35.0, "vs_switch": 0.7, "resent": 2, "switch_bound_ratio": 0.5,
+              "cpu_us_per_chunk": {"switch": 40.0, "storage_node": 10.0, "reader": 30.0}}
     row = {"mtu": 1500, "chunk_bytes": 1024,
            "switch": {"payload_MB_per_s": 50.0, "frames_per_s": 48828.0, "switch_cpu_us_per_frame": 20.0},
-           "reader": {"cold": read, "warm": {**read, "verified": False}}}
+           "reader": {"cold": read, "warm": read, "sustained": steady}}
     line = table([row]).splitlines()[-1]
-    assert line.startswith("| 1500 | 1024 | 50.0 (48,828) | 20.0 | 15.0 (0.30) | 15.0 (0.30) | 60 / 20 / 40 | 0.33 |")
-    assert line.endswith("| NO |"), "one unverified read marks the row"
+    assert line == ("| 1500 | 1024 | 50.0 (48,828) | 20.0 | **35.0 (0.70)** | 15.0 (0.30) | 15.0 (0.30) | "
+                    "40 / 10 / 30 | 0.50 | 0/0/2 | yes |"), "the CPU figures are the sustained reads'"
+    for which in ("cold", "warm", "sustained"):
+        unverified = {**row, "reader": {**row["reader"], which: {**row["reader"][which], "verified": False}}}
+        assert table([unverified]).splitlines()[-1].endswith("| NO |"), which
 
 
 def test_the_reader_keeps_the_client_defaults_unless_the_run_sets_one():
@@ -55,3 +71,27 @@ def test_the_reader_keeps_the_client_defaults_unless_the_run_sets_one():
     assert read_agent_args("10.0.0.2", 7, 1 << 20, 16) == [*default, "--get-span", "16"]
     assert read_agent_args("10.0.0.2", 7, 1 << 20, None, 64) == [*default, "--window", "64"]
     assert read_agent_args("10.0.0.2", 7, 1 << 20, 16, 64) == [*default, "--get-span", "16", "--window", "64"]
+    assert read_agent_args("10.0.0.2", 7, 1 << 20, None, None, 3.0) == [*default, "--sustain", "3.0"]
+
+
+def test_sustained_reads_go_on_for_the_time_asked_and_check_every_block():
+    node = StorageNode(StorageOptions(host="127.0.0.1", port=0, capacity=4 << 20))
+    sock = node.bind()
+    stop = threading.Event()
+    thread = threading.Thread(target=node.serve, args=(sock, stop, 0.05), daemon=True)
+    thread.start()
+    client = KVPClient(ClientOptions(server=sock.getsockname(), chunk_size=1024))
+    try:
+        data = block_data(7, 64 << 10)
+        client.put_block(7, data, version=1)
+        got = _sustained_reads(client, 7, data, 0.2)
+        assert got["seconds"] >= 0.2 and got["blocks"] >= 1 and got["verified"]
+        assert got["chunks"] == 64 * got["blocks"]
+        assert got["payload_MB_per_s"] == pytest.approx(got["blocks"] * len(data) / 1e6 / got["seconds"])
+        assert got["sent"] >= got["blocks"] * 64 // 16, "the requests of these reads only (span GETs of 16)"
+        assert not _sustained_reads(client, 7, block_data(8, 64 << 10), 0.01)["verified"], "other bytes"
+    finally:
+        client.close()
+        stop.set()
+        thread.join(timeout=2)
+        node.close()
