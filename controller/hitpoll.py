@@ -23,7 +23,6 @@ def poll(ledger: SlotLedger, now: float | None = None, only_pending: bool = Fals
         else:
             owners = {s: (k, ledger.tracked[k].admitted_at) for k, s in ledger.slots.items() if k in ledger.tracked}
     counts = ledger.dataplane.slot_hits(sorted(owners))
-    totals = None if only_pending else ledger.dataplane.hit_counts()
     with ledger.lock:
         now = ledger.clock() if now is None else now
         changed = 0
@@ -51,8 +50,6 @@ def poll(ledger: SlotLedger, now: float | None = None, only_pending: bool = Fals
                 ledger.pending_first_hit.discard(key)
                 if entry.first_digest_at is not None:
                     ledger.metrics.latency("hot_to_first_hit", now - entry.first_digest_at)
-        if totals is not None:
-            ledger.metrics.hits = totals
         return changed
 
 

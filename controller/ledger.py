@@ -101,18 +101,21 @@ FIRST_HIT_SLOWEST_POLL_S = 0.064
 class PendingFirstHits:
     """Chunks admitted recently whose first switch hit is not seen yet, and a way to sleep while there are none:
     the fast first-hit poll runs every couple of milliseconds only while this holds something, so an idle
-    controller does not wake 500 times a second for nothing. Changed under the ledger's lock."""
+    controller does not wake 500 times a second for nothing (nor at all: a sleeper is woken by an admission or
+    by `wake`). Changed under the ledger's lock."""
 
     def __init__(self) -> None:
         self._keys: set[ChunkKey] = set()
-        self._nonempty = threading.Event()
+        self._changed = threading.Condition()
+        self._woken = False
         self.newest_at: float | None = None
         """When the newest pending chunk was admitted (the ledger's clock)."""
 
     def add(self, key: ChunkKey, admitted_at: float) -> None:
-        self._keys.add(key)
-        self.newest_at = admitted_at
-        self._nonempty.set()
+        with self._changed:
+            self._keys.add(key)
+            self.newest_at = admitted_at
+            self._changed.notify_all()
 
     def poll_interval(self, now: float, fastest: float) -> float:
         """How long to wait before the next fast poll: `fastest` just after an admission, then a sixteenth of the
@@ -123,22 +126,31 @@ class PendingFirstHits:
         return min(FIRST_HIT_SLOWEST_POLL_S, max(fastest, age / 16))
 
     def discard(self, key: ChunkKey) -> None:
-        self._keys.discard(key)
-        if not self._keys:
-            self._nonempty.clear()
+        with self._changed:
+            self._keys.discard(key)
 
     def __contains__(self, key: object) -> bool:
         return key in self._keys
 
     def __iter__(self) -> Iterator[ChunkKey]:
-        return iter(list(self._keys))
+        with self._changed:
+            return iter(list(self._keys))
 
     def __len__(self) -> int:
         return len(self._keys)
 
-    def wait(self, timeout: float) -> bool:
-        """Block until a chunk is pending (True at once if one is), at most `timeout` seconds."""
-        return self._nonempty.wait(timeout)
+    def wait(self, timeout: float | None) -> bool:
+        """Block until a chunk is pending (True at once if one is), at most `timeout` seconds (None: no bound);
+        `wake` ends every wait at once from then on (False unless a chunk is pending)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._keys or self._woken, timeout)
+            return bool(self._keys)
+
+    def wake(self) -> None:
+        """End every wait, now and later (the service stops)."""
+        with self._changed:
+            self._woken = True
+            self._changed.notify_all()
 
 
 class SlotLedger:

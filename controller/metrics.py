@@ -6,16 +6,24 @@ Prometheus can never disagree. The registry is per controller (never prometheus_
 
 from __future__ import annotations
 
+import logging
 import statistics
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from controller.dataplane import HitCounts
+
+log = logging.getLogger(__name__)
+
+HIT_TOTALS_MAX_AGE_S = 1.0
+"""A reader of the metrics (the API's /stats, a Prometheus scrape) gets the switch's GET totals read at most this
+long ago; they are read when asked, not polled: an idle controller makes no RPC for them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +90,9 @@ class Metrics:
         self.occupancy = 0
         self.capacity = 0
         self.hits = HitCounts()
+        self.hit_source: Callable[[], HitCounts] | None = None
+        """Reads the switch's GET totals (an RPC); None: `hits` is only what was set."""
+        self._hits_read_at: float | None = None
         self.switch_connections = 0
 
     def warnings_locked(self) -> list[str]:
@@ -118,6 +129,22 @@ class Metrics:
             recent = sum(1 for t in self._digest_times if now - t <= self.window)
         return recent / self.window
 
+    def refresh_hits(self, now: float | None = None) -> None:
+        """Read the switch's GET totals through `hit_source` unless they were read within
+        `HIT_TOTALS_MAX_AGE_S` (no lock held during the read; a failed read keeps the last totals)."""
+        source = self.hit_source
+        now = time.time() if now is None else now
+        if source is None or (self._hits_read_at is not None and now - self._hits_read_at < HIT_TOTALS_MAX_AGE_S):
+            return
+        self._hits_read_at = now
+        try:
+            hits = source()
+        except Exception as exc:  # a switch away: the last totals stand
+            log.debug("GET totals not read: %s", exc)
+            return
+        with self._lock:
+            self.hits = hits
+
     def hit_ratio(self) -> dict[str, float | None]:
         hits = self.hits
         total = hits.switch + hits.server
@@ -126,7 +153,8 @@ class Metrics:
         return {"switch": hits.switch / total, "server": hits.server / total}
 
     def snapshot(self, now: float | None = None) -> dict:
-        """Everything as plain JSON-ready values, for the API and the CLI."""
+        """Everything as plain JSON-ready values, for the API and the CLI (the GET totals read if stale)."""
+        self.refresh_hits(now)
         with self._lock:
             data = {
                 "occupancy": self.occupancy,

@@ -580,6 +580,11 @@ class PoolManager:
 
     # ---- periodic work -----------------------------------------------------------------------------------
 
+    def idle(self) -> bool:
+        """Nothing in the pool: no slot held, no pin (no counter to poll, no pin to expire)."""
+        with self.locked():
+            return not len(self.slots) and not self.pins.all()
+
     def tick(self, now: float | None = None, poll: bool = True) -> None:
         """Expire soft pins and (when `poll`) read the slot counters; called every second or so."""
         with self.locked():

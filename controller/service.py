@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_API_PORT = 9090
 """Where the JSON API listens when `--api` names no port (0 there: any free port)."""
-IDLE_WAKE_S = 0.5
-"""How often a periodic thread with nothing to do wakes to see whether the service stops (stop() joins it)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +124,7 @@ class Controller:
             self.p4info, on_packet_in=self._on_packet_in, on_digest=self._on_digest, on_connect=self._on_connect,
         )
         self.dataplane = P4RuntimeDataPlane(self.switch, PipelineNames())
+        self.metrics.hit_source = self.dataplane.hit_counts  # read when the API or a scrape asks, not polled
         self.storage = None
         if options.storage:
             host, port = parse_address(options.storage)
@@ -178,6 +177,7 @@ class Controller:
         or pipeline check of theirs is still calling an RPC when the channel closes (gRPC's "Cannot invoke RPC
         on closed channel", once a traceback in the log at shutdown)."""
         self._stop.set()
+        self.pool.pending_first_hit.wake()  # the periodic loops asleep on it
         for thread in self._threads:
             thread.join(timeout=2)
         if self.api_server is not None:
@@ -315,8 +315,21 @@ class Controller:
             log.exception("%s failed", what)
 
     def _tick_loop(self) -> None:
+        """Pin expiry and the slot-counter poll every `tick_seconds` while the pool holds anything; the sketch's
+        epochs and the pipeline check on their own periods. An empty pool (no slot, no pin) has nothing to expire
+        or poll: the loop then sleeps until the next epoch or check, woken at once by an admission."""
         last_check = last_poll = time.monotonic()
-        while not self._stop.wait(self.options.tick_seconds):
+        pending = self.pool.pending_first_hit
+        while True:
+            if self.pool.idle() and not len(pending):
+                now = time.monotonic()
+                due = min(self._epoch_started + self.options.detector.epoch_seconds,
+                          last_check + self.options.check_seconds)
+                pending.wait(max(self.options.tick_seconds, due - now))
+            else:
+                self._stop.wait(self.options.tick_seconds)
+            if self._stop.is_set():
+                return
             if not self.switch.wait_ready(0):
                 continue
             poll = time.monotonic() - last_poll >= self.options.poll_seconds
@@ -362,10 +375,10 @@ class Controller:
     def _first_hit_loop(self) -> None:
         """The fast poll of newly admitted slots while any is pending: every `first_hit_poll_seconds` at first,
         backing off as the newest admission ages (`PendingFirstHits.poll_interval`); asleep while none is pending
-        (woken at once by an admission, or every `IDLE_WAKE_S` to see whether the service stops)."""
+        (woken at once by an admission, or by `stop`)."""
         pending = self.pool.pending_first_hit
         while not self._stop.is_set():
-            if not pending.wait(IDLE_WAKE_S):
+            if not pending.wait(None):
                 continue
             if self._stop.wait(pending.poll_interval(self.pool.clock(), self.options.first_hit_poll_seconds)):
                 return

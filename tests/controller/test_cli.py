@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 
 import pytest
 from rich.console import Console
@@ -61,6 +62,18 @@ def api():
     server.start()
     yield backend, f"127.0.0.1:{server.address[1]}"
     server.stop()
+
+
+def test_the_api_stops_serving_and_frees_its_port():
+    server = ApiServer(Backend(), "127.0.0.1", 0)
+    server.start()
+    address = server.address
+    socket.create_connection(address, timeout=5).close()
+    server.stop()
+    assert not server._thread.is_alive()
+    with pytest.raises(OSError):
+        socket.create_connection(address, timeout=5).close()
+    server.stop()  # twice: nothing left to stop
 
 
 def cli(address: str, *argv: str) -> tuple[int, str]:

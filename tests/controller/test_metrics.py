@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from controller.dataplane import HitCounts
-from controller.metrics import Metrics, serve_prometheus
+from controller.metrics import HIT_TOTALS_MAX_AGE_S, Metrics, serve_prometheus
 
 
 def test_snapshot_counts_and_ratios():
@@ -50,3 +50,29 @@ def test_prometheus_endpoint_exposes_the_same_numbers():
     assert 'kvswitch_admissions_total{reason="pin"} 2.0' in text
     assert "kvswitch_pool_occupancy_slots 5.0" in text
     assert "python_gc" not in text  # our own registry, not the process-global default one
+
+
+def test_get_totals_are_read_when_asked_at_most_once_per_max_age_and_a_failed_read_keeps_the_last():
+    reads: list[HitCounts | Exception] = [HitCounts(switch=3, server=1), RuntimeError("switch away"),
+                                          HitCounts(switch=9, server=3)]
+    asked = []
+
+    def source() -> HitCounts:
+        asked.append(1)
+        got = reads.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    metrics = Metrics()
+    assert metrics.hits == HitCounts() and not asked, "nothing read before anyone asks"
+    metrics.hit_source = source
+    metrics.refresh_hits(now=100.0)
+    assert metrics.hits == HitCounts(switch=3, server=1)
+    metrics.refresh_hits(now=100.0 + HIT_TOTALS_MAX_AGE_S / 2)
+    assert len(asked) == 1, "read within the max age: not read again"
+    metrics.refresh_hits(now=100.0 + HIT_TOTALS_MAX_AGE_S)
+    assert len(asked) == 2 and metrics.hits == HitCounts(switch=3, server=1), "the failed read kept the last"
+    metrics.refresh_hits(now=100.0 + 2 * HIT_TOTALS_MAX_AGE_S)
+    assert metrics.snapshot(now=100.0 + 2 * HIT_TOTALS_MAX_AGE_S)["hit_ratio"] == {"switch": 0.75, "server": 0.25}
+    assert len(asked) == 3, "the snapshot found them fresh"
