@@ -3,9 +3,11 @@ all of them, so its counter Read grew with the pool and held up INSERT answers).
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from controller.ledger import FIRST_HIT_SLOWEST_POLL_S
+from controller.ledger import FIRST_HIT_SLOWEST_POLL_S, PendingFirstHits
 from controller.pool import PoolManager, PoolOptions
 from controller.tiers import TierMap, TierMover
 from kvpool.keys import ChunkKey
@@ -87,3 +89,36 @@ def test_the_fast_poll_backs_off_as_the_newest_admission_ages():
         t += pending.poll_interval(t, fastest)
         polls += 1
     assert 20 <= polls <= 100, polls
+
+
+def _waiter(pending: PendingFirstHits) -> tuple[threading.Thread, list[bool]]:
+    got: list[bool] = []
+    thread = threading.Thread(target=lambda: got.append(pending.wait(None)), daemon=True)
+    thread.start()
+    return thread, got
+
+
+def test_a_sleeper_on_pending_first_hits_is_woken_by_an_admission_and_by_wake_alone():
+    pending = PendingFirstHits()
+    assert pending.wait(0) is False, "nothing pending: the wait times out"
+    thread, got = _waiter(pending)
+    pending.add(ChunkKey(0, 1, 0), 0.0)
+    thread.join(30)
+    assert got == [True], "an admission ends an unbounded wait"
+    pending.discard(ChunkKey(0, 1, 0))
+    assert pending.wait(0) is False and len(pending) == 0
+    thread, got = _waiter(pending)
+    pending.wake()
+    thread.join(30)
+    assert got == [False], "wake ends it too, with nothing pending"
+    assert pending.wait(None) is False, "and every later wait (the service stops)"
+
+
+def test_an_empty_pool_is_idle_until_a_chunk_is_admitted_or_pinned():
+    pool, _dp, clock = admitted_pool(PoolOptions())
+    assert not pool.idle()
+    for key, _slot in list(pool.slots.items()):
+        pool.evict(key)
+    assert pool.idle()
+    pool.pin(ChunkKey(0, 0x77, 0), ttl=5.0, now=clock())
+    assert not pool.idle()
