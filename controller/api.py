@@ -19,10 +19,10 @@ The controller is the only P4Runtime primary; everything an operator does goes t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import socket
+import os
+import selectors
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,11 +36,6 @@ from kvpool.keys import BlockKey, ChunkKey, parse_key
 from p4rt.errors import P4RuntimeError
 
 log = logging.getLogger(__name__)
-
-
-SHUTDOWN_POLL_S = 1.0
-"""How often the API's loop looks whether it should stop when nothing wakes it (`stop` wakes it at once): an idle
-controller's API costs one wake-up a second, not twenty."""
 
 
 class Backend(Protocol):
@@ -182,24 +177,44 @@ class ApiServer:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("api: " + format, *args)
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        # bound now, listening from `start`: the port is ours before the caller makes connections of its own (one
+        # of which the kernel could give this very port), and nobody connects before the API serves
+        self.httpd = ThreadingHTTPServer((host, port), Handler, bind_and_activate=False)
+        try:
+            self.httpd.server_bind()
+        except BaseException:
+            self.httpd.server_close()
+            raise
         self.httpd.daemon_threads = True
+        self.httpd.timeout = 0.5  # a connection gone between the loop's look and the accept does not hold it
         self.address = self.httpd.server_address
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S},
-                                        name="ctl-api", daemon=True)
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._serve, name="ctl-api", daemon=True)
 
     def start(self) -> None:
+        self.httpd.server_activate()
         self._thread.start()
 
+    def _serve(self) -> None:
+        """Requests as they come, until a byte on the wake-up pipe: no periodic poll, so an idle API never wakes
+        (socketserver's `serve_forever` looks for a shutdown every `poll_interval`)."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.httpd, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while True:
+                for key, _events in selector.select():
+                    if key.fileobj == self._wake_r:
+                        return
+                    self.httpd.handle_request()
+
     def stop(self) -> None:
-        """Stop serving at once: the loop is woken by a connection rather than left to its next poll."""
+        """Stop serving at once (the loop is woken through its pipe) and free the port; a second call does nothing."""
+        if self._wake_w < 0:
+            return
+        os.write(self._wake_w, b"x")
         if self._thread.is_alive():
-            stopper = threading.Thread(target=self.httpd.shutdown, name="ctl-api-stop", daemon=True)
-            stopper.start()
-            host, port = self.address[:2]
-            wake = ("127.0.0.1" if host in ("0.0.0.0", "") else host, port)
-            while stopper.is_alive():
-                with contextlib.suppress(OSError):
-                    socket.create_connection(wake, timeout=0.5).close()
-                stopper.join(0.05)
+            self._thread.join(5)
         self.httpd.server_close()
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+        self._wake_r = self._wake_w = -1

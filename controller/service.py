@@ -157,6 +157,8 @@ class Controller:
 
     def start(self, timeout: float = 30.0) -> None:
         """Connect (pipeline, routes, reconcile), then start the periodic work, the API and metrics."""
+        host, port = parse_address(self.options.api, DEFAULT_API_PORT, listening=True)
+        self.api_server = ApiServer(self, host, port)  # its port bound before our own connections take one
         self.storage_worker.start()
         self.switch.open(timeout)
         loops = [(self._tick_loop, "ctl-tick"), (self._first_hit_loop, "ctl-first-hit")]
@@ -166,8 +168,6 @@ class Controller:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
-        host, port = parse_address(self.options.api, DEFAULT_API_PORT, listening=True)
-        self.api_server = ApiServer(self, host, port)
         self.api_server.start()
         if self.options.metrics_port:
             self.metrics_server = serve_prometheus(self.metrics, self.options.metrics_port)

@@ -64,11 +64,13 @@ def api():
     server.stop()
 
 
-def test_the_api_stops_serving_and_frees_its_port():
+def test_the_api_is_bound_at_once_serves_once_started_and_frees_its_port_when_stopped():
     server = ApiServer(Backend(), "127.0.0.1", 0)
-    server.start()
     address = server.address
-    socket.create_connection(address, timeout=5).close()
+    with pytest.raises(OSError):
+        socket.create_connection(address, timeout=5).close()  # not listening yet: nobody takes it for ready
+    server.start()
+    assert cli(f"{address[0]}:{address[1]}", "status")[0] == 0
     server.stop()
     assert not server._thread.is_alive()
     with pytest.raises(OSError):
