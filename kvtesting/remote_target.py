@@ -106,10 +106,10 @@ class RemoteTarget:
         self._send(ingress_port, data)
         return self._collect_until_quiet(frames)
 
-    def receive_expecting(self, frames: int) -> list[tuple[int, bytes]]:
+    def receive_expecting(self, frames: int, cap_s: float | None = None) -> list[tuple[int, bytes]]:
         """Frames the switch still sends for packets already sent, no packet sent now: waits for `frames` of
-        them however busy the machine is (up to `expect_cap_s`), then `quiet_s` for any extra one."""
-        return self._collect_until_quiet(frames)
+        them however busy the machine is (up to `cap_s`, default `expect_cap_s`), then `quiet_s` for any extra."""
+        return self._collect_until_quiet(frames, cap_s)
 
     def _send(self, ingress_port: int, data: bytes) -> None:
         self.late_frames.extend(self._collect_ready())
@@ -125,11 +125,12 @@ class RemoteTarget:
             raise ValueError(f"port {ingress_port} has no veth pair (ports: {sorted(self.ports.socks)}) "
                              f"and is not the CPU port {self.cpu_port}")
 
-    def _collect_until_quiet(self, expected: int = 0) -> list[tuple[int, bytes]]:
+    def _collect_until_quiet(self, expected: int = 0, cap_s: float | None = None) -> list[tuple[int, bytes]]:
         """Frames until the switch is quiet; with `expected` > 0, not before that many came (or the cap)."""
         q = self.quiescence
         start = time.monotonic()
-        cap = start + (max(q.cap_s, q.expect_cap_s) if expected else q.cap_s)
+        expect_cap = q.expect_cap_s if cap_s is None else cap_s
+        cap = start + (max(q.cap_s, expect_cap) if expected else q.cap_s)
         until = cap if expected else start + q.first_frame_s
         out: list[tuple[int, bytes]] = []
         while True:
