@@ -23,11 +23,13 @@ row's figure (another process on the machine only ever slows either), and every 
 
 The ratio sustained reader / switch is the goal's figure: two steady rates over seconds. A single read of a
 16 MiB block at MTU 9000 lasts about 0.1 s, the start-up of a fresh client process included (a slow start, the
-first round-trip samples, first-touch page faults of the block's buffer); it is in the table beside it. Also per phase: CPU seconds of the switch process and of the
-storage node (from /proc), so the per-chunk cost of each is on the table: with span GETs (the client's default,
-16 chunks per GET, docs/protocol.md *Span GETs*) a reader costs the switch 1 + 1/16 packets per chunk (one GET per
-span and each reply), the switch's own rate is measured with one (the reply); with one GET per chunk
-(`get_span` 1) it was two, which bounded the ratio near 1/2. The "switch-bound ratio" is that bound as this run
+first round-trip samples, first-touch page faults of the block's buffer); it is in the table beside it.
+
+Also per phase: CPU seconds of the switch process and of the storage node (from /proc), so the per-chunk cost of
+each is on the table (for the warm rounds, over every read of the reader process, mostly the sustained ones): with
+span GETs (the client's default, 16 chunks per GET, docs/protocol.md *Span GETs*) a reader costs the switch
+1 + 1/16 packets per chunk (one GET per span and each reply), the switch's own rate is measured with one (the
+reply); with one GET per chunk (`get_span` 1) it was two, which bounded the ratio near 1/2. The "switch-bound ratio" is that bound as this run
 measured it: the switch's CPU per forwarded frame over its CPU per chunk read, a figure that does not move with
 the machine's load as the rates do.
 
